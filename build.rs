@@ -1,0 +1,42 @@
+//! Compiles the project's own Dapr `.proto` files (see `proto/README.md`).
+//!
+//! `protox` parses them in pure Rust, so no system `protoc` is needed. The
+//! encoded `FileDescriptorSet` is written to `$OUT_DIR/descriptor.bin` for
+//! gRPC reflection, and `tonic-prost-build` generates messages, clients and
+//! servers into `$OUT_DIR/<package>.rs`.
+
+use std::path::PathBuf;
+
+/// Every proto file; the include root is `proto/`.
+const PROTOS: &[&str] = &[
+    "dapr/proto/common/v1/common.proto",
+    "dapr/proto/runtime/v1/jobs.proto",
+    "dapr/proto/runtime/v1/dapr.proto",
+    "dapr/proto/runtime/v1/appcallback.proto",
+    "dapr/proto/internals/v1/jobs.proto",
+    "dapr/proto/scheduler/v1/scheduler.proto",
+    "jobsd/store/v1/store.proto",
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto");
+    println!("cargo:rerun-if-changed=build.rs");
+
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
+
+    let mut compiler = protox::Compiler::new(["proto"])?;
+    compiler.include_source_info(true).include_imports(true);
+    compiler.open_files(PROTOS)?;
+
+    std::fs::write(
+        out_dir.join("descriptor.bin"),
+        compiler.encode_file_descriptor_set(),
+    )?;
+
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(compiler.file_descriptor_set())?;
+
+    Ok(())
+}

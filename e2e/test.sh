@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Every test of the project: unit and in-process integration tests, then the end-to-end
+# suites that run the release binary against real peers. This is the README's test command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash e2e/setup.sh
+
+cargo test --locked --all-targets

@@ -1,0 +1,71 @@
+//! Generated code for the project's Dapr protos (`proto/`, compiled by `build.rs`).
+//!
+//! The modules mirror the protobuf package hierarchy so that prost's cross-package paths
+//! (`super::super::common::v1::…`) resolve. Use the short re-exports: [`common`], [`runtime`],
+//! [`internals`] and [`scheduler`].
+
+/// The `dapr` protobuf package tree.
+pub mod dapr {
+    /// The `dapr.proto` protobuf package tree.
+    pub mod proto {
+        /// `dapr.proto.common.*`.
+        pub mod common {
+            /// `dapr.proto.common.v1`: HTTPExtension and the job failure policies.
+            #[allow(clippy::all, clippy::pedantic, missing_docs)]
+            pub mod v1 {
+                tonic::include_proto!("dapr.proto.common.v1");
+            }
+        }
+        /// `dapr.proto.runtime.*`.
+        pub mod runtime {
+            /// `dapr.proto.runtime.v1`: the jobs API of the `Dapr` service and the app callbacks.
+            #[allow(clippy::all, clippy::pedantic, missing_docs)]
+            pub mod v1 {
+                tonic::include_proto!("dapr.proto.runtime.v1");
+            }
+        }
+        /// `dapr.proto.internals.*`.
+        pub mod internals {
+            /// `dapr.proto.internals.v1`: the HTTP jobs body and the Scheduler's job event.
+            #[allow(clippy::all, clippy::pedantic, missing_docs)]
+            pub mod v1 {
+                tonic::include_proto!("dapr.proto.internals.v1");
+            }
+        }
+        /// `dapr.proto.scheduler.*`.
+        pub mod scheduler {
+            /// `dapr.proto.scheduler.v1`: the Scheduler control-plane service.
+            #[allow(clippy::all, clippy::pedantic, missing_docs)]
+            pub mod v1 {
+                tonic::include_proto!("dapr.proto.scheduler.v1");
+            }
+        }
+    }
+}
+
+/// The `jobsd` protobuf package tree: our own records, not a Dapr wire format.
+pub mod jobsd {
+    /// `jobsd.store.*`.
+    pub mod store {
+        /// `jobsd.store.v1`: stored jobs and counters.
+        #[allow(clippy::all, clippy::pedantic, missing_docs)]
+        pub mod v1 {
+            tonic::include_proto!("jobsd.store.v1");
+        }
+    }
+}
+
+/// `dapr.proto.common.v1`.
+pub use dapr::proto::common::v1 as common;
+/// `dapr.proto.internals.v1`.
+pub use dapr::proto::internals::v1 as internals;
+/// `dapr.proto.runtime.v1`.
+pub use dapr::proto::runtime::v1 as runtime;
+/// `dapr.proto.scheduler.v1`.
+pub use dapr::proto::scheduler::v1 as scheduler;
+/// `jobsd.store.v1`.
+pub use jobsd::store::v1 as store;
+
+/// Encoded `google.protobuf.FileDescriptorSet` of all the protos above and their imports
+/// (with source info), for gRPC reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));

@@ -1,0 +1,17 @@
+//! Dapr's schedule grammar and trigger semantics, as a pure module.
+//!
+//! Everything here is deterministic: callers pass "now" in; nothing reads a clock or does I/O.
+
+pub mod cron;
+pub mod duration;
+pub mod go_quote;
+pub mod iso8601;
+pub mod job;
+pub mod name;
+pub mod plan;
+pub mod rfc3339;
+
+pub use cron::Schedule;
+pub use job::{FailurePolicy, JobSpec, Rule, ValidationError, point_in_time, validate};
+pub use name::NameError;
+pub use plan::{Begin, Counter, Outcome, Plan, Step};

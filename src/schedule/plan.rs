@@ -1,0 +1,170 @@
+//! The trigger plan: given a validated job and its counter, when does it fire next, and what
+//! does a trigger's result do to the counter. This is go-etcd-cron's `scheduler` (`oneshot`,
+//! `repeats`) and `counter` logic, made pure: the engine stores the counter and the clock
+//! lives elsewhere.
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::cron::Schedule;
+use super::job::FailurePolicy;
+
+/// Where a job's clock starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Begin {
+    /// No due time: the schedule starts at creation and does **not** fire at this instant.
+    Start(DateTime<Utc>),
+    /// The first tick is exactly at the due time; the schedule continues from there.
+    DueTime(DateTime<Utc>),
+}
+
+/// A validated job's timing, resolved to instants. Built by [`super::job::validate`] or, for
+/// a stored job, by [`Plan::restore`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Parsed schedule; `None` for a one-shot job (due time only).
+    pub schedule: Option<Schedule>,
+    /// Ticks to run at most (a tick counts on success or when given up).
+    pub repeats: Option<u32>,
+    /// Start of the job's clock.
+    pub begin: Begin,
+    /// No tick is scheduled strictly after this instant.
+    pub expiration: Option<DateTime<Utc>>,
+    /// What a failed attempt leads to (the Scheduler default when the user gave none).
+    pub failure_policy: FailurePolicy,
+}
+
+/// Progress of a job, persisted after every result (go-etcd-cron's `stored.Counter`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counter {
+    /// Ticks done: succeeded or given up.
+    pub count: u32,
+    /// Nominal time of the last finished tick (never the wall-clock time it ran, so the
+    /// schedule does not drift).
+    pub last_trigger: Option<DateTime<Utc>>,
+    /// Failed attempts of the current tick.
+    pub attempts: u32,
+}
+
+/// What the target answered for one trigger. (Undeliverable triggers never reach the plan:
+/// they are staged and leave the counter alone.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The app acknowledged the trigger (2xx, 404, gRPC OK or NotFound).
+    Success,
+    /// The app failed it; the failure policy decides.
+    Failed,
+}
+
+/// The counter after a result, and when to fire next (`None`: the job is finished and is
+/// deleted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Counter to persist.
+    pub counter: Counter,
+    /// Next fire time, or `None` when the job is done.
+    pub next: Option<DateTime<Utc>>,
+}
+
+impl Plan {
+    /// Rebuilds the plan of a stored job from its stored parts (re-parsing only the schedule).
+    pub fn restore(
+        schedule: Option<&str>,
+        repeats: Option<u32>,
+        begin: Begin,
+        expiration: Option<DateTime<Utc>>,
+        failure_policy: FailurePolicy,
+    ) -> Result<Plan, super::cron::Error> {
+        Ok(Plan {
+            schedule: schedule.map(super::cron::parse).transpose()?,
+            repeats,
+            begin,
+            expiration,
+            failure_policy,
+        })
+    }
+
+    /// Nominal time of the next tick for this counter, or `None` when the job is finished:
+    /// repeats used up, a one-shot already done, the schedule never matches again, or the
+    /// tick would be after the expiration.
+    pub fn next_tick(&self, counter: &Counter) -> Option<DateTime<Utc>> {
+        if self.repeats.is_some_and(|r| counter.count >= r) {
+            return None;
+        }
+        let tick = match &self.schedule {
+            None => match self.begin {
+                Begin::DueTime(due) if counter.count == 0 => Some(due),
+                _ => None,
+            },
+            Some(schedule) => match (counter.last_trigger, self.begin) {
+                (None, Begin::DueTime(due)) => Some(due),
+                (None, Begin::Start(start)) => schedule.next(start),
+                (Some(last), _) => schedule.next(last),
+            },
+        }?;
+        if self.expiration.is_some_and(|exp| tick > exp) {
+            return None;
+        }
+        Some(tick)
+    }
+
+    /// When to fire for this counter: the nominal tick, pushed back by one constant interval
+    /// per failed attempt (retry k of a tick is at tick + k·interval). A negative interval is
+    /// read as zero so that a retry never fires before its tick.
+    pub fn fire_time(&self, counter: &Counter) -> Option<DateTime<Utc>> {
+        let tick = self.next_tick(counter)?;
+        match self.failure_policy {
+            FailurePolicy::Constant { interval, .. } if counter.attempts > 0 => {
+                let step = interval.max(TimeDelta::zero());
+                let delay = step
+                    .checked_mul(i32::try_from(counter.attempts).unwrap_or(i32::MAX))
+                    .unwrap_or(TimeDelta::MAX);
+                Some(
+                    tick.checked_add_signed(delay)
+                        .unwrap_or(DateTime::<Utc>::MAX_UTC),
+                )
+            }
+            _ => Some(tick),
+        }
+    }
+
+    /// Applies a trigger's result to the counter and tells when to fire next.
+    pub fn apply(&self, counter: &Counter, outcome: Outcome) -> Step {
+        let counter = match outcome {
+            Outcome::Success => self.finish_tick(counter),
+            Outcome::Failed => {
+                let attempts = counter.attempts.saturating_add(1);
+                let retry = match self.failure_policy {
+                    FailurePolicy::Drop => false,
+                    FailurePolicy::Constant { max_retries, .. } => {
+                        max_retries.is_none_or(|max| max >= attempts)
+                    }
+                };
+                if retry {
+                    Counter {
+                        attempts,
+                        ..*counter
+                    }
+                } else {
+                    // A given-up tick counts toward repeats, and the schedule goes on from its
+                    // nominal time whatever the retry cadence was.
+                    self.finish_tick(counter)
+                }
+            }
+        };
+        Step {
+            next: self.fire_time(&counter),
+            counter,
+        }
+    }
+
+    fn finish_tick(&self, counter: &Counter) -> Counter {
+        Counter {
+            count: counter.count.saturating_add(1),
+            last_trigger: self.next_tick(counter).or(counter.last_trigger),
+            attempts: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

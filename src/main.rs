@@ -1,24 +1,67 @@
 //! The `jobsd` binary: flags in, one role out. Everything else lives in the library.
 
-use clap::Parser;
+use std::process::ExitCode;
 
-/// jobsd: the Dapr Jobs API and scheduler in one binary.
-#[derive(Debug, Parser)]
-#[command(name = "jobsd", version, about)]
-struct Cli {
-    /// The id of the app this sidecar serves (daprd's `--app-id`).
-    #[arg(long, env = "APP_ID")]
-    app_id: String,
+use clap::Parser;
+use jobsd::app::{self, Sidecar};
+use jobsd::config::{Cli, Command, Env};
+use tracing_subscriber::EnvFilter;
+
+/// Exit code for bad flags (BSD `EX_USAGE`).
+const EX_USAGE: u8 = 64;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::Version) = cli.command {
+        println!("jobsd {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    let cfg = match cli.sidecar.validate(Env::from_process()) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("jobsd: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    init_tracing(&cli.sidecar.log_level, cli.sidecar.log_as_json);
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("jobsd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result: anyhow::Result<()> = runtime.block_on(async move {
+        let sidecar = Sidecar::start(cfg).await?;
+        let stop = sidecar.shutdown_token();
+        tokio::spawn(async move {
+            app::shutdown_signal().await;
+            tracing::info!("shutting down");
+            stop.cancel();
+        });
+        sidecar.wait().await?;
+        Ok(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "jobsd failed");
+            eprintln!("jobsd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    // The daemon (API, store, engine) is built on top of the `schedule` core in the next
-    // steps; until then the binary reports what it would serve.
-    println!(
-        "jobsd {} (app id {:?}): schedule core only, no daemon yet",
-        env!("CARGO_PKG_VERSION"),
-        cli.app_id
-    );
-    Ok(())
+fn init_tracing(level: &str, json: bool) {
+    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
 }

@@ -1,0 +1,199 @@
+//! daprd's gRPC Jobs API: the jobs rpcs of `dapr.proto.runtime.v1.Dapr` (stable and
+//! `*Alpha1`, one implementation each), plus gRPC health and reflection.
+//!
+//! Every other `Dapr` method answers Unimplemented (the generated server does that for paths
+//! it does not know), which is what SDKs probe for before falling back to an Alpha1 rpc.
+
+use tonic::{Request, Response, Status};
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+
+use super::ApiState;
+use super::error::ApiError;
+use super::http::{API_TOKEN_HEADER, constant_time_eq};
+use crate::proto::runtime::{self as rv1, dapr_server::DaprServer};
+
+/// The `Dapr` service implementation over the shared job operations.
+#[derive(Clone, Debug)]
+pub struct DaprApi {
+    state: ApiState,
+}
+
+/// The `dapr.proto.runtime.v1.Dapr` service, with message limits of `max_body_size`
+/// (daprd's `--max-body-size` applies to gRPC messages both ways).
+pub fn service(state: ApiState) -> DaprServer<DaprApi> {
+    let limit = state.body_limit();
+    DaprServer::new(DaprApi { state })
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit)
+}
+
+/// gRPC health and reflection for the API server.
+pub struct HealthAndReflection {
+    /// Flips the served statuses (for example to NOT_SERVING while shutting down).
+    pub reporter: HealthReporter,
+    /// `grpc.health.v1.Health`, `grpc.reflection.v1` and `grpc.reflection.v1alpha`, ready for
+    /// `tonic::transport::Server::add_routes`.
+    pub routes: tonic::service::Routes,
+}
+
+/// The service name health reports for the jobs API.
+pub const DAPR_SERVICE_NAME: &str = "dapr.proto.runtime.v1.Dapr";
+
+/// Health (SERVING for `""` and `dapr.proto.runtime.v1.Dapr`) and reflection (v1 and
+/// v1alpha, over the project's descriptors and grpc.health's).
+pub async fn health_and_reflection() -> Result<HealthAndReflection, tonic_reflection::server::Error>
+{
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("", ServingStatus::Serving)
+        .await;
+    reporter
+        .set_service_status(DAPR_SERVICE_NAME, ServingStatus::Serving)
+        .await;
+    let v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    let routes = tonic::service::Routes::new(health)
+        .add_service(v1)
+        .add_service(v1alpha);
+    Ok(HealthAndReflection { reporter, routes })
+}
+
+impl DaprApi {
+    /// daprd's API-token interceptor: the first `dapr-api-token` value must match.
+    fn authorize<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let Some(token) = self.state.required_token() else {
+            return Ok(());
+        };
+        match request.metadata().get(API_TOKEN_HEADER) {
+            None => {
+                Err(ApiError::grpc_unauthenticated("missing api token in request metadata").into())
+            }
+            Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
+            Some(_) => Err(ApiError::grpc_unauthenticated(
+                "authentication error: api token mismatch",
+            )
+            .into()),
+        }
+    }
+
+    async fn schedule(&self, request: Request<rv1::ScheduleJobRequest>) -> Result<(), Status> {
+        self.authorize(&request)?;
+        Ok(self.state.schedule_job(request.into_inner()).await?)
+    }
+
+    async fn get(&self, request: Request<rv1::GetJobRequest>) -> Result<rv1::Job, Status> {
+        self.authorize(&request)?;
+        Ok(self.state.get_job(request.into_inner().name).await?)
+    }
+
+    async fn delete(&self, request: Request<rv1::DeleteJobRequest>) -> Result<(), Status> {
+        self.authorize(&request)?;
+        Ok(self.state.delete_job(request.into_inner().name).await?)
+    }
+
+    async fn list<T>(&self, request: Request<T>) -> Result<Vec<rv1::Job>, Status> {
+        self.authorize(&request)?;
+        Ok(self.state.list_jobs().await?)
+    }
+
+    async fn delete_by_prefix<T>(
+        &self,
+        request: &Request<T>,
+        prefix: Option<String>,
+    ) -> Result<(), Status> {
+        self.authorize(request)?;
+        Ok(self.state.delete_jobs_by_prefix(prefix).await?)
+    }
+}
+
+#[tonic::async_trait]
+impl rv1::dapr_server::Dapr for DaprApi {
+    async fn schedule_job_alpha1(
+        &self,
+        request: Request<rv1::ScheduleJobRequest>,
+    ) -> Result<Response<rv1::ScheduleJobResponse>, Status> {
+        self.schedule(request).await?;
+        Ok(Response::new(rv1::ScheduleJobResponse {}))
+    }
+
+    async fn get_job_alpha1(
+        &self,
+        request: Request<rv1::GetJobRequest>,
+    ) -> Result<Response<rv1::GetJobResponse>, Status> {
+        let job = self.get(request).await?;
+        Ok(Response::new(rv1::GetJobResponse { job: Some(job) }))
+    }
+
+    async fn delete_job_alpha1(
+        &self,
+        request: Request<rv1::DeleteJobRequest>,
+    ) -> Result<Response<rv1::DeleteJobResponse>, Status> {
+        self.delete(request).await?;
+        Ok(Response::new(rv1::DeleteJobResponse {}))
+    }
+
+    async fn delete_jobs_by_prefix_alpha1(
+        &self,
+        request: Request<rv1::DeleteJobsByPrefixRequestAlpha1>,
+    ) -> Result<Response<rv1::DeleteJobsByPrefixResponseAlpha1>, Status> {
+        let prefix = request.get_ref().name_prefix.clone();
+        self.delete_by_prefix(&request, prefix).await?;
+        Ok(Response::new(rv1::DeleteJobsByPrefixResponseAlpha1 {}))
+    }
+
+    async fn list_jobs_alpha1(
+        &self,
+        request: Request<rv1::ListJobsRequestAlpha1>,
+    ) -> Result<Response<rv1::ListJobsResponseAlpha1>, Status> {
+        let jobs = self.list(request).await?;
+        Ok(Response::new(rv1::ListJobsResponseAlpha1 { jobs }))
+    }
+
+    async fn schedule_job(
+        &self,
+        request: Request<rv1::ScheduleJobRequest>,
+    ) -> Result<Response<rv1::ScheduleJobResponse>, Status> {
+        self.schedule(request).await?;
+        Ok(Response::new(rv1::ScheduleJobResponse {}))
+    }
+
+    async fn get_job(
+        &self,
+        request: Request<rv1::GetJobRequest>,
+    ) -> Result<Response<rv1::GetJobResponse>, Status> {
+        let job = self.get(request).await?;
+        Ok(Response::new(rv1::GetJobResponse { job: Some(job) }))
+    }
+
+    async fn delete_job(
+        &self,
+        request: Request<rv1::DeleteJobRequest>,
+    ) -> Result<Response<rv1::DeleteJobResponse>, Status> {
+        self.delete(request).await?;
+        Ok(Response::new(rv1::DeleteJobResponse {}))
+    }
+
+    async fn delete_jobs_by_prefix(
+        &self,
+        request: Request<rv1::DeleteJobsByPrefixRequest>,
+    ) -> Result<Response<rv1::DeleteJobsByPrefixResponse>, Status> {
+        let prefix = request.get_ref().name_prefix.clone();
+        self.delete_by_prefix(&request, prefix).await?;
+        Ok(Response::new(rv1::DeleteJobsByPrefixResponse {}))
+    }
+
+    async fn list_jobs(
+        &self,
+        request: Request<rv1::ListJobsRequest>,
+    ) -> Result<Response<rv1::ListJobsResponse>, Status> {
+        let jobs = self.list(request).await?;
+        Ok(Response::new(rv1::ListJobsResponse { jobs }))
+    }
+}

@@ -1,0 +1,341 @@
+//! daprd's HTTP Jobs API on axum: `POST/GET/DELETE /v1.0-alpha1/jobs/{name}`,
+//! `/v1.0/jobs/{name}` and `/v1.0/schedule/jobs/{name}`, the health and metadata routes the
+//! SDKs call, and one extension: `GET /v1.0/jobs[?prefix=]` lists this app's jobs.
+//!
+//! Behaviour follows daprd (`pkg/api/http`): paths are cleaned like chi's
+//! `CleanPathMiddleware`, the `{name}` segment is `url.QueryUnescape`d (so `+` is a space),
+//! `dapr-api-token` is enforced on everything but the health routes, bodies are protojson,
+//! errors are Dapr's. One deliberate difference: a body over `--max-body-size` gets a 413
+//! with `ERR_REQUEST_BODY_TOO_LARGE` instead of daprd's 400 `stream too large`.
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http::{HeaderValue, Method, StatusCode, Uri, header};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tower::ServiceExt;
+
+use super::error::ApiError;
+use super::{ApiState, go, json};
+use crate::proto::{internals::JobHttpRequest, runtime as rv1};
+use crate::scheduler;
+
+/// The header carrying the API token (daprd's `APITokenHeader`).
+pub const API_TOKEN_HEADER: &str = "dapr-api-token";
+
+/// The three route prefixes daprd serves jobs under.
+const JOB_ROUTES: [&str; 3] = [
+    "/v1.0-alpha1/jobs/{name}",
+    "/v1.0/jobs/{name}",
+    "/v1.0/schedule/jobs/{name}",
+];
+
+/// The HTTP API as an axum router (state applied). Serve it with HTTP/1.1 and h2c.
+pub fn router(state: ApiState) -> Router {
+    let mut routes = Router::new();
+    for path in JOB_ROUTES {
+        routes = routes.route(path, post(schedule_job).get(get_job).delete(delete_job));
+    }
+    let routes = routes
+        .route("/v1.0/jobs", get(list_jobs))
+        .route("/v1.0/healthz", get(healthz))
+        .route("/v1.0/healthz/outbound", get(healthz))
+        .route("/v1.0/metadata", get(metadata))
+        .with_state(state.clone());
+    // A path that matches nothing is cleaned (`//`, `.`, `..`, trailing `/`) and routed
+    // once more, as chi's CleanPath and StripSlashes middlewares do before daprd routes.
+    let strict = routes.clone().fallback(not_found);
+    routes
+        .fallback(move |req: Request| route_cleaned(strict.clone(), req))
+        .layer(middleware::from_fn_with_state(state, authenticate))
+}
+
+/// daprd's `APITokenAuthMiddleware`: with a token configured, every request but
+/// `GET /v1.0/healthz[/outbound]` must carry it.
+async fn authenticate(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+    if let Some(token) = state.required_token() {
+        let given = req
+            .headers()
+            .get(API_TOKEN_HEADER)
+            .map_or(&b""[..], HeaderValue::as_bytes);
+        if !constant_time_eq(given, token.as_bytes())
+            && !exempt_from_token(req.method(), req.uri().path())
+        {
+            return ApiError::invalid_api_token().into_response();
+        }
+    }
+    next.run(req).await
+}
+
+fn exempt_from_token(method: &Method, path: &str) -> bool {
+    method == Method::GET
+        && matches!(
+            path.trim_matches('/'),
+            "v1.0/healthz" | "v1.0/healthz/outbound"
+        )
+}
+
+/// Compares without an early exit, so response timing does not reveal the token.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn route_cleaned(strict: Router, mut req: Request) -> Response {
+    let cleaned = go::clean_path(req.uri().path());
+    if cleaned == req.uri().path() {
+        return not_found().await;
+    }
+    let path_and_query = match req.uri().query() {
+        Some(q) => format!("{cleaned}?{q}"),
+        None => cleaned,
+    };
+    let mut parts = req.uri().clone().into_parts();
+    parts.path_and_query = path_and_query.parse().ok();
+    match Uri::from_parts(parts) {
+        Ok(uri) => *req.uri_mut() = uri,
+        Err(_) => return not_found().await,
+    }
+    match strict.oneshot(req).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+/// Go's `http.NotFound`.
+async fn not_found() -> Response {
+    ApiError::PlainText {
+        http: StatusCode::NOT_FOUND,
+        message: "404 page not found".to_owned(),
+    }
+    .into_response()
+}
+
+/// The `{name}` route parameter after `url.QueryUnescape`. Go keeps the raw bytes, which may
+/// not be UTF-8; such a name can only fail later, when it is marshalled for the Scheduler.
+struct RouteName {
+    /// The name (invalid UTF-8 replaced, only for the emptiness checks).
+    text: String,
+    /// Whether the unescaped bytes were UTF-8.
+    utf8: bool,
+}
+
+impl RouteName {
+    /// The last segment of the (cleaned) path: every job route ends in `/{name}`. Taken from
+    /// the URI rather than axum's path extractors, which refuse names that are not UTF-8.
+    fn from_uri(uri: &Uri) -> Result<Self, ApiError> {
+        let raw = uri.path().rsplit('/').next().unwrap_or_default();
+        let bytes = go::query_unescape(raw).map_err(|e| ApiError::unescape_param("name", e))?;
+        Ok(match String::from_utf8(bytes) {
+            Ok(text) => RouteName { text, utf8: true },
+            Err(e) => RouteName {
+                text: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                utf8: false,
+            },
+        })
+    }
+}
+
+/// What grpc-go answers when asked to send a string field that is not UTF-8.
+fn invalid_utf8_marshal_error() -> scheduler::Error {
+    scheduler::Error::new(
+        tonic::Code::Internal,
+        "grpc: error while marshaling: string field contains invalid UTF-8",
+    )
+}
+
+/// Reads the whole body, up to `limit` bytes.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            Err(ApiError::body_too_large(limit))
+        }
+        Err(e) => Err(ApiError::body_read(e)),
+    }
+}
+
+/// `POST …/jobs/{name}`: 204 on success.
+async fn schedule_job(State(state): State<ApiState>, uri: Uri, body: Body) -> Response {
+    match schedule_job_inner(&state, &uri, body).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn schedule_job_inner(state: &ApiState, uri: &Uri, body: Body) -> Result<(), ApiError> {
+    let name = RouteName::from_uri(uri)?;
+    let bytes = read_body(body, state.body_limit()).await?;
+    let req = if bytes.is_empty() {
+        JobHttpRequest::default()
+    } else {
+        json::parse_job_http_request(&bytes).map_err(ApiError::malformed_request)?
+    };
+    if !req.name.is_empty() {
+        return Err(ApiError::name_in_url_only(&state.app_id));
+    }
+    let job = rv1::Job {
+        name: name.text.trim().to_owned(),
+        schedule: req.schedule,
+        repeats: req.repeats,
+        due_time: req.due_time,
+        ttl: req.ttl,
+        data: req.data.as_ref().map(json::value_to_any),
+        failure_policy: req.failure_policy,
+    };
+    if !name.utf8 && (job.schedule.is_some() || job.due_time.is_some()) {
+        return Err(ApiError::schedule_job(
+            &invalid_utf8_marshal_error(),
+            &state.app_id,
+            &state.namespace,
+        ));
+    }
+    state
+        .schedule_job(rv1::ScheduleJobRequest {
+            job: Some(job),
+            overwrite: req.overwrite.unwrap_or(false),
+        })
+        .await
+}
+
+/// `GET …/jobs/{name}`: 200 with the job's protojson.
+async fn get_job(State(state): State<ApiState>, uri: Uri) -> Response {
+    let result = async {
+        // daprd trims the name for POST only.
+        let name = RouteName::from_uri(&uri)?;
+        if !name.utf8 {
+            return Err(ApiError::get_job(
+                &invalid_utf8_marshal_error(),
+                &state.app_id,
+                &state.namespace,
+            ));
+        }
+        let job = state.get_job(name.text).await?;
+        json::job_to_json(&job).map_err(ApiError::encode_json)
+    }
+    .await;
+    match result {
+        Ok(body) => json_response(body),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `DELETE …/jobs/{name}`: 204, also when there was no such job.
+async fn delete_job(State(state): State<ApiState>, uri: Uri) -> Response {
+    let result = async {
+        let name = RouteName::from_uri(&uri)?;
+        if !name.utf8 {
+            return Err(ApiError::delete_job(
+                &invalid_utf8_marshal_error(),
+                &state.app_id,
+                &state.namespace,
+            ));
+        }
+        state.delete_job(name.text).await
+    }
+    .await;
+    match result {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Extension `GET /v1.0/jobs[?prefix=p]`: `{"jobs":[…]}`, this app's jobs (those whose name
+/// starts with `p`), by name, each as GET would show it.
+async fn list_jobs(State(state): State<ApiState>, uri: Uri) -> Response {
+    let result = async {
+        let prefix = query_param(uri.query().unwrap_or_default(), "prefix")?;
+        let mut jobs = state.list_jobs().await?;
+        if let Some(prefix) = prefix.as_deref().filter(|p| !p.is_empty()) {
+            jobs.retain(|job| job.name.starts_with(prefix));
+        }
+        jobs.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut body = String::from("{\"jobs\":[");
+        for (i, job) in jobs.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            json::write_job(&mut body, job).map_err(ApiError::encode_json)?;
+        }
+        body.push_str("]}");
+        Ok::<_, ApiError>(body)
+    }
+    .await;
+    match result {
+        Ok(body) => json_response(body),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The first value of `key` in a query string, form-unescaped.
+fn query_param(query: &str, key: &str) -> Result<Option<String>, ApiError> {
+    for pair in query.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let k = go::query_unescape(k).map_err(ApiError::malformed_request)?;
+        if k == key.as_bytes() {
+            let v = go::query_unescape(v).map_err(ApiError::malformed_request)?;
+            return Ok(Some(String::from_utf8_lossy(&v).into_owned()));
+        }
+    }
+    Ok(None)
+}
+
+/// `GET /v1.0/healthz` and `/v1.0/healthz/outbound`: 204 once serving.
+async fn healthz() -> StatusCode {
+    StatusCode::NO_CONTENT
+}
+
+/// `GET /v1.0/metadata`: the small part of daprd's metadata that applies here.
+async fn metadata(State(state): State<ApiState>) -> Response {
+    let body = serde_json::json!({
+        "id": state.app_id,
+        "runtimeVersion": env!("CARGO_PKG_VERSION"),
+        "extended": { "schedulerMode": state.mode },
+        "scheduler": {},
+    });
+    json_response(body.to_string())
+}
+
+fn json_response(body: String) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_exemptions_are_daprds() {
+        assert!(exempt_from_token(&Method::GET, "/v1.0/healthz"));
+        assert!(exempt_from_token(&Method::GET, "/v1.0/healthz/outbound/"));
+        assert!(!exempt_from_token(&Method::POST, "/v1.0/healthz"));
+        assert!(!exempt_from_token(&Method::GET, "/v1.0/metadata"));
+    }
+
+    #[test]
+    fn constant_time_eq_compares_bytes() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+
+    #[test]
+    fn query_param_unescapes() {
+        assert_eq!(
+            query_param("a=1&prefix=my+job%2F", "prefix").ok().flatten(),
+            Some("my job/".to_owned())
+        );
+        assert_eq!(query_param("", "prefix").ok().flatten(), None);
+        assert!(query_param("prefix=%zz", "prefix").is_err());
+    }
+}

@@ -1,0 +1,217 @@
+//! What apps call: daprd's Jobs API over HTTP ([`http`], axum) and gRPC ([`grpc`], the tonic
+//! `dapr.proto.runtime.v1.Dapr` service), with Dapr's error model ([`error`]) and the
+//! protojson daprd reads and writes ([`json`]).
+//!
+//! Both transports share the operations below (daprd's `pkg/api/universal/jobs.go`): they
+//! check what daprd checks, in its order, build the Scheduler request for this app and call
+//! the [`Scheduler`] seam, which the embedded engine or a remote replica answers.
+
+pub mod error;
+mod go;
+pub mod grpc;
+pub mod http;
+pub mod json;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use error::ApiError;
+
+use crate::proto::{runtime as rv1, scheduler as sv1};
+use crate::scheduler::{self, Scheduler};
+
+/// How long one Scheduler call may take; daprd's `rpcTimeout`.
+const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Everything the API handlers need; cheap to clone (one `Arc` and a few strings).
+#[derive(Clone)]
+pub struct ApiState {
+    /// The Scheduler the jobs calls go to (embedded engine or remote replicas).
+    pub scheduler: Arc<dyn Scheduler>,
+    /// This sidecar's app ID; every job is stored under it.
+    pub app_id: String,
+    /// The namespace jobs are stored under (`NAMESPACE`, default `default`).
+    pub namespace: String,
+    /// `DAPR_API_TOKEN`: when set (and not empty), callers must send it as `dapr-api-token`.
+    pub api_token: Option<String>,
+    /// `--max-body-size`: the largest HTTP body and gRPC message accepted, in bytes; 0 means
+    /// no limit, as in daprd.
+    pub max_body_size: usize,
+    /// Where the scheduler lives: `"embedded"` or `"remote"` (shown by `/v1.0/metadata`).
+    pub mode: &'static str,
+}
+
+impl std::fmt::Debug for ApiState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token stays out of logs.
+        f.debug_struct("ApiState")
+            .field("app_id", &self.app_id)
+            .field("namespace", &self.namespace)
+            .field("api_token", &self.api_token.as_ref().map(|_| "<set>"))
+            .field("max_body_size", &self.max_body_size)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiState {
+    /// The configured API token, if authentication is on (daprd treats an empty token as
+    /// none).
+    pub fn required_token(&self) -> Option<&str> {
+        self.api_token.as_deref().filter(|t| !t.is_empty())
+    }
+
+    /// The body and message size limit in bytes (`usize::MAX` when unlimited).
+    pub fn body_limit(&self) -> usize {
+        match self.max_body_size {
+            0 => usize::MAX,
+            limit => limit,
+        }
+    }
+
+    /// The Scheduler metadata of this app's jobs: `{app_id, namespace, target: job}`.
+    pub fn job_metadata(&self) -> sv1::JobMetadata {
+        sv1::JobMetadata {
+            app_id: self.app_id.clone(),
+            namespace: self.namespace.clone(),
+            target: Some(sv1::JobTargetMetadata {
+                r#type: Some(sv1::job_target_metadata::Type::Job(sv1::TargetJob {})),
+            }),
+            concurrency_key: None,
+        }
+    }
+
+    /// `ScheduleJob`: `Job is empty`, `Name is empty`, `Schedule is empty` (by presence, so
+    /// an empty string passes), then the Scheduler with the job copied as-is.
+    pub async fn schedule_job(&self, req: rv1::ScheduleJobRequest) -> Result<(), ApiError> {
+        let Some(job) = req.job else {
+            return Err(ApiError::job_empty(&self.app_id, &self.namespace));
+        };
+        if job.name.is_empty() {
+            return Err(ApiError::name_empty(&self.app_id, &self.namespace));
+        }
+        if job.schedule.is_none() && job.due_time.is_none() {
+            return Err(ApiError::schedule_empty(&self.app_id, &self.namespace));
+        }
+        let (name, job) = runtime_to_scheduler_job(job);
+        let job_name = name.clone();
+        let request = sv1::ScheduleJobRequest {
+            name,
+            job: Some(job),
+            metadata: Some(self.job_metadata()),
+            overwrite: req.overwrite,
+        };
+        let scheduler = Arc::clone(&self.scheduler);
+        with_timeout(async move { scheduler.schedule_job(request).await })
+            .await
+            .map_err(|e| {
+                tracing::debug!(job = %job_name, error = %e, "scheduling job failed");
+                ApiError::schedule_job(&e, &self.app_id, &self.namespace)
+            })
+    }
+
+    /// `GetJob`: `Name is empty`, else the stored job under the asked name. Any Scheduler
+    /// error (not found included) is Internal.
+    pub async fn get_job(&self, name: String) -> Result<rv1::Job, ApiError> {
+        if name.is_empty() {
+            return Err(ApiError::name_empty(&self.app_id, &self.namespace));
+        }
+        let request = sv1::GetJobRequest {
+            name: name.clone(),
+            metadata: Some(self.job_metadata()),
+        };
+        let scheduler = Arc::clone(&self.scheduler);
+        let job = with_timeout(async move { scheduler.get_job(request).await })
+            .await
+            .map_err(|e| {
+                tracing::debug!(job = %name, error = %e, "getting job failed");
+                ApiError::get_job(&e, &self.app_id, &self.namespace)
+            })?;
+        Ok(scheduler_to_runtime_job(name, job))
+    }
+
+    /// `DeleteJob`: `Name is empty`, else delete (a missing job is fine).
+    pub async fn delete_job(&self, name: String) -> Result<(), ApiError> {
+        if name.is_empty() {
+            return Err(ApiError::name_empty(&self.app_id, &self.namespace));
+        }
+        let request = sv1::DeleteJobRequest {
+            name,
+            metadata: Some(self.job_metadata()),
+        };
+        let scheduler = Arc::clone(&self.scheduler);
+        with_timeout(async move { scheduler.delete_job(request).await })
+            .await
+            .map_err(|e| ApiError::delete_job(&e, &self.app_id, &self.namespace))
+    }
+
+    /// `ListJobs`: every job of this app, names without the key prefix.
+    pub async fn list_jobs(&self) -> Result<Vec<rv1::Job>, ApiError> {
+        let request = sv1::ListJobsRequest {
+            metadata: Some(self.job_metadata()),
+        };
+        let scheduler = Arc::clone(&self.scheduler);
+        let jobs = with_timeout(async move { scheduler.list_jobs(request).await })
+            .await
+            .map_err(|e| ApiError::list_jobs(&e, &self.app_id, &self.namespace))?;
+        Ok(jobs
+            .into_iter()
+            .map(|named| scheduler_to_runtime_job(named.name, named.job.unwrap_or_default()))
+            .collect())
+    }
+
+    /// `DeleteJobsByPrefix`: unset or empty prefix deletes all of this app's jobs. Errors
+    /// are daprd's `DAPR_SCHEDULER_DELETE_JOB`.
+    pub async fn delete_jobs_by_prefix(&self, prefix: Option<String>) -> Result<(), ApiError> {
+        let request = sv1::DeleteByNamePrefixRequest {
+            name_prefix: prefix.unwrap_or_default(),
+            metadata: Some(self.job_metadata()),
+        };
+        let scheduler = Arc::clone(&self.scheduler);
+        with_timeout(async move { scheduler.delete_by_name_prefix(request).await })
+            .await
+            .map_err(|e| ApiError::delete_job(&e, &self.app_id, &self.namespace))
+    }
+}
+
+/// Runs one Scheduler call under daprd's 30 s deadline; running out reads as grpc-go's
+/// `DeadlineExceeded` `context deadline exceeded`.
+async fn with_timeout<T>(
+    call: impl Future<Output = Result<T, scheduler::Error>>,
+) -> Result<T, scheduler::Error> {
+    match tokio::time::timeout(RPC_TIMEOUT, call).await {
+        Ok(result) => result,
+        Err(_) => Err(scheduler::Error::new(
+            tonic::Code::DeadlineExceeded,
+            "context deadline exceeded",
+        )),
+    }
+}
+
+/// The Scheduler form of an app's job: the name apart, every field copied unchanged.
+pub fn runtime_to_scheduler_job(job: rv1::Job) -> (String, sv1::Job) {
+    (
+        job.name,
+        sv1::Job {
+            schedule: job.schedule,
+            repeats: job.repeats,
+            due_time: job.due_time,
+            ttl: job.ttl,
+            data: job.data,
+            failure_policy: job.failure_policy,
+        },
+    )
+}
+
+/// The app's form of a stored job, under `name`.
+pub fn scheduler_to_runtime_job(name: String, job: sv1::Job) -> rv1::Job {
+    rv1::Job {
+        name,
+        schedule: job.schedule,
+        repeats: job.repeats,
+        due_time: job.due_time,
+        ttl: job.ttl,
+        data: job.data,
+        failure_policy: job.failure_policy,
+    }
+}

@@ -1,0 +1,280 @@
+//! Wiring of one role: open the store, build the engine and the API servers, serve until
+//! told to stop, then shut down in order (stop accepting, finish requests, close the store).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, ApiState};
+use crate::clock::{Clock, SystemClock};
+use crate::config::{self, AppProtocol};
+use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
+use crate::engine::Engine;
+use crate::resiliency::{self, Resiliency};
+use crate::schedule::name;
+use crate::store::{self, Store};
+
+/// Why a role could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The store could not be opened or closed.
+    #[error("store: {0}")]
+    Store(#[from] store::Error),
+    /// gRPC reflection could not be built from the descriptors.
+    #[error("grpc reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// A server failed while serving.
+    #[error("server: {0}")]
+    Serve(String),
+    /// The app channel could not be set up.
+    #[error("app channel: {0}")]
+    Delivery(#[from] delivery::Error),
+    /// A resource file could not be loaded.
+    #[error("resources: {0}")]
+    Resources(#[from] resiliency::Error),
+}
+
+/// A running sidecar: its bound addresses and the handle to stop it.
+pub struct Sidecar {
+    /// Where the HTTP API listens (ports resolved, so `:0` becomes the real port).
+    pub http_addrs: Vec<SocketAddr>,
+    /// Where the gRPC API listens.
+    pub grpc_addrs: Vec<SocketAddr>,
+    /// Cancelled to stop every server.
+    shutdown: CancellationToken,
+    /// The server tasks.
+    servers: JoinSet<Result<(), Error>>,
+    /// Closed last, once no request can write any more.
+    store: Arc<dyn Store>,
+    /// Stops the trigger loop once the servers are down.
+    engine_stop: CancellationToken,
+    /// The trigger loop.
+    engine_task: tokio::task::JoinHandle<()>,
+    /// The engine, for tests and tools (stats, sync).
+    engine: Engine,
+}
+
+impl Sidecar {
+    /// Opens the durable store in `cfg.data_dir` and starts serving with the system clock.
+    pub async fn start(cfg: config::Sidecar) -> Result<Sidecar, Error> {
+        let store: Arc<dyn Store> = Arc::new(store::Redb::open(&cfg.data_dir)?);
+        Self::start_with(cfg, store, Arc::new(SystemClock)).await
+    }
+
+    /// Starts serving over a given store and clock (tests use a memory store or a manual
+    /// clock).
+    pub async fn start_with(
+        cfg: config::Sidecar,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Sidecar, Error> {
+        let shutdown = CancellationToken::new();
+        let engine_stop = CancellationToken::new();
+        let policy = load_policy(&cfg)?;
+        let delivery = Arc::new(Delivery::new(
+            DeliveryConfig {
+                app_address: cfg.app_address,
+                protocol: match cfg.app_protocol {
+                    AppProtocol::Http => Protocol::Http,
+                    AppProtocol::H2c => Protocol::H2c,
+                    AppProtocol::Grpc => Protocol::Grpc,
+                },
+                app_api_token: cfg.app_api_token.clone(),
+                max_concurrency: Some(cfg.app_max_concurrency),
+                max_body_size: cfg.max_body_size,
+                health: cfg.health_check.as_ref().map(|h| HealthCheckConfig {
+                    path: h.path.clone(),
+                    interval: h.interval,
+                    timeout: h.timeout,
+                    threshold: h.threshold,
+                }),
+                resiliency: policy,
+            },
+            &engine_stop,
+        )?);
+        let (engine, engine_task) =
+            Engine::start(store.clone(), clock, delivery.clone(), engine_stop.clone()).await?;
+        spawn_release_on_healthy(
+            &delivery,
+            engine.clone(),
+            name::app_job_prefix(&cfg.namespace, &cfg.app_id),
+            engine_stop.clone(),
+        );
+        let state = ApiState {
+            scheduler: Arc::new(engine.clone()),
+            app_id: cfg.app_id.clone(),
+            namespace: cfg.namespace.clone(),
+            api_token: cfg.api_token.clone(),
+            max_body_size: cfg.max_body_size,
+            mode: "embedded",
+        };
+        let mut servers = JoinSet::new();
+
+        let mut http_addrs = Vec::new();
+        for addr in &cfg.http_addrs {
+            let listener = bind(*addr).await?;
+            http_addrs.push(listener.local_addr().map_err(|source| Error::Bind {
+                addr: *addr,
+                source,
+            })?);
+            let router = api::http::router(state.clone());
+            let stop = shutdown.clone();
+            servers.spawn(async move {
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await
+                    .map_err(|e| Error::Serve(format!("http: {e}")))
+            });
+        }
+
+        let mut grpc_addrs = Vec::new();
+        for addr in &cfg.grpc_addrs {
+            let listener = bind(*addr).await?;
+            grpc_addrs.push(listener.local_addr().map_err(|source| Error::Bind {
+                addr: *addr,
+                source,
+            })?);
+            let extras = api::grpc::health_and_reflection().await?;
+            let dapr = api::grpc::service(state.clone());
+            let stop = shutdown.clone();
+            servers.spawn(async move {
+                tonic::transport::Server::builder()
+                    .add_routes(extras.routes)
+                    .add_service(dapr)
+                    .serve_with_incoming_shutdown(
+                        TcpListenerStream::new(listener),
+                        stop.cancelled_owned(),
+                    )
+                    .await
+                    .map_err(|e| Error::Serve(format!("grpc: {e}")))
+            });
+        }
+
+        tracing::info!(
+            app_id = %cfg.app_id,
+            namespace = %cfg.namespace,
+            http = ?http_addrs,
+            grpc = ?grpc_addrs,
+            data_dir = %cfg.data_dir.display(),
+            "jobsd sidecar ready (embedded scheduler)"
+        );
+        Ok(Sidecar {
+            http_addrs,
+            grpc_addrs,
+            shutdown,
+            servers,
+            store,
+            engine_stop,
+            engine_task,
+            engine,
+        })
+    }
+
+    /// The engine behind the API.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// A token that stops the sidecar when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Waits until the sidecar is told to stop (or a server fails), lets in-flight requests
+    /// finish, and closes the store so that every acknowledged write is on disk.
+    pub async fn wait(mut self) -> Result<(), Error> {
+        let mut first_error = None;
+        while let Some(done) = self.servers.join_next().await {
+            let result = done.unwrap_or_else(|e| Err(Error::Serve(e.to_string())));
+            if let Err(e) = result {
+                tracing::error!(error = %e, "server stopped");
+                first_error.get_or_insert(e);
+                // One server down means the sidecar is broken: stop the others too.
+                self.shutdown.cancel();
+            }
+        }
+        // No request can write any more: let the loop apply the answers in flight, then
+        // make everything durable.
+        self.engine_stop.cancel();
+        if let Err(e) = self.engine_task.await {
+            tracing::error!(error = %e, "trigger loop failed");
+        }
+        self.store.close().await?;
+        tracing::info!("jobsd stopped");
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The resiliency policy that targets this app, from the first resources folder that has one.
+fn load_policy(cfg: &config::Sidecar) -> Result<Option<Arc<resiliency::Policy>>, Error> {
+    for dir in &cfg.resources_paths {
+        if let Some(policy) = Resiliency::load_dir(dir, &cfg.app_id)?.app_policy(&cfg.app_id) {
+            tracing::info!(path = %dir.display(), "resiliency policy applies to job deliveries");
+            return Ok(Some(policy));
+        }
+    }
+    Ok(None)
+}
+
+/// Releases staged triggers whenever the app becomes deliverable again.
+fn spawn_release_on_healthy(
+    delivery: &Delivery,
+    engine: Engine,
+    prefix: String,
+    stop: CancellationToken,
+) {
+    let mut health = delivery.health();
+    tokio::spawn(async move {
+        loop {
+            if *health.borrow_and_update() {
+                engine.release(prefix.clone());
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                changed = health.changed() => if changed.is_err() { return },
+            }
+        }
+    });
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Bind { addr, source })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

@@ -1,0 +1,388 @@
+//! Flags and environment, with daprd's names and defaults, validated into the settings the
+//! roles run with.
+
+mod quantity;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub use quantity::parse_quantity;
+
+/// jobsd: the Dapr Jobs API and scheduler in one binary.
+#[derive(Debug, Parser)]
+#[command(name = "jobsd", version, about, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// The role to run; without one, jobsd runs as a sidecar.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Sidecar flags (daprd's).
+    #[command(flatten)]
+    pub sidecar: SidecarArgs,
+}
+
+/// Roles other than the sidecar.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the version and exit.
+    Version,
+}
+
+/// What the app speaks on its port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AppProtocol {
+    /// HTTP/1.1: jobs arrive as `POST /job/<name>`.
+    Http,
+    /// gRPC: jobs arrive as `AppCallback.OnJobEvent`.
+    Grpc,
+    /// HTTP/2 without TLS (prior knowledge): jobs arrive as `POST /job/<name>`.
+    H2c,
+}
+
+/// daprd's flags for the jobs sidecar (`dapr-jobs-api.md` §7).
+#[derive(Debug, Clone, Args)]
+pub struct SidecarArgs {
+    /// The id of the app this sidecar serves (required; must not contain '.').
+    #[arg(long, env = "APP_ID")]
+    pub app_id: Option<String>,
+    /// The port the app listens on; without it no jobs are delivered.
+    #[arg(long, env = "APP_PORT")]
+    pub app_port: Option<u16>,
+    /// The protocol the app speaks.
+    #[arg(long, value_enum, default_value_t = AppProtocol::Http)]
+    pub app_protocol: AppProtocol,
+    /// The address the app listens on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub app_channel_address: String,
+    /// HTTP port of the Dapr API.
+    #[arg(long, env = "DAPR_HTTP_PORT", default_value_t = 3500)]
+    pub dapr_http_port: u16,
+    /// gRPC port of the Dapr API.
+    #[arg(long, env = "DAPR_GRPC_PORT", default_value_t = 50001)]
+    pub dapr_grpc_port: u16,
+    /// Comma-separated IP addresses the Dapr API listens on (default: all interfaces).
+    #[arg(long, value_delimiter = ',')]
+    pub dapr_listen_addresses: Vec<String>,
+    /// Where the embedded scheduler keeps its durable store.
+    #[arg(long, default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Largest request body the API accepts, as a Kubernetes quantity (`4Mi`, `512Ki`, `1000000`).
+    #[arg(long, default_value = "4Mi")]
+    pub max_body_size: String,
+    /// Log level: debug, info, warn, error (or a tracing filter).
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+    /// Log JSON lines instead of text.
+    #[arg(long, default_value_t = false)]
+    pub log_as_json: bool,
+    /// Most calls to the app in flight at once (-1 = no limit of daprd's; jobsd still caps
+    /// connections, see `DEFAULT_MAX_IN_FLIGHT`).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub app_max_concurrency: i64,
+    /// Probe the app's health and hold deliveries while it is unhealthy.
+    #[arg(long, default_value_t = false)]
+    pub enable_app_health_check: bool,
+    /// HTTP path of the app's health probe.
+    #[arg(long, default_value = "/healthz")]
+    pub app_health_check_path: String,
+    /// Seconds between health probes.
+    #[arg(long, default_value_t = 5)]
+    pub app_health_probe_interval: u64,
+    /// Milliseconds a health probe may take.
+    #[arg(long, default_value_t = 500)]
+    pub app_health_probe_timeout: u64,
+    /// Consecutive failed probes that make the app unhealthy.
+    #[arg(long, default_value_t = 3)]
+    pub app_health_threshold: u32,
+    /// Folders of Dapr resource files (Resiliency policies apply to job deliveries).
+    #[arg(long)]
+    pub resources_path: Vec<PathBuf>,
+}
+
+/// Calls in flight to the app when daprd's `--app-max-concurrency` says "no limit": a burst
+/// of 100k due jobs must not open 100k sockets.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
+
+/// App health probing, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// HTTP path probed (HTTP apps).
+    pub path: String,
+    /// Time between probes.
+    pub interval: std::time::Duration,
+    /// Time a probe may take.
+    pub timeout: std::time::Duration,
+    /// Consecutive failures that make the app unhealthy.
+    pub threshold: u32,
+}
+
+/// Settings of one sidecar, validated.
+#[derive(Debug, Clone)]
+pub struct Sidecar {
+    /// The app id.
+    pub app_id: String,
+    /// The namespace (env `NAMESPACE`, default `default`).
+    pub namespace: String,
+    /// Address of the app's port, if any.
+    pub app_address: Option<SocketAddr>,
+    /// Protocol of the app's port.
+    pub app_protocol: AppProtocol,
+    /// Where the HTTP API listens (one per listen address).
+    pub http_addrs: Vec<SocketAddr>,
+    /// Where the gRPC API listens.
+    pub grpc_addrs: Vec<SocketAddr>,
+    /// Durable store folder.
+    pub data_dir: PathBuf,
+    /// Request size limit in bytes.
+    pub max_body_size: usize,
+    /// Token API callers must send (env `DAPR_API_TOKEN`).
+    pub api_token: Option<String>,
+    /// Token sent to the app (env `APP_API_TOKEN`).
+    pub app_api_token: Option<String>,
+    /// Most calls to the app in flight.
+    pub app_max_concurrency: usize,
+    /// App health probing, when enabled.
+    pub health_check: Option<HealthCheck>,
+    /// Folders of resource files.
+    pub resources_paths: Vec<PathBuf>,
+}
+
+/// A flag or variable that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `--app-id` missing or empty.
+    #[error("parameter app-id cannot be empty")]
+    NoAppId,
+    /// `--app-id` contains a dot.
+    #[error("parameter app-id cannot contain dots")]
+    DottedAppId,
+    /// A listen address is not an IP address.
+    #[error("invalid listen address {0:?}: {1}")]
+    ListenAddress(String, std::net::AddrParseError),
+    /// The app channel address does not resolve to an IP address.
+    #[error("invalid app channel address {0:?}")]
+    AppAddress(String),
+    /// `--max-body-size` is not a quantity.
+    #[error("invalid max body size {0:?}: {1}")]
+    BodySize(String, String),
+}
+
+/// The environment variables the sidecar reads besides its flags.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    /// `NAMESPACE`.
+    pub namespace: Option<String>,
+    /// `DAPR_API_TOKEN`.
+    pub api_token: Option<String>,
+    /// `APP_API_TOKEN`.
+    pub app_api_token: Option<String>,
+}
+
+impl Env {
+    /// Reads the process environment (empty values count as unset).
+    pub fn from_process() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Env {
+            namespace: var("NAMESPACE"),
+            api_token: var("DAPR_API_TOKEN"),
+            app_api_token: var("APP_API_TOKEN"),
+        }
+    }
+}
+
+impl SidecarArgs {
+    /// Validates the flags with `env` into sidecar settings.
+    pub fn validate(&self, env: Env) -> Result<Sidecar, Error> {
+        let app_id = self
+            .app_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .ok_or(Error::NoAppId)?;
+        if app_id.contains('.') {
+            return Err(Error::DottedAppId);
+        }
+        let ips: Vec<IpAddr> = if self.dapr_listen_addresses.is_empty() {
+            vec![IpAddr::from([0, 0, 0, 0])]
+        } else {
+            self.dapr_listen_addresses
+                .iter()
+                .map(|a| {
+                    let bare = a.trim().trim_start_matches('[').trim_end_matches(']');
+                    let bare = if bare == "localhost" {
+                        "127.0.0.1"
+                    } else {
+                        bare
+                    };
+                    bare.parse().map_err(|e| Error::ListenAddress(a.clone(), e))
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let app_address = match self.app_port {
+            Some(port) => {
+                let host = match self.app_channel_address.as_str() {
+                    "localhost" => "127.0.0.1",
+                    other => other,
+                };
+                let ip: IpAddr = host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse()
+                    .map_err(|_| Error::AppAddress(self.app_channel_address.clone()))?;
+                Some(SocketAddr::new(ip, port))
+            }
+            None => None,
+        };
+        let max_body_size = parse_quantity(&self.max_body_size)
+            .map_err(|e| Error::BodySize(self.max_body_size.clone(), e))?;
+        Ok(Sidecar {
+            app_id: app_id.to_owned(),
+            namespace: env.namespace.unwrap_or_else(|| "default".to_owned()),
+            app_address,
+            app_protocol: self.app_protocol,
+            http_addrs: ips
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, self.dapr_http_port))
+                .collect(),
+            grpc_addrs: ips
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, self.dapr_grpc_port))
+                .collect(),
+            data_dir: self.data_dir.clone(),
+            max_body_size,
+            api_token: env.api_token,
+            app_api_token: env.app_api_token,
+            app_max_concurrency: usize::try_from(self.app_max_concurrency)
+                .ok()
+                .filter(|&n| n > 0)
+                .unwrap_or(DEFAULT_MAX_IN_FLIGHT),
+            health_check: self.enable_app_health_check.then(|| HealthCheck {
+                path: self.app_health_check_path.clone(),
+                interval: std::time::Duration::from_secs(self.app_health_probe_interval.max(1)),
+                timeout: std::time::Duration::from_millis(self.app_health_probe_timeout.max(1)),
+                threshold: self.app_health_threshold.max(1),
+            }),
+            resources_paths: self.resources_path.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> SidecarArgs {
+        let mut argv = vec!["jobsd"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).unwrap().sidecar
+    }
+
+    #[test]
+    fn daprd_defaults() {
+        let s = parse(&["--app-id", "myapp"])
+            .validate(Env::default())
+            .unwrap();
+        assert_eq!(s.app_id, "myapp");
+        assert_eq!(s.namespace, "default");
+        assert_eq!(s.http_addrs, ["0.0.0.0:3500".parse().unwrap()]);
+        assert_eq!(s.grpc_addrs, ["0.0.0.0:50001".parse().unwrap()]);
+        assert_eq!(s.max_body_size, 4 << 20);
+        assert_eq!(s.app_address, None);
+        assert_eq!(s.data_dir, PathBuf::from("./data"));
+        assert_eq!(s.app_max_concurrency, DEFAULT_MAX_IN_FLIGHT);
+        assert_eq!(s.health_check, None);
+    }
+
+    #[test]
+    fn delivery_flags() {
+        let s = parse(&[
+            "--app-id",
+            "a",
+            "--app-max-concurrency",
+            "8",
+            "--enable-app-health-check",
+            "--app-health-check-path",
+            "/ready",
+            "--app-health-probe-interval",
+            "2",
+            "--app-health-probe-timeout",
+            "100",
+            "--app-health-threshold",
+            "5",
+            "--resources-path",
+            "./config",
+        ])
+        .validate(Env::default())
+        .unwrap();
+        assert_eq!(s.app_max_concurrency, 8);
+        assert_eq!(
+            s.health_check,
+            Some(HealthCheck {
+                path: "/ready".into(),
+                interval: std::time::Duration::from_secs(2),
+                timeout: std::time::Duration::from_millis(100),
+                threshold: 5,
+            })
+        );
+        assert_eq!(s.resources_paths, [PathBuf::from("./config")]);
+    }
+
+    #[test]
+    fn flags_and_env_are_read() {
+        let s = parse(&[
+            "--app-id",
+            "a",
+            "--app-port",
+            "8080",
+            "--app-protocol",
+            "grpc",
+            "--dapr-listen-addresses",
+            "127.0.0.1,[::1]",
+            "--dapr-http-port",
+            "3600",
+            "--max-body-size",
+            "512Ki",
+        ])
+        .validate(Env {
+            namespace: Some("prod".into()),
+            api_token: Some("t".into()),
+            app_api_token: None,
+        })
+        .unwrap();
+        assert_eq!(s.app_address, Some("127.0.0.1:8080".parse().unwrap()));
+        assert_eq!(s.app_protocol, AppProtocol::Grpc);
+        assert_eq!(
+            s.http_addrs,
+            [
+                "127.0.0.1:3600".parse().unwrap(),
+                "[::1]:3600".parse().unwrap()
+            ]
+        );
+        assert_eq!(s.namespace, "prod");
+        assert_eq!(s.api_token.as_deref(), Some("t"));
+        assert_eq!(s.max_body_size, 512 << 10);
+    }
+
+    #[test]
+    fn bad_flags_are_clear_errors() {
+        assert_eq!(
+            parse(&[]).validate(Env::default()).unwrap_err().to_string(),
+            "parameter app-id cannot be empty"
+        );
+        assert!(matches!(
+            parse(&["--app-id", "a.b"]).validate(Env::default()),
+            Err(Error::DottedAppId)
+        ));
+        assert!(matches!(
+            parse(&["--app-id", "a", "--dapr-listen-addresses", "nope"]).validate(Env::default()),
+            Err(Error::ListenAddress(..))
+        ));
+        assert!(matches!(
+            parse(&["--app-id", "a", "--max-body-size", "4Xi"]).validate(Env::default()),
+            Err(Error::BodySize(..))
+        ));
+        let argv = ["jobsd", "--app-id", "a", "--app-protocol", "smtp"];
+        assert!(Cli::try_parse_from(argv).is_err());
+    }
+}

@@ -1,0 +1,174 @@
+//! Delivery to a gRPC app: `AppCallback.OnJobEvent`, falling back to
+//! `AppCallbackAlpha.OnJobEventAlpha1` (`dapr-jobs-api.md` §4.5).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tonic::metadata::{AsciiMetadataValue, MetadataKey};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Status};
+
+use super::{Ack, Error};
+use crate::proto::common::{HttpExtension, http_extension::Verb};
+use crate::proto::runtime::JobEventRequest;
+use crate::proto::runtime::app_callback_alpha_client::AppCallbackAlphaClient;
+use crate::proto::runtime::app_callback_client::AppCallbackClient;
+use crate::proto::runtime::app_callback_health_check_client::AppCallbackHealthCheckClient;
+
+/// Metadata key carrying `APP_API_TOKEN` to the app.
+const API_TOKEN_KEY: &str = "dapr-api-token";
+
+/// Bounds a connect attempt: the app is local, so a connect that hangs means it is not there.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Calls a gRPC app. Cheap to clone: clones share the channel and what was learnt about the
+/// app's services.
+#[derive(Clone)]
+pub struct Grpc {
+    /// Lazily connected HTTP/2 channel; it reconnects by itself after the app restarts.
+    channel: Channel,
+    /// `dapr-api-token` metadata, when `APP_API_TOKEN` is set.
+    token: Option<AsciiMetadataValue>,
+    /// Largest message sent or accepted (daprd's `--max-body-size`).
+    max_message: usize,
+    /// Set while the app is known to answer `OnJobEvent` with `Unimplemented` (an app built
+    /// for Dapr < 1.18), so each trigger costs one call instead of two.
+    stable_unimplemented: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Grpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grpc")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("max_message", &self.max_message)
+            .field(
+                "stable_unimplemented",
+                &self.stable_unimplemented.load(Ordering::Relaxed),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Grpc {
+    /// A lazily connected client for the app at `addr`. Must be called within a Tokio
+    /// runtime (the channel spawns its connection task).
+    pub fn new(
+        addr: SocketAddr,
+        api_token: Option<&str>,
+        max_message: usize,
+    ) -> Result<Self, Error> {
+        let token = api_token
+            .map(|t| {
+                t.parse::<AsciiMetadataValue>()
+                    .map_err(|_| Error::Config("APP_API_TOKEN is not valid gRPC metadata".into()))
+            })
+            .transpose()?;
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| Error::Config(format!("app address {addr}: {e}")))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .connect_lazy();
+        Ok(Self {
+            channel,
+            token,
+            max_message,
+            stable_unimplemented: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Sends one job to the app: OK → accepted, `NotFound` → [`Ack::NotFound`], any other
+    /// status (including `Unimplemented` from both rpcs) → an error.
+    pub async fn call(&self, name: &str, data: Option<&prost_types::Any>) -> Result<Ack, Error> {
+        let req = JobEventRequest {
+            name: name.to_owned(),
+            data: data.cloned(),
+            method: format!("job/{name}"),
+            content_type: data.map(|d| d.type_url.clone()).unwrap_or_default(),
+            http_extension: Some(HttpExtension {
+                verb: Verb::Post as i32,
+                querystring: String::new(),
+            }),
+        };
+        // Each side switches to the other rpc on `Unimplemented`, so an app that is upgraded
+        // or downgraded while we run is followed without a restart.
+        let result = if self.stable_unimplemented.load(Ordering::Relaxed) {
+            match self.alpha(req.clone()).await {
+                Err(s) if s.code() == Code::Unimplemented => {
+                    self.stable_unimplemented.store(false, Ordering::Relaxed);
+                    self.stable(req).await
+                }
+                other => other,
+            }
+        } else {
+            match self.stable(req.clone()).await {
+                Err(s) if s.code() == Code::Unimplemented => {
+                    self.stable_unimplemented.store(true, Ordering::Relaxed);
+                    self.alpha(req).await
+                }
+                other => other,
+            }
+        };
+        match result {
+            Ok(()) => Ok(Ack::Accepted),
+            Err(s) if s.code() == Code::NotFound => Ok(Ack::NotFound),
+            Err(s) => Err(status_error(&s)),
+        }
+    }
+
+    /// One health probe: `AppCallbackHealthCheck.HealthCheck` answering OK. Like daprd's
+    /// probe it carries no `dapr-api-token`.
+    pub async fn probe(&self) -> Result<(), Error> {
+        AppCallbackHealthCheckClient::new(self.channel.clone())
+            .max_decoding_message_size(self.max_message)
+            .max_encoding_message_size(self.max_message)
+            .health_check(Request::new(()))
+            .await
+            .map(|_| ())
+            .map_err(|s| status_error(&s))
+    }
+
+    async fn stable(&self, req: JobEventRequest) -> Result<(), Status> {
+        AppCallbackClient::new(self.channel.clone())
+            .max_decoding_message_size(self.max_message)
+            .max_encoding_message_size(self.max_message)
+            .on_job_event(self.request(req))
+            .await
+            .map(|_| ())
+    }
+
+    async fn alpha(&self, req: JobEventRequest) -> Result<(), Status> {
+        AppCallbackAlphaClient::new(self.channel.clone())
+            .max_decoding_message_size(self.max_message)
+            .max_encoding_message_size(self.max_message)
+            .on_job_event_alpha1(self.request(req))
+            .await
+            .map(|_| ())
+    }
+
+    fn request<T>(&self, message: T) -> Request<T> {
+        let mut req = Request::new(message);
+        if let Some(token) = &self.token {
+            req.metadata_mut()
+                .insert(MetadataKey::from_static(API_TOKEN_KEY), token.clone());
+        }
+        req
+    }
+}
+
+/// A status as a delivery error; transport failures arrive as `Unavailable` with the cause
+/// in the source chain, which goes into the message.
+fn status_error(s: &Status) -> Error {
+    let mut message = s.message().to_owned();
+    let mut source = std::error::Error::source(s);
+    while let Some(e) = source {
+        message.push_str(": ");
+        message.push_str(&e.to_string());
+        source = e.source();
+    }
+    Error::GrpcStatus {
+        code: s.code(),
+        message,
+    }
+}

@@ -1,0 +1,378 @@
+//! Delivery to an HTTP app: `POST /job/<name>` over a pooled keep-alive client, with daprd's
+//! URL, header, body and status rules (`dapr-jobs-api.md` §4.4).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue, USER_AGENT};
+use http::{Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::body::http_body;
+use super::{Ack, Error};
+
+/// Header carrying `APP_API_TOKEN` to the app.
+const API_TOKEN_HEADER: HeaderName = HeaderName::from_static("dapr-api-token");
+
+/// How long an idle pooled connection is kept; apps commonly close theirs after 60–120 s.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Idle connections kept when the app's concurrency is unlimited.
+const DEFAULT_POOL_MAX_IDLE: usize = 64;
+
+/// Bounds a connect attempt: the app is local, so a connect that hangs means it is not there.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The request body type the pooled client sends.
+type ReqBody = Full<Bytes>;
+
+/// Calls an HTTP app. Cheap to clone: clones share the connection pool.
+#[derive(Clone)]
+pub struct Http {
+    /// Keep-alive pool to the app (boxed: the client is several hundred bytes).
+    client: Arc<Client<HttpConnector, ReqBody>>,
+    /// `host:port` of the app (IPv6 in brackets).
+    authority: http::uri::Authority,
+    /// `dapr-api-token` value, when `APP_API_TOKEN` is set.
+    token: Option<HeaderValue>,
+    /// Response bytes read (and discarded) before a connection is given up instead of reused.
+    max_drain: usize,
+}
+
+impl std::fmt::Debug for Http {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Http")
+            .field("authority", &self.authority)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Http {
+    /// A client for the app at `addr`. `h2c` speaks HTTP/2 without TLS (daprd's
+    /// `--app-protocol h2c`); `pool_max_idle` is the number of idle connections kept (0 = a
+    /// default); `max_body_size` caps how much of a response is drained for reuse.
+    pub fn new(
+        addr: SocketAddr,
+        api_token: Option<&str>,
+        h2c: bool,
+        pool_max_idle: usize,
+        max_body_size: usize,
+    ) -> Result<Self, Error> {
+        let token = api_token
+            .map(|t| {
+                let mut v = HeaderValue::from_str(t).map_err(|_| {
+                    Error::Config("APP_API_TOKEN is not a valid header value".into())
+                })?;
+                v.set_sensitive(true);
+                Ok::<_, Error>(v)
+            })
+            .transpose()?;
+        let authority = addr
+            .to_string()
+            .parse()
+            .map_err(|e| Error::Config(format!("app address {addr}: {e}")))?;
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_max_idle_per_host(if pool_max_idle == 0 {
+                DEFAULT_POOL_MAX_IDLE
+            } else {
+                pool_max_idle
+            })
+            .http2_only(h2c)
+            .build(connector);
+        Ok(Self {
+            client: Arc::new(client),
+            authority,
+            token,
+            max_drain: max_body_size,
+        })
+    }
+
+    /// Sends one job to the app: 2xx → accepted, 404 → [`Ack::NotFound`], any other status
+    /// or a transport failure → an error.
+    pub async fn call(&self, name: &str, data: Option<&prost_types::Any>) -> Result<Ack, Error> {
+        let body = http_body(data)?;
+        let uri = self.uri(&job_path(name))?;
+        let len = body.len();
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(CONTENT_LENGTH, HeaderValue::from(len))
+            .header(USER_AGENT, user_agent());
+        if let Some(token) = &self.token {
+            req = req.header(API_TOKEN_HEADER, token.clone());
+        }
+        let req = req
+            .body(Full::new(body))
+            .map_err(|e| Error::Data(format!("request: {e}")))?;
+        let status = self.send(req).await?;
+        if status.is_success() {
+            Ok(Ack::Accepted)
+        } else if status == StatusCode::NOT_FOUND {
+            Ok(Ack::NotFound)
+        } else {
+            Err(Error::HttpStatus(status.as_u16()))
+        }
+    }
+
+    /// One health probe: `GET <path>` answering 2xx. Like daprd's probe it carries no
+    /// `dapr-api-token`.
+    pub async fn probe(&self, path: &str) -> Result<(), Error> {
+        let req = Request::builder()
+            .method(Method::GET)
+            .uri(self.probe_uri(path)?)
+            .header(USER_AGENT, user_agent())
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| Error::Config(format!("health check path {path:?}: {e}")))?;
+        let status = self.send(req).await?;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(Error::HttpStatus(status.as_u16()))
+        }
+    }
+
+    /// The URL probed for `path` (given a leading `/` if it lacks one, as in daprd); an error
+    /// for a path that is not a valid URL path.
+    pub(crate) fn probe_uri(&self, path: &str) -> Result<Uri, Error> {
+        let path = format!("/{}", path.strip_prefix('/').unwrap_or(path));
+        self.uri(&path).map_err(|_| {
+            Error::Config(format!(
+                "health check path {path:?} is not a valid URL path"
+            ))
+        })
+    }
+
+    fn uri(&self, path_and_query: &str) -> Result<Uri, Error> {
+        Uri::builder()
+            .scheme("http")
+            .authority(self.authority.clone())
+            .path_and_query(path_and_query)
+            .build()
+            .map_err(|e| Error::Data(format!("URL path {path_and_query:?}: {e}")))
+    }
+
+    /// Sends `req` and drains the response body, so the connection goes back to the pool.
+    async fn send(&self, req: Request<ReqBody>) -> Result<StatusCode, Error> {
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| Error::Transport(error_chain(&e)))?;
+        let status = resp.status();
+        let mut body = resp.into_body();
+        let mut drained = 0usize;
+        // The answer is the status; a body error or an oversized body only costs the
+        // connection, which hyper then drops instead of pooling.
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(frame) => {
+                    if let Some(data) = frame.data_ref() {
+                        drained = drained.saturating_add(data.len());
+                        if drained > self.max_drain {
+                            break;
+                        }
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        Ok(status)
+    }
+}
+
+/// `jobsd/<version>`, sent where Go's client sends `Go-http-client/1.1`.
+fn user_agent() -> HeaderValue {
+    HeaderValue::from_static(concat!("jobsd/", env!("CARGO_PKG_VERSION")))
+}
+
+/// The error and its sources in one line (hyper's top-level message alone says little).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
+}
+
+/// The request path daprd sends for a job: `"/job/" + strings.TrimPrefix(name, "/")` parsed by
+/// Go's `url.Parse` and written back with `URL.EscapedPath()`.
+///
+/// Go keeps the name as written when it is already a valid escaped path (sub-delims like
+/// `!'()*` and `[]`, and valid `%XX` escapes, stay as they are); otherwise it escapes the
+/// decoded path with its path rules (`my||job@name` → `/job/my%7C%7Cjob@name`, space →
+/// `%20`, non-ASCII bytes → `%XX`). Where Go would refuse to build the request (an invalid
+/// `%` escape, control bytes), this escapes the offending bytes instead; `?` and `#`, which Go
+/// would take as query and fragment, are escaped too (job names cannot contain either).
+pub(crate) fn job_path(name: &str) -> String {
+    let name = name.strip_prefix('/').unwrap_or(name);
+    let raw = format!("/job/{name}");
+    let Some(decoded) = unescape(raw.as_bytes()) else {
+        return escape(raw.as_bytes());
+    };
+    let escaped = escape(&decoded);
+    // `setPath` leaves RawPath empty when the default encoding reproduces the input;
+    // `EscapedPath` then uses RawPath only if it is a valid encoding of the same path.
+    if escaped == raw || !valid_encoded(raw.as_bytes()) {
+        escaped
+    } else {
+        raw
+    }
+}
+
+/// Go's `shouldEscape(c, encodePath)`.
+fn should_escape(c: u8) -> bool {
+    !(c.is_ascii_alphanumeric()
+        || matches!(
+            c,
+            b'-' | b'_'
+                | b'.'
+                | b'~'
+                | b'$'
+                | b'&'
+                | b'+'
+                | b','
+                | b'/'
+                | b':'
+                | b';'
+                | b'='
+                | b'@'
+        ))
+}
+
+/// Go's `escape(s, encodePath)`: uppercase `%XX` for every byte that needs it.
+fn escape(s: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(s.len() + 8);
+    for &c in s {
+        if should_escape(c) {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(c >> 4)]));
+            out.push(char::from(HEX[usize::from(c & 15)]));
+        } else {
+            out.push(char::from(c));
+        }
+    }
+    out
+}
+
+/// Go's `unescape(s, encodePath)`: `None` when a `%` is not followed by two hex digits.
+fn unescape(s: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'%' {
+            let hi = hex_value(*s.get(i + 1)?)?;
+            let lo = hex_value(*s.get(i + 2)?)?;
+            out.push(hi << 4 | lo);
+            i += 3;
+        } else {
+            out.push(s[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+fn hex_value(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Go's `validEncoded(s, encodePath)`: every byte is a sub-delim, `:`/`@`, `[`/`]`, `%` or a
+/// byte the path encoding leaves alone.
+fn valid_encoded(s: &[u8]) -> bool {
+    s.iter().all(|&c| {
+        matches!(
+            c,
+            b'!' | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'@'
+                | b'['
+                | b']'
+                | b'%'
+        ) || !should_escape(c)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_paths_match_go_url_handling() {
+        let cases = [
+            ("my-job", "/job/my-job"),
+            ("/my-job", "/job/my-job"),
+            ("//x", "/job//x"),
+            ("my||job@name", "/job/my%7C%7Cjob@name"),
+            ("my job", "/job/my%20job"),
+            ("a:b;c,d=e&f+g$h~i_j.k", "/job/a:b;c,d=e&f+g$h~i_j.k"),
+            // Sub-delims Go's escape() would encode stay raw while the whole path is valid.
+            ("a(b)!*'[c]", "/job/a(b)!*'[c]"),
+            // ... but not once anything else forces Go to re-escape the decoded path.
+            ("a(b) c", "/job/a%28b%29%20c"),
+            ("héllo", "/job/h%C3%A9llo"),
+            ("x\"y<z>{}^`\\", "/job/x%22y%3Cz%3E%7B%7D%5E%60%5C"),
+            // Valid escapes are kept as written.
+            ("a%20b", "/job/a%20b"),
+            ("a%2Fb", "/job/a%2Fb"),
+            ("a%41", "/job/a%41"),
+            // A decoded %2F becomes a real slash when Go has to re-escape.
+            ("a%2fb|", "/job/a/b%7C"),
+            // Where Go refuses, escape instead.
+            ("100%", "/job/100%25"),
+            ("a%zz", "/job/a%25zz"),
+            ("a\u{1}b", "/job/a%01b"),
+            ("a?b#c", "/job/a%3Fb%23c"),
+            ("", "/job/"),
+        ];
+        for (name, want) in cases {
+            assert_eq!(job_path(name), want, "name {name:?}");
+        }
+    }
+
+    #[test]
+    fn job_paths_are_accepted_by_http_uri() {
+        let names = [
+            "my||job@name",
+            "a(b)!*'[c]",
+            "x\"y<z>{}^`\\",
+            "a\u{7f}\u{0}",
+            "日本",
+        ];
+        for name in names {
+            let path = job_path(name);
+            assert!(
+                path.parse::<http::uri::PathAndQuery>().is_ok(),
+                "{name:?} → {path:?}"
+            );
+        }
+    }
+}

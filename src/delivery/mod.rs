@@ -1,0 +1,394 @@
+//! What we call on the app: each fired trigger goes to the app the way daprd sends it —
+//! `POST /job/<name>` to an HTTP app ([`Http`]) or `AppCallback.OnJobEvent` to a gRPC app
+//! ([`Grpc`]) — and the answer becomes the trigger's result (`dapr-jobs-api.md` §4.4, §4.5).
+//!
+//! [`Delivery`] is the engine's [`Sink`] in the embedded sidecar. It holds triggers back
+//! (UNDELIVERABLE) while there is no app or the app fails its health checks, bounds the
+//! calls in flight (`--app-max-concurrency`) and counts what became of each trigger.
+
+mod body;
+pub mod grpc;
+pub mod health;
+pub mod http;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::engine::{Sink, Trigger, TriggerResult};
+use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::resiliency::{Failure, Policy, PolicyError};
+
+/// Composed keys of app jobs start with this; other keys (actor reminders) are not ours.
+const APP_KEY_PREFIX: &str = "app||";
+
+pub use grpc::Grpc;
+pub use health::HealthCheckConfig;
+pub use http::Http;
+
+/// What the app speaks on its port (daprd's `--app-protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// HTTP/1.1 (`http`).
+    #[default]
+    Http,
+    /// HTTP/2 without TLS (`h2c`), otherwise the same as [`Protocol::Http`].
+    H2c,
+    /// gRPC (`grpc`).
+    Grpc,
+}
+
+/// How to reach the app.
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    /// Where the app listens (`--app-channel-address`:`--app-port`); `None` when there is no
+    /// `--app-port`, and then every trigger is UNDELIVERABLE.
+    pub app_address: Option<SocketAddr>,
+    /// What the app speaks.
+    pub protocol: Protocol,
+    /// Sent to the app as `dapr-api-token` (env `APP_API_TOKEN`).
+    pub app_api_token: Option<String>,
+    /// Most calls to the app at once (`--app-max-concurrency`); `None` or `Some(0)` is
+    /// unlimited (daprd's `-1`).
+    pub max_concurrency: Option<usize>,
+    /// Largest gRPC message sent to or accepted from the app, and the most response bytes
+    /// drained from an HTTP app to keep its connection (`--max-body-size`).
+    pub max_body_size: usize,
+    /// App health checks (`--enable-app-health-check` and friends); `None` = the app counts
+    /// as healthy whenever it has an address.
+    pub health: Option<HealthCheckConfig>,
+    /// Timeout, retries and circuit breaker around each delivery (a jobsd extension: daprd
+    /// applies no resiliency policy to jobs); `None` = one plain attempt, as in daprd.
+    pub resiliency: Option<Arc<Policy>>,
+}
+
+impl Default for DeliveryConfig {
+    /// No app, HTTP, no token, unlimited concurrency, 4 MiB, no health checks, no resiliency.
+    fn default() -> Self {
+        Self {
+            app_address: None,
+            protocol: Protocol::Http,
+            app_api_token: None,
+            max_concurrency: None,
+            max_body_size: 4 << 20,
+            health: None,
+            resiliency: None,
+        }
+    }
+}
+
+/// Why a call to the app did not succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The configuration cannot be used (a token that is not a valid header value, …).
+    #[error("invalid delivery configuration: {0}")]
+    Config(String),
+    /// There is no app to call (no `--app-port`).
+    #[error("received job, but app channel not initialized")]
+    NoApp,
+    /// The job's data cannot be sent the way daprd sends it (a corrupt or non-JSON
+    /// `google.protobuf.Value`).
+    #[error("cannot encode job data: {0}")]
+    Data(String),
+    /// The HTTP app answered with a status other than 2xx or 404.
+    #[error("app responded with HTTP status {0}")]
+    HttpStatus(u16),
+    /// The gRPC app (or the gRPC transport) answered with a status other than OK or
+    /// `NotFound`.
+    #[error("app responded with gRPC status {code:?}: {message}")]
+    GrpcStatus {
+        /// The status code.
+        code: tonic::Code,
+        /// The status message, with the transport cause when there is one.
+        message: String,
+    },
+    /// The HTTP app could not be reached (refused, reset, closed early).
+    #[error("cannot reach the app: {0}")]
+    Transport(String),
+    /// The resiliency policy's timeout cut the last attempt short.
+    #[error("the call timed out (resiliency timeout policy)")]
+    Timeout,
+    /// The resiliency policy's circuit breaker refused the call; the app was not called.
+    #[error("{0}")]
+    Breaker(String),
+}
+
+impl Error {
+    /// The HTTP status the app answered with, for resiliency policies that match on it.
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            Error::HttpStatus(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// The gRPC status code, for resiliency policies that match on it.
+    pub fn grpc_code(&self) -> Option<i32> {
+        match self {
+            Error::GrpcStatus { code, .. } => Some(i32::from(*code)),
+            _ => None,
+        }
+    }
+}
+
+impl From<&Error> for Failure {
+    /// What a resiliency policy matches on: the HTTP status or gRPC code, if the app gave one.
+    fn from(e: &Error) -> Self {
+        match e {
+            Error::HttpStatus(status) => Failure::http(*status, e.to_string()),
+            Error::GrpcStatus { code, .. } => Failure::grpc(i32::from(*code), e.to_string()),
+            _ => Failure::other(e.to_string()),
+        }
+    }
+}
+
+/// How the app took a trigger it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    /// 2xx / OK.
+    Accepted,
+    /// HTTP 404 / gRPC `NotFound`: daprd counts it as SUCCESS (not retried), though its
+    /// metrics count it as a failure.
+    NotFound,
+}
+
+/// Counts of what became of triggers since start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Accepted by the app (2xx / OK).
+    pub accepted: u64,
+    /// Answered 404 / `NotFound` (reported as SUCCESS).
+    pub not_found: u64,
+    /// Failed (FAILED: error status, transport error, timeout, open breaker, bad data).
+    pub failed: u64,
+    /// Held back (UNDELIVERABLE: no app, app unhealthy, or an actor reminder).
+    pub undeliverable: u64,
+}
+
+/// The live counters behind [`Stats`].
+#[derive(Debug, Default)]
+struct Counters {
+    /// See [`Stats::accepted`].
+    accepted: AtomicU64,
+    /// See [`Stats::not_found`].
+    not_found: AtomicU64,
+    /// See [`Stats::failed`].
+    failed: AtomicU64,
+    /// See [`Stats::undeliverable`].
+    undeliverable: AtomicU64,
+}
+
+/// The app's channel.
+#[derive(Debug, Clone)]
+enum Channel {
+    /// `POST /job/<name>`.
+    Http(Http),
+    /// `OnJobEvent` / `OnJobEventAlpha1`.
+    Grpc(Grpc),
+}
+
+/// Delivers triggers to the app; the engine's [`Sink`] in the embedded sidecar.
+pub struct Delivery {
+    /// The app's channel; `None` without an app address.
+    channel: Option<Channel>,
+    /// Bounds the calls in flight (`--app-max-concurrency`); `None` = unlimited.
+    limit: Option<Semaphore>,
+    /// Whether triggers can be delivered now (an app, and healthy).
+    health: watch::Receiver<bool>,
+    /// Keeps a constant health value alive (`changed()` would fail once it is dropped);
+    /// `None` when the probe loop owns the sender.
+    _health_tx: Option<watch::Sender<bool>>,
+    /// What became of triggers.
+    counters: Counters,
+    /// Timeout, retries and breaker around each delivery; `None` = one attempt.
+    resiliency: Option<Arc<Policy>>,
+    /// Stops the probe loop when the delivery is dropped.
+    _stop_probes: DropGuard,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("channel", &self.channel)
+            .field("healthy", &*self.health.borrow())
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Delivery {
+    /// Connects (lazily) to the app and, with health checks, starts probing it until `stop`
+    /// is cancelled or the delivery is dropped. Must be called within a Tokio runtime.
+    pub fn new(config: DeliveryConfig, stop: &CancellationToken) -> Result<Self, Error> {
+        let token = config.app_api_token.as_deref();
+        let limit = config.max_concurrency.filter(|&n| n > 0);
+        let channel = match config.app_address {
+            None => None,
+            Some(addr) => Some(match config.protocol {
+                Protocol::Http | Protocol::H2c => Channel::Http(Http::new(
+                    addr,
+                    token,
+                    config.protocol == Protocol::H2c,
+                    limit.unwrap_or(0),
+                    config.max_body_size,
+                )?),
+                Protocol::Grpc => Channel::Grpc(Grpc::new(addr, token, config.max_body_size)?),
+            }),
+        };
+        let probes = stop.child_token();
+        let (health, health_tx) = match (&channel, &config.health) {
+            (Some(channel), Some(check)) => {
+                let prober = match channel {
+                    Channel::Http(http) => {
+                        // A path that can never be probed would keep the app unhealthy
+                        // forever; refuse it up front.
+                        http.probe_uri(&check.path)?;
+                        health::Prober::Http(http.clone(), check.path.clone())
+                    }
+                    Channel::Grpc(grpc) => health::Prober::Grpc(grpc.clone()),
+                };
+                (health::spawn(prober, check, probes.clone()), None)
+            }
+            // Without health checks daprd treats the app as healthy from the start; without
+            // an app nothing is ever deliverable.
+            (channel, _) => {
+                let (tx, rx) = watch::channel(channel.is_some());
+                (rx, Some(tx))
+            }
+        };
+        Ok(Self {
+            channel,
+            limit: limit.map(Semaphore::new),
+            health,
+            _health_tx: health_tx,
+            counters: Counters::default(),
+            resiliency: config.resiliency,
+            _stop_probes: probes.drop_guard(),
+        })
+    }
+
+    /// Whether triggers can be delivered now: `true` while there is an app and it passes its
+    /// health checks. Watch it to release staged triggers when it turns `true`.
+    pub fn health(&self) -> watch::Receiver<bool> {
+        self.health.clone()
+    }
+
+    /// What became of triggers since start.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            accepted: self.counters.accepted.load(Ordering::Relaxed),
+            not_found: self.counters.not_found.load(Ordering::Relaxed),
+            failed: self.counters.failed.load(Ordering::Relaxed),
+            undeliverable: self.counters.undeliverable.load(Ordering::Relaxed),
+        }
+    }
+
+    /// One call to the app for `trigger`, within the concurrency bound and without the
+    /// health gate: the unit a resiliency policy retries.
+    pub async fn call_once(&self, trigger: &Trigger) -> Result<Ack, Error> {
+        let channel = self.channel.as_ref().ok_or(Error::NoApp)?;
+        let _permit = match &self.limit {
+            // The semaphore is never closed; should that change, calling unbounded is the
+            // lesser evil than failing every trigger.
+            Some(limit) => limit.acquire().await.ok(),
+            None => None,
+        };
+        let data = trigger.data.as_ref();
+        match channel {
+            Channel::Http(http) => http.call(&trigger.name, data).await,
+            Channel::Grpc(grpc) => grpc.call(&trigger.name, data).await,
+        }
+    }
+
+    /// Whether the app can take triggers now.
+    fn app_deliverable(&self) -> bool {
+        self.channel.is_some() && *self.health.borrow()
+    }
+
+    /// Calls the app for `trigger` under the resiliency policy, if there is one: every
+    /// attempt is a [`Delivery::call_once`].
+    pub async fn call(&self, trigger: &Trigger) -> Result<Ack, Error> {
+        let Some(policy) = &self.resiliency else {
+            return self.call_once(trigger).await;
+        };
+        // The policy sees only what it matches on; keep the last error itself for the caller.
+        let last = Mutex::new(None);
+        let result = policy
+            .execute(|| async {
+                self.call_once(trigger).await.map_err(|e| {
+                    let failure = Failure::from(&e);
+                    *last.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                    failure
+                })
+            })
+            .await;
+        match result {
+            Ok(ack) => Ok(ack),
+            Err(PolicyError::Timeout) => Err(Error::Timeout),
+            Err(e @ (PolicyError::CircuitOpen | PolicyError::TooManyRequests)) => {
+                Err(Error::Breaker(e.to_string()))
+            }
+            Err(PolicyError::Failed(failure)) => Err(last
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .unwrap_or(Error::Transport(failure.message))),
+        }
+    }
+
+    /// The result for `trigger`, before counting.
+    async fn outcome(&self, trigger: &Trigger) -> TriggerResult {
+        match trigger
+            .metadata
+            .target
+            .as_ref()
+            .and_then(|t| t.r#type.as_ref())
+        {
+            Some(Target::Job(_)) => {}
+            // No actor runtime here yet: keep reminders staged rather than spend their
+            // failure policy on a call that cannot succeed.
+            Some(Target::Actor(_)) => return TriggerResult::Undeliverable,
+            None => {
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(job = %trigger.name, "trigger without a target type");
+                return TriggerResult::Failed;
+            }
+        }
+        if !self.app_deliverable() {
+            return TriggerResult::Undeliverable;
+        }
+        match self.call(trigger).await {
+            Ok(Ack::Accepted) => {
+                self.counters.accepted.fetch_add(1, Ordering::Relaxed);
+                TriggerResult::Success
+            }
+            Ok(Ack::NotFound) => {
+                self.counters.not_found.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(job = %trigger.name, "app does not know the job; not retried");
+                TriggerResult::Success
+            }
+            Err(e) => {
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(job = %trigger.name, error = %e, "job delivery failed");
+                TriggerResult::Failed
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for Delivery {
+    async fn deliver(&self, trigger: Trigger) -> TriggerResult {
+        let result = self.outcome(&trigger).await;
+        if result == TriggerResult::Undeliverable {
+            self.counters.undeliverable.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn is_deliverable(&self, key: &str) -> bool {
+        key.starts_with(APP_KEY_PREFIX) && self.app_deliverable()
+    }
+}

@@ -1,0 +1,219 @@
+//! Between the Scheduler's wire messages and the pure `schedule` types, and the composed keys
+//! jobs are stored under.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use prost_types::Timestamp;
+
+use crate::proto::{common, scheduler as sv1, store};
+use crate::schedule::{self, Begin, FailurePolicy, JobSpec};
+
+/// The Scheduler's default failure policy as stored with jobs that have none.
+pub fn default_failure_policy() -> common::JobFailurePolicy {
+    to_proto_policy(FailurePolicy::default())
+}
+
+/// The proto form of a failure policy.
+pub fn to_proto_policy(policy: FailurePolicy) -> common::JobFailurePolicy {
+    use common::job_failure_policy::Policy;
+    let policy = match policy {
+        FailurePolicy::Drop => Policy::Drop(common::JobFailurePolicyDrop {}),
+        FailurePolicy::Constant {
+            interval,
+            max_retries,
+        } => Policy::Constant(common::JobFailurePolicyConstant {
+            interval: Some(prost_types::Duration {
+                seconds: interval.num_seconds(),
+                nanos: interval.subsec_nanos(),
+            }),
+            max_retries,
+        }),
+    };
+    common::JobFailurePolicy {
+        policy: Some(policy),
+    }
+}
+
+/// How a stored policy behaves. A policy message with no variant set behaves like `Drop`, as
+/// go-etcd-cron's `policyTryAgain` does for an unknown policy.
+pub fn from_proto_policy(policy: &common::JobFailurePolicy) -> FailurePolicy {
+    use common::job_failure_policy::Policy;
+    match &policy.policy {
+        Some(Policy::Constant(c)) => FailurePolicy::Constant {
+            interval: c.interval.map(duration_from_proto).unwrap_or_default(),
+            max_retries: c.max_retries,
+        },
+        Some(Policy::Drop(_)) | None => FailurePolicy::Drop,
+    }
+}
+
+/// A protobuf Duration as a `TimeDelta`, saturating at the representable range.
+pub fn duration_from_proto(d: prost_types::Duration) -> TimeDelta {
+    TimeDelta::try_seconds(d.seconds)
+        .and_then(|s| s.checked_add(&TimeDelta::nanoseconds(i64::from(d.nanos))))
+        .unwrap_or(if d.seconds < 0 {
+            TimeDelta::MIN
+        } else {
+            TimeDelta::MAX
+        })
+}
+
+/// The user's view of a job, for validation.
+pub fn job_spec(job: &sv1::Job) -> JobSpec {
+    JobSpec {
+        schedule: job.schedule.clone(),
+        repeats: job.repeats,
+        due_time: job.due_time.clone(),
+        ttl: job.ttl.clone(),
+        failure_policy: job.failure_policy.as_ref().map(from_proto_policy),
+    }
+}
+
+/// A protobuf Timestamp of an instant.
+pub fn timestamp(t: DateTime<Utc>) -> Timestamp {
+    Timestamp {
+        seconds: t.timestamp(),
+        nanos: i32::try_from(t.timestamp_subsec_nanos()).unwrap_or(0),
+    }
+}
+
+/// The instant of a protobuf Timestamp (`None` if out of chrono's range).
+pub fn instant(t: &Timestamp) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?)
+}
+
+/// The record to store for a validated job.
+pub fn stored_job(
+    mut job: sv1::Job,
+    metadata: sv1::JobMetadata,
+    plan: &schedule::Plan,
+    generation: u64,
+) -> store::StoredJob {
+    if job.failure_policy.is_none() {
+        job.failure_policy = Some(default_failure_policy());
+    }
+    let begin = match plan.begin {
+        Begin::Start(t) => store::stored_job::Begin::Start(timestamp(t)),
+        Begin::DueTime(t) => store::stored_job::Begin::DueTime(timestamp(t)),
+    };
+    store::StoredJob {
+        job: Some(job),
+        metadata: Some(metadata),
+        generation,
+        begin: Some(begin),
+        expiration: plan.expiration.map(timestamp),
+    }
+}
+
+/// Why a stored record cannot be turned back into a plan.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// A field the engine wrote is missing or out of range.
+    #[error("stored job is incomplete: {0}")]
+    Incomplete(&'static str),
+    /// The stored schedule no longer parses (it was valid when stored).
+    #[error(transparent)]
+    Schedule(#[from] schedule::cron::Error),
+}
+
+/// Rebuilds the plan of a stored job.
+pub fn plan_of(stored: &store::StoredJob) -> Result<schedule::Plan, RestoreError> {
+    let job = stored.job.as_ref().ok_or(RestoreError::Incomplete("job"))?;
+    let begin = match stored.begin.as_ref() {
+        Some(store::stored_job::Begin::Start(t)) => {
+            Begin::Start(instant(t).ok_or(RestoreError::Incomplete("start"))?)
+        }
+        Some(store::stored_job::Begin::DueTime(t)) => {
+            Begin::DueTime(instant(t).ok_or(RestoreError::Incomplete("due time"))?)
+        }
+        None => return Err(RestoreError::Incomplete("begin")),
+    };
+    let expiration = match &stored.expiration {
+        Some(t) => Some(instant(t).ok_or(RestoreError::Incomplete("expiration"))?),
+        None => None,
+    };
+    let policy = job
+        .failure_policy
+        .as_ref()
+        .map(from_proto_policy)
+        .unwrap_or_default();
+    Ok(schedule::Plan::restore(
+        job.schedule.as_deref(),
+        job.repeats,
+        begin,
+        expiration,
+        policy,
+    )?)
+}
+
+/// The counter of a stored record.
+pub fn counter_of(stored: &store::StoredCounter) -> schedule::Counter {
+    schedule::Counter {
+        count: stored.count,
+        last_trigger: stored.last_trigger.as_ref().and_then(instant),
+        attempts: stored.attempts,
+    }
+}
+
+/// The record of a counter.
+pub fn stored_counter(counter: &schedule::Counter, generation: u64) -> store::StoredCounter {
+    store::StoredCounter {
+        generation,
+        count: counter.count,
+        last_trigger: counter.last_trigger.map(timestamp),
+        attempts: counter.attempts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn policies_round_trip_through_proto() {
+        for p in [
+            FailurePolicy::Drop,
+            FailurePolicy::default(),
+            FailurePolicy::Constant {
+                interval: TimeDelta::milliseconds(1500),
+                max_retries: None,
+            },
+        ] {
+            assert_eq!(from_proto_policy(&to_proto_policy(p)), p);
+        }
+        assert_eq!(
+            from_proto_policy(&common::JobFailurePolicy { policy: None }),
+            FailurePolicy::Drop
+        );
+    }
+
+    #[test]
+    fn stored_job_fills_default_policy_and_restores_the_plan() {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let job = sv1::Job {
+            schedule: Some("@every 1s".into()),
+            repeats: Some(3),
+            due_time: Some("10s".into()),
+            ttl: Some("1m".into()),
+            ..Default::default()
+        };
+        let plan = schedule::validate(&job_spec(&job), now).unwrap();
+        let stored = stored_job(job, sv1::JobMetadata::default(), &plan, 7);
+        assert_eq!(
+            stored.job.as_ref().unwrap().failure_policy,
+            Some(default_failure_policy())
+        );
+        assert_eq!(plan_of(&stored).unwrap(), plan);
+    }
+
+    #[test]
+    fn counters_round_trip() {
+        let c = schedule::Counter {
+            count: 4,
+            last_trigger: Some(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 1).unwrap()),
+            attempts: 2,
+        };
+        assert_eq!(counter_of(&stored_counter(&c, 9)), c);
+    }
+}

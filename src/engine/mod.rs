@@ -1,0 +1,237 @@
+//! The scheduling engine: validates jobs with Dapr's rules, stores them durably, and (with
+//! the trigger loop) fires them. The same engine serves the embedded sidecar and
+//! `jobsd scheduler` replicas.
+
+pub mod convert;
+pub mod keys;
+mod queue;
+mod runner;
+pub mod sink;
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+
+use tokio::sync::{Mutex, MutexGuard, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::Status;
+
+pub use runner::Stats;
+use runner::{Command, Runner};
+pub use sink::{Sink, Trigger, TriggerResult};
+
+use crate::clock::Clock;
+use crate::proto::scheduler as sv1;
+use crate::schedule;
+use crate::store::{self, Op, OpResult, Store};
+
+/// The scheduling engine over one store.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+/// Number of key-lock shards; writes to keys of different shards never wait on each other.
+const LOCK_SHARDS: usize = 256;
+
+struct Inner {
+    /// Where jobs and counters live.
+    store: Arc<dyn Store>,
+    /// The only source of "now".
+    clock: Arc<dyn Clock>,
+    /// Tells the trigger loop what was written; `None` for an engine that only stores.
+    loop_tx: Option<mpsc::UnboundedSender<Command>>,
+    /// Serialise writes per key (by shard) so that the loop hears of them in commit order.
+    locks: Box<[Mutex<()>]>,
+    /// Hashes keys to lock shards.
+    hasher: RandomState,
+}
+
+impl Engine {
+    /// An engine that stores jobs but never fires them (nothing is loaded or triggered).
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        Self::with_loop(store, clock, None)
+    }
+
+    /// Loads every stored job, then fires jobs into `sink` until `stop` is cancelled. The
+    /// returned task ends once the loop has stopped (after a bounded wait for answers in
+    /// flight).
+    pub async fn start(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        sink: Arc<dyn Sink>,
+        stop: CancellationToken,
+    ) -> Result<(Engine, JoinHandle<()>), store::Error> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx);
+        let loaded = runner.load().await?;
+        tracing::info!(jobs = loaded, "jobs restored");
+        let task = tokio::spawn(runner.run(stop));
+        Ok((Self::with_loop(store, clock, Some(tx)), task))
+    }
+
+    fn with_loop(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        loop_tx: Option<mpsc::UnboundedSender<Command>>,
+    ) -> Self {
+        Engine {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                loop_tx,
+                locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
+                hasher: RandomState::new(),
+            }),
+        }
+    }
+
+    /// Staged triggers under `prefix` fire again: their target can take them now.
+    pub fn release(&self, prefix: impl Into<String>) {
+        self.notify(Command::Release(prefix.into()));
+    }
+
+    /// The trigger loop's state, once it has handled everything sent before this call
+    /// (`None` when the engine has no loop or it has stopped).
+    pub async fn sync(&self) -> Option<Stats> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.inner
+            .loop_tx
+            .as_ref()?
+            .send(Command::Sync(reply))
+            .ok()?;
+        answer.await.ok()
+    }
+
+    fn notify(&self, cmd: Command) {
+        if let Some(tx) = &self.inner.loop_tx {
+            // A closed loop means the engine is stopping: the write is durable and the job
+            // is loaded again at the next start.
+            let _ = tx.send(cmd);
+        }
+    }
+
+    async fn lock(&self, key: &str) -> MutexGuard<'_, ()> {
+        let shard = self.inner.hasher.hash_one(key) as usize % LOCK_SHARDS;
+        self.inner.locks[shard].lock().await
+    }
+
+    async fn lock_all(&self) -> Vec<MutexGuard<'_, ()>> {
+        let mut guards = Vec::with_capacity(LOCK_SHARDS);
+        for lock in self.inner.locks.iter() {
+            guards.push(lock.lock().await);
+        }
+        guards
+    }
+
+    /// Stores a job (Scheduler `ScheduleJob`): create-only unless `overwrite`; an overwrite
+    /// resets the job's progress.
+    pub async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Status> {
+        let metadata = keys::check_metadata(req.metadata.as_ref())?.clone();
+        let key = keys::job_key(&metadata, &req.name)?;
+        let job = req
+            .job
+            .ok_or_else(|| Status::unknown("job cannot be nil"))?;
+        let plan = schedule::validate(&convert::job_spec(&job), self.inner.clock.now())
+            .map_err(|e| Status::unknown(e.to_string()))?;
+        let stored = convert::stored_job(job, metadata, &plan, fastrand::u64(..));
+        let _guard = self.lock(&key).await;
+        let results = self
+            .write(vec![Op::PutJob {
+                key: key.clone(),
+                job: stored.clone(),
+                create_only: !req.overwrite,
+            }])
+            .await?;
+        match results.first() {
+            Some(OpResult::AlreadyExists) => Err(Status::already_exists(format!(
+                "job already exists: '{key}'"
+            ))),
+            _ => {
+                self.notify(Command::Upsert {
+                    key: key.into(),
+                    job: Box::new(stored),
+                    plan,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// The stored job (Scheduler `GetJob`); `NotFound` when there is none.
+    pub async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Status> {
+        let metadata = keys::check_metadata(req.metadata.as_ref())?;
+        let key = keys::job_key(metadata, &req.name)?;
+        self.inner
+            .store
+            .get_job(&key)
+            .await
+            .map_err(store_error)?
+            .and_then(|stored| stored.job)
+            .ok_or_else(|| Status::not_found(format!("job not found: {}", req.name)))
+    }
+
+    /// Deletes a job and its counter (Scheduler `DeleteJob`); a missing job is fine.
+    pub async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Status> {
+        let metadata = keys::check_metadata(req.metadata.as_ref())?;
+        let key = keys::job_key(metadata, &req.name)?;
+        let _guard = self.lock(&key).await;
+        self.write(vec![Op::DeleteJob { key: key.clone() }]).await?;
+        self.notify(Command::Remove(key.into()));
+        Ok(())
+    }
+
+    /// Every job of the metadata's owner (Scheduler `ListJobs`), names without the prefix.
+    pub async fn list_jobs(&self, req: sv1::ListJobsRequest) -> Result<Vec<sv1::NamedJob>, Status> {
+        let metadata = keys::check_metadata(req.metadata.as_ref())?;
+        let prefix = keys::owner_prefix(metadata)?;
+        let jobs = self
+            .inner
+            .store
+            .list_jobs(&prefix)
+            .await
+            .map_err(store_error)?;
+        Ok(jobs
+            .into_iter()
+            .map(|(key, stored)| sv1::NamedJob {
+                name: key.strip_prefix(&prefix).unwrap_or(&key).to_owned(),
+                metadata: stored.metadata,
+                job: stored.job,
+            })
+            .collect())
+    }
+
+    /// Deletes the owner's jobs whose name starts with `name_prefix` (Scheduler
+    /// `DeleteByNamePrefix`; empty = all of them).
+    pub async fn delete_by_name_prefix(
+        &self,
+        req: sv1::DeleteByNamePrefixRequest,
+    ) -> Result<(), Status> {
+        let metadata = keys::check_metadata(req.metadata.as_ref())?;
+        let prefix = keys::owner_prefix(metadata)? + &req.name_prefix;
+        schedule::name::validate_prefix(&prefix).map_err(|e| Status::unknown(e.to_string()))?;
+        // Rare and wide: it waits for every in-progress write so the loop's view stays in
+        // commit order for all the keys it covers.
+        let _guards = self.lock_all().await;
+        self.write(vec![Op::DeletePrefix {
+            prefix: prefix.clone(),
+        }])
+        .await?;
+        self.notify(Command::RemovePrefix(prefix));
+        Ok(())
+    }
+
+    async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Status> {
+        self.inner.store.write(ops).await.map_err(store_error)
+    }
+}
+
+/// A store failure as the Scheduler would report it: an internal error.
+fn store_error(err: store::Error) -> Status {
+    Status::internal(format!("store: {err}"))
+}
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod trigger_tests;

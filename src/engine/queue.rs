@@ -1,0 +1,257 @@
+//! The engine's in-memory view of the jobs it fires: one entry per job, a time-ordered queue
+//! of the next fire times, and the set of staged (undeliverable) jobs.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::proto::scheduler as sv1;
+use crate::schedule::{Counter, Plan};
+
+/// One job as the trigger loop tracks it.
+#[derive(Debug)]
+pub struct Entry {
+    /// Version of the job this entry fires; results of other versions are ignored.
+    pub generation: u64,
+    /// When the job fires.
+    pub plan: Plan,
+    /// Progress as last persisted (or fresh).
+    pub counter: Counter,
+    /// The job's name without the key prefix.
+    pub name: Arc<str>,
+    /// Payload handed to the sink unchanged.
+    pub data: Option<prost_types::Any>,
+    /// Owner and target.
+    pub metadata: Arc<sv1::JobMetadata>,
+    /// Where the entry is in its cycle.
+    pub state: State,
+}
+
+/// The cycle of an entry: queued → in flight → persisting → queued again (or gone); staged
+/// when nobody could take its trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Waiting in the queue for this instant.
+    Queued(DateTime<Utc>),
+    /// Handed to the sink; at most one trigger per job is ever in flight.
+    InFlight,
+    /// The result is being written; the next fire time follows once it is durable.
+    Persisting,
+    /// Undeliverable: waits for its target to come back.
+    Staged,
+}
+
+/// All entries, the fire-time queue and the staged set.
+#[derive(Debug, Default)]
+pub struct Jobs {
+    /// Entries by composed key.
+    entries: HashMap<Arc<str>, Entry>,
+    /// `(fire time, key)` of every queued entry; the first element fires next.
+    queue: BTreeSet<(DateTime<Utc>, Arc<str>)>,
+    /// Keys of staged entries, ordered so that a prefix is one range.
+    staged: BTreeSet<Arc<str>>,
+}
+
+impl Jobs {
+    /// Number of jobs tracked.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The entry of `key`.
+    pub fn get(&self, key: &str) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+
+    /// The entry of `key`, for updating its counter (not its state: use the methods below).
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Entry> {
+        self.entries.get_mut(key)
+    }
+
+    /// Adds or replaces the entry of `key`, queued at `at` (or left out of the queue when
+    /// `None`). A replaced entry's pending trigger is forgotten with it.
+    pub fn insert(&mut self, key: Arc<str>, mut entry: Entry, at: Option<DateTime<Utc>>) {
+        self.remove(&key);
+        entry.state = match at {
+            Some(at) => {
+                self.queue.insert((at, key.clone()));
+                State::Queued(at)
+            }
+            None => State::Persisting,
+        };
+        self.entries.insert(key, entry);
+    }
+
+    /// Forgets `key` entirely.
+    pub fn remove(&mut self, key: &str) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        self.unlink(key, entry.state);
+        Some(entry)
+    }
+
+    /// Forgets every entry whose key starts with `prefix`.
+    pub fn remove_prefix(&mut self, prefix: &str) -> usize {
+        let keys: Vec<Arc<str>> = self
+            .entries
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        for key in &keys {
+            self.remove(key);
+        }
+        keys.len()
+    }
+
+    /// The earliest queued fire time.
+    pub fn next_due(&self) -> Option<DateTime<Utc>> {
+        self.queue.first().map(|(at, _)| *at)
+    }
+
+    /// Takes the earliest queued entry if it is due at `now`, marking it in flight.
+    pub fn pop_due(&mut self, now: DateTime<Utc>) -> Option<(Arc<str>, DateTime<Utc>)> {
+        let (at, _) = self.queue.first()?;
+        if *at > now {
+            return None;
+        }
+        let (at, key) = self.queue.pop_first()?;
+        if let Some(entry) = self.entries.get_mut(&key) {
+            entry.state = State::InFlight;
+        }
+        Some((key, at))
+    }
+
+    /// Queues `key` at `at`.
+    pub fn schedule(&mut self, key: &Arc<str>, at: DateTime<Utc>) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            let old = std::mem::replace(&mut entry.state, State::Queued(at));
+            self.unlink(key, old);
+            self.queue.insert((at, key.clone()));
+        }
+    }
+
+    /// Marks `key` as waiting for its result to be written.
+    pub fn set_persisting(&mut self, key: &str) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            let old = std::mem::replace(&mut entry.state, State::Persisting);
+            self.unlink(key, old);
+        }
+    }
+
+    /// Stages `key` until its target is deliverable again.
+    pub fn stage(&mut self, key: &Arc<str>) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            let old = std::mem::replace(&mut entry.state, State::Staged);
+            self.unlink(key, old);
+            self.staged.insert(key.clone());
+        }
+    }
+
+    /// Staged keys starting with `prefix`, taken out of the staged set.
+    pub fn unstage_prefix(&mut self, prefix: &str) -> Vec<Arc<str>> {
+        let keys: Vec<Arc<str>> = self
+            .staged
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        for key in &keys {
+            self.staged.remove(key);
+        }
+        keys
+    }
+
+    /// Number of staged jobs.
+    pub fn staged(&self) -> usize {
+        self.staged.len()
+    }
+
+    fn unlink(&mut self, key: &str, state: State) {
+        match state {
+            State::Queued(at) => {
+                self.queue.remove(&(at, Arc::from(key)));
+            }
+            State::Staged => {
+                self.staged.remove(key);
+            }
+            State::InFlight | State::Persisting => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeDelta, TimeZone};
+
+    use super::*;
+    use crate::schedule::{Begin, FailurePolicy};
+
+    fn entry() -> Entry {
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        Entry {
+            generation: 1,
+            plan: Plan {
+                schedule: None,
+                repeats: None,
+                begin: Begin::DueTime(t),
+                expiration: None,
+                failure_policy: FailurePolicy::default(),
+            },
+            counter: Counter::default(),
+            name: Arc::from("j"),
+            data: None,
+            metadata: Arc::default(),
+            state: State::Persisting,
+        }
+    }
+
+    #[test]
+    fn pops_in_time_order_and_only_when_due() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let mut jobs = Jobs::default();
+        jobs.insert("b".into(), entry(), Some(t + TimeDelta::seconds(2)));
+        jobs.insert("a".into(), entry(), Some(t + TimeDelta::seconds(1)));
+        assert_eq!(jobs.pop_due(t), None);
+        assert_eq!(jobs.next_due(), Some(t + TimeDelta::seconds(1)));
+        let (k, _) = jobs.pop_due(t + TimeDelta::seconds(5)).unwrap();
+        assert_eq!(&*k, "a");
+        assert_eq!(jobs.get("a").unwrap().state, State::InFlight);
+        let (k, _) = jobs.pop_due(t + TimeDelta::seconds(5)).unwrap();
+        assert_eq!(&*k, "b");
+        assert_eq!(jobs.pop_due(t + TimeDelta::seconds(5)), None);
+    }
+
+    #[test]
+    fn replacing_and_removing_unlink_the_queue() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let mut jobs = Jobs::default();
+        jobs.insert("a".into(), entry(), Some(t));
+        jobs.insert("a".into(), entry(), Some(t + TimeDelta::hours(1)));
+        assert_eq!(jobs.next_due(), Some(t + TimeDelta::hours(1)));
+        jobs.remove("a");
+        assert_eq!(jobs.next_due(), None);
+        assert_eq!(jobs.len(), 0);
+    }
+
+    #[test]
+    fn staging_by_prefix() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let mut jobs = Jobs::default();
+        for k in ["app||ns||a||1", "app||ns||a||2", "app||ns||ab||1"] {
+            let key: Arc<str> = k.into();
+            jobs.insert(key.clone(), entry(), Some(t));
+            jobs.pop_due(t);
+            jobs.stage(&key);
+        }
+        assert_eq!(jobs.staged(), 3);
+        let released = jobs.unstage_prefix("app||ns||a||");
+        assert_eq!(released.len(), 2);
+        assert_eq!(jobs.staged(), 1);
+        assert_eq!(jobs.remove_prefix("app||ns||ab||"), 1);
+        assert_eq!(jobs.staged(), 0);
+    }
+}

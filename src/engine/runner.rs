@@ -1,0 +1,414 @@
+//! The trigger loop: one task owns the in-memory jobs, fires them at their times, applies
+//! results through the trigger plan and persists counters before queueing the next tick.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::convert;
+use super::queue::{Entry, Jobs, State};
+use super::sink::{Sink, Trigger, TriggerResult};
+use crate::clock::Clock;
+use crate::proto::store::StoredJob;
+use crate::schedule::{Counter, Outcome, Plan};
+use crate::store::{Op, OpResult, Store};
+
+/// Most commands handled before the loop looks at the clock again.
+const DRAIN_BATCH: usize = 4096;
+
+/// Jobs loaded per page at start.
+const LOAD_PAGE: usize = 4096;
+
+/// How long a graceful stop waits for triggers in flight to be answered and written.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// What the loop is told.
+pub enum Command {
+    /// A job version was stored (create or overwrite): track it with a fresh counter.
+    Upsert {
+        /// Composed key.
+        key: Arc<str>,
+        /// The new version.
+        job: Box<StoredJob>,
+        /// Its plan (already validated).
+        plan: Plan,
+    },
+    /// A job was deleted.
+    Remove(Arc<str>),
+    /// Every job under a prefix was deleted.
+    RemovePrefix(String),
+    /// Triggers under this prefix can be delivered again: release the staged ones.
+    Release(String),
+    /// The sink answered a trigger.
+    Done {
+        /// Job key.
+        key: Arc<str>,
+        /// The version the trigger was for.
+        generation: u64,
+        /// What the sink said.
+        result: TriggerResult,
+    },
+    /// Results were written; queue the next ticks.
+    Persisted(Vec<Persisted>),
+    /// Answer with the loop's state once every earlier command is handled.
+    Sync(oneshot::Sender<Stats>),
+}
+
+/// A snapshot of the trigger loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Jobs tracked.
+    pub jobs: usize,
+    /// Jobs waiting for their target to become deliverable.
+    pub staged: usize,
+    /// Triggers out at the sink plus result batches being written.
+    pub outstanding: usize,
+    /// The earliest queued fire time.
+    pub next_due: Option<DateTime<Utc>>,
+}
+
+/// A written result.
+pub struct Persisted {
+    key: Arc<str>,
+    generation: u64,
+    counter: Counter,
+    next: Option<DateTime<Utc>>,
+}
+
+/// The loop's state and handles.
+pub struct Runner {
+    /// Tracked jobs.
+    jobs: Jobs,
+    /// Commands from the API side, the sink tasks and the persist tasks.
+    rx: mpsc::UnboundedReceiver<Command>,
+    /// For the tasks the loop spawns to report back.
+    tx: mpsc::UnboundedSender<Command>,
+    /// Durable state.
+    store: Arc<dyn Store>,
+    /// Time.
+    clock: Arc<dyn Clock>,
+    /// Where triggers go.
+    sink: Arc<dyn Sink>,
+    /// Results waiting to be written in the next batch.
+    pending: Vec<Persisted>,
+    /// Triggers handed to the sink and not yet answered, plus batches being written.
+    outstanding: usize,
+}
+
+impl Runner {
+    /// A loop over `store`, fed by `rx` (and reporting to itself through `tx`).
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        sink: Arc<dyn Sink>,
+        tx: mpsc::UnboundedSender<Command>,
+        rx: mpsc::UnboundedReceiver<Command>,
+    ) -> Self {
+        Runner {
+            jobs: Jobs::default(),
+            rx,
+            tx,
+            store,
+            clock,
+            sink,
+            pending: Vec::new(),
+            outstanding: 0,
+        }
+    }
+
+    /// Loads every stored job with its counter. Jobs that can never fire again are deleted,
+    /// as go-etcd-cron does when it loads them.
+    pub async fn load(&mut self) -> Result<usize, crate::store::Error> {
+        let mut scan = self.store.scan("", LOAD_PAGE).await?;
+        let mut finished = Vec::new();
+        while let Some(page) = scan.next_page().await? {
+            for loaded in page {
+                let key: Arc<str> = loaded.key.into();
+                let plan = match convert::plan_of(&loaded.job) {
+                    Ok(plan) => plan,
+                    Err(e) => {
+                        tracing::error!(key = %key, error = %e, "stored job cannot be planned; skipped");
+                        continue;
+                    }
+                };
+                let counter = loaded
+                    .counter
+                    .as_ref()
+                    .map(convert::counter_of)
+                    .unwrap_or_default();
+                let generation = loaded.job.generation;
+                let at = plan.fire_time(&counter);
+                if at.is_none() {
+                    finished.push(Op::FinishJob {
+                        key: key.to_string(),
+                        generation,
+                    });
+                    continue;
+                }
+                let entry = entry_of(&key, loaded.job, plan, counter);
+                self.jobs.insert(key, entry, at);
+            }
+        }
+        if !finished.is_empty() {
+            tracing::info!(
+                count = finished.len(),
+                "deleting stored jobs that cannot fire again"
+            );
+            self.store.write(finished).await?;
+        }
+        Ok(self.jobs.len())
+    }
+
+    /// Runs until `stop` is cancelled, then waits (bounded) for answers in flight.
+    pub async fn run(mut self, stop: CancellationToken) {
+        tracing::info!(jobs = self.jobs.len(), "trigger loop started");
+        loop {
+            self.fire_due();
+            self.flush();
+            let next = self.jobs.next_due();
+            let clock = self.clock.clone();
+            let sleep = async move {
+                match next {
+                    Some(at) => clock.sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                cmd = self.rx.recv() => match cmd {
+                    Some(cmd) => {
+                        self.handle(cmd);
+                        for _ in 1..DRAIN_BATCH {
+                            match self.rx.try_recv() {
+                                Ok(cmd) => self.handle(cmd),
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    None => break,
+                },
+                () = sleep => {}
+            }
+        }
+        self.drain_after_stop().await;
+    }
+
+    /// Lets answers already on their way be applied and written, without firing anything new.
+    async fn drain_after_stop(&mut self) {
+        let deadline = tokio::time::Instant::now() + STOP_GRACE;
+        while self.outstanding > 0 || !self.pending.is_empty() {
+            self.flush();
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some(cmd)) => self.handle(cmd),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        if self.outstanding > 0 {
+            tracing::warn!(
+                outstanding = self.outstanding,
+                "stopped with triggers unanswered; they fire again after restart"
+            );
+        }
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Upsert { key, job, plan } => {
+                let counter = Counter::default();
+                let at = plan.fire_time(&counter);
+                let generation = job.generation;
+                if at.is_none() {
+                    // Nothing to fire, ever (e.g. a ttl already past): Dapr deletes such jobs.
+                    self.jobs.remove(&key);
+                    self.pending.push(Persisted {
+                        key,
+                        generation,
+                        counter,
+                        next: None,
+                    });
+                    return;
+                }
+                let entry = entry_of(&key, *job, plan, counter);
+                self.jobs.insert(key, entry, at);
+            }
+            Command::Remove(key) => {
+                self.jobs.remove(&key);
+            }
+            Command::RemovePrefix(prefix) => {
+                self.jobs.remove_prefix(&prefix);
+            }
+            Command::Release(prefix) => {
+                let now = self.clock.now();
+                for key in self.jobs.unstage_prefix(&prefix) {
+                    let at = self
+                        .jobs
+                        .get(&key)
+                        .and_then(|e| e.plan.fire_time(&e.counter))
+                        .unwrap_or(now);
+                    self.jobs.schedule(&key, at);
+                }
+            }
+            Command::Done {
+                key,
+                generation,
+                result,
+            } => {
+                self.outstanding = self.outstanding.saturating_sub(1);
+                self.apply_result(key, generation, result);
+            }
+            Command::Sync(reply) => {
+                let _ = reply.send(Stats {
+                    jobs: self.jobs.len(),
+                    staged: self.jobs.staged(),
+                    outstanding: self.outstanding + usize::from(!self.pending.is_empty()),
+                    next_due: self.jobs.next_due(),
+                });
+            }
+            Command::Persisted(done) => {
+                self.outstanding = self.outstanding.saturating_sub(1);
+                for p in done {
+                    let Some(entry) = self.jobs.get_mut(&p.key) else {
+                        continue;
+                    };
+                    if entry.generation != p.generation || entry.state != State::Persisting {
+                        continue;
+                    }
+                    entry.counter = p.counter;
+                    match p.next {
+                        Some(at) => self.jobs.schedule(&p.key, at),
+                        None => {
+                            self.jobs.remove(&p.key);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply_result(&mut self, key: Arc<str>, generation: u64, result: TriggerResult) {
+        let Some(entry) = self.jobs.get(&key) else {
+            return;
+        };
+        if entry.generation != generation || entry.state != State::InFlight {
+            // The job was overwritten or deleted while its trigger was out.
+            return;
+        }
+        let outcome = match result {
+            TriggerResult::Success => Outcome::Success,
+            TriggerResult::Failed => Outcome::Failed,
+            TriggerResult::Undeliverable => {
+                if self.sink.is_deliverable(&key) {
+                    // The target came back while this trigger was out: try again now.
+                    let at = entry
+                        .plan
+                        .fire_time(&entry.counter)
+                        .unwrap_or(self.clock.now());
+                    self.jobs.schedule(&key, at);
+                } else {
+                    self.jobs.stage(&key);
+                }
+                return;
+            }
+        };
+        let step = entry.plan.apply(&entry.counter, outcome);
+        self.jobs.set_persisting(&key);
+        self.pending.push(Persisted {
+            key,
+            generation,
+            counter: step.counter,
+            next: step.next,
+        });
+    }
+
+    fn fire_due(&mut self) {
+        let now = self.clock.now();
+        while let Some((key, at)) = self.jobs.pop_due(now) {
+            let Some(entry) = self.jobs.get(&key) else {
+                continue;
+            };
+            let trigger = Trigger {
+                key: key.clone(),
+                name: entry.name.clone(),
+                data: entry.data.clone(),
+                metadata: entry.metadata.clone(),
+                scheduled_at: at,
+            };
+            let generation = entry.generation;
+            let sink = self.sink.clone();
+            let tx = self.tx.clone();
+            self.outstanding += 1;
+            tokio::spawn(async move {
+                let result = sink.deliver(trigger).await;
+                let _ = tx.send(Command::Done {
+                    key,
+                    generation,
+                    result,
+                });
+            });
+        }
+    }
+
+    /// Writes the results gathered in this round in one store request (one commit), then
+    /// reports them back so the next ticks are queued only once they are durable.
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.pending);
+        let ops = batch
+            .iter()
+            .map(|p| match p.next {
+                Some(_) => Op::PutCounter {
+                    key: p.key.to_string(),
+                    counter: convert::stored_counter(&p.counter, p.generation),
+                },
+                None => Op::FinishJob {
+                    key: p.key.to_string(),
+                    generation: p.generation,
+                },
+            })
+            .collect();
+        let store = self.store.clone();
+        let tx = self.tx.clone();
+        self.outstanding += 1;
+        tokio::spawn(async move {
+            match store.write(ops).await {
+                Ok(results) => {
+                    for (r, p) in results.iter().zip(&batch) {
+                        if *r == OpResult::Skipped {
+                            tracing::debug!(key = %p.key, "job changed while its result was written");
+                        }
+                    }
+                }
+                Err(e) => {
+                    // The in-memory progress still moves on: the tick was delivered. After a
+                    // restart it may be delivered again (at least once).
+                    tracing::error!(error = %e, "could not persist trigger results");
+                }
+            }
+            let _ = tx.send(Command::Persisted(batch));
+        });
+    }
+}
+
+fn entry_of(key: &str, job: StoredJob, plan: Plan, counter: Counter) -> Entry {
+    let metadata = job.metadata.unwrap_or_default();
+    // The name is what follows the owner's prefix in the key (names may contain `||`).
+    let name = super::keys::owner_prefix(&metadata)
+        .ok()
+        .and_then(|prefix| key.strip_prefix(prefix.as_str()).map(Arc::from))
+        .unwrap_or_else(|| Arc::from(key));
+    Entry {
+        generation: job.generation,
+        plan,
+        counter,
+        name,
+        data: job.job.and_then(|j| j.data),
+        metadata: Arc::new(metadata),
+        state: State::Persisting,
+    }
+}

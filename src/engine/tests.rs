@@ -1,0 +1,202 @@
+use std::sync::Arc;
+
+use chrono::{TimeZone, Utc};
+use tonic::Code;
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::proto::scheduler::job_target_metadata::Type as Target;
+
+fn engine() -> Engine {
+    let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+    Engine::new(Arc::new(store::Memory::new()), Arc::new(clock))
+}
+
+fn meta(app: &str) -> Option<sv1::JobMetadata> {
+    Some(sv1::JobMetadata {
+        app_id: app.into(),
+        namespace: "default".into(),
+        target: Some(sv1::JobTargetMetadata {
+            r#type: Some(Target::Job(sv1::TargetJob {})),
+        }),
+        concurrency_key: None,
+    })
+}
+
+fn schedule(name: &str, job: sv1::Job, overwrite: bool) -> sv1::ScheduleJobRequest {
+    sv1::ScheduleJobRequest {
+        name: name.into(),
+        job: Some(job),
+        metadata: meta("myapp"),
+        overwrite,
+    }
+}
+
+fn daily() -> sv1::Job {
+    sv1::Job {
+        schedule: Some("@daily".into()),
+        ..Default::default()
+    }
+}
+
+async fn get(e: &Engine, name: &str) -> Result<sv1::Job, Status> {
+    e.get_job(sv1::GetJobRequest {
+        name: name.into(),
+        metadata: meta("myapp"),
+    })
+    .await
+}
+
+#[tokio::test]
+async fn create_only_unless_overwrite() {
+    let e = engine();
+    e.schedule_job(schedule("j", daily(), false)).await.unwrap();
+    let other = sv1::Job {
+        schedule: Some("@hourly".into()),
+        ..Default::default()
+    };
+    let err = e
+        .schedule_job(schedule("j", other.clone(), false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+    assert_eq!(
+        err.message(),
+        "job already exists: 'app||default||myapp||j'"
+    );
+    assert_eq!(
+        get(&e, "j").await.unwrap().schedule.as_deref(),
+        Some("@daily")
+    );
+
+    e.schedule_job(schedule("j", other, true)).await.unwrap();
+    assert_eq!(
+        get(&e, "j").await.unwrap().schedule.as_deref(),
+        Some("@hourly")
+    );
+}
+
+#[tokio::test]
+async fn stored_job_keeps_strings_and_gets_default_policy() {
+    let e = engine();
+    let job = sv1::Job {
+        schedule: Some("@every 1m".into()),
+        repeats: Some(123),
+        due_time: Some("1000s".into()),
+        ttl: Some("123s".into()),
+        ..Default::default()
+    };
+    e.schedule_job(schedule("j", job.clone(), false))
+        .await
+        .unwrap();
+    let got = get(&e, "j").await.unwrap();
+    assert_eq!(
+        got,
+        sv1::Job {
+            failure_policy: Some(convert::default_failure_policy()),
+            ..job
+        }
+    );
+}
+
+#[tokio::test]
+async fn validation_errors_are_unknown_with_dapr_text() {
+    let e = engine();
+    let bad = sv1::Job {
+        schedule: Some("* * *".into()),
+        ..Default::default()
+    };
+    let err = e.schedule_job(schedule("j", bad, false)).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unknown);
+    assert_eq!(
+        err.message(),
+        "job failed validation: expected exactly 6 fields, found 3: [* * *]"
+    );
+    let err = e
+        .schedule_job(schedule("bad/name", daily(), false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unknown);
+    let err = e
+        .schedule_job(sv1::ScheduleJobRequest {
+            metadata: None,
+            ..schedule("j", daily(), false)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn get_missing_is_not_found_and_delete_missing_is_ok() {
+    let e = engine();
+    let err = get(&e, "nope").await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(err.message(), "job not found: nope");
+    e.delete_job(sv1::DeleteJobRequest {
+        name: "nope".into(),
+        metadata: meta("myapp"),
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn list_and_delete_by_prefix_see_only_the_owner() {
+    let e = engine();
+    for name in ["a1", "a2", "b1"] {
+        e.schedule_job(schedule(name, daily(), false))
+            .await
+            .unwrap();
+    }
+    e.schedule_job(sv1::ScheduleJobRequest {
+        metadata: meta("myapp2"),
+        ..schedule("a3", daily(), false)
+    })
+    .await
+    .unwrap();
+
+    let names = |jobs: Vec<sv1::NamedJob>| jobs.into_iter().map(|j| j.name).collect::<Vec<_>>();
+    let list = e
+        .list_jobs(sv1::ListJobsRequest {
+            metadata: meta("myapp"),
+        })
+        .await
+        .unwrap();
+    assert_eq!(names(list), ["a1", "a2", "b1"]);
+
+    e.delete_by_name_prefix(sv1::DeleteByNamePrefixRequest {
+        name_prefix: "a".into(),
+        metadata: meta("myapp"),
+    })
+    .await
+    .unwrap();
+    let list = e
+        .list_jobs(sv1::ListJobsRequest {
+            metadata: meta("myapp"),
+        })
+        .await
+        .unwrap();
+    assert_eq!(names(list), ["b1"]);
+    let other = e
+        .list_jobs(sv1::ListJobsRequest {
+            metadata: meta("myapp2"),
+        })
+        .await
+        .unwrap();
+    assert_eq!(names(other), ["a3"]);
+
+    e.delete_by_name_prefix(sv1::DeleteByNamePrefixRequest {
+        name_prefix: String::new(),
+        metadata: meta("myapp"),
+    })
+    .await
+    .unwrap();
+    let list = e
+        .list_jobs(sv1::ListJobsRequest {
+            metadata: meta("myapp"),
+        })
+        .await
+        .unwrap();
+    assert!(list.is_empty());
+}

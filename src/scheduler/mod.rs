@@ -1,0 +1,120 @@
+//! The seam the API talks to: Dapr Scheduler semantics behind one trait, served in-process by
+//! the embedded engine or forwarded to Dapr Scheduler replicas.
+//!
+//! The calls and messages are `dapr.proto.scheduler.v1`'s, so remote mode is a pass-through
+//! and the embedded scheduler answers exactly what a Scheduler replica would.
+
+mod embedded;
+
+use std::fmt;
+
+use crate::proto::scheduler as sv1;
+
+/// An error as a Scheduler replica reports it: a gRPC code and its description.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct Error {
+    /// gRPC status code (what daprd maps to HTTP statuses).
+    pub code: tonic::Code,
+    /// The status message.
+    pub message: String,
+}
+
+impl Error {
+    /// An error with `code` and `message`.
+    pub fn new(code: tonic::Code, message: impl Into<String>) -> Self {
+        Error {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    /// Go's `status.Error` text, which daprd embeds in its own messages:
+    /// `rpc error: code = AlreadyExists desc = job already exists: '…'`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "rpc error: code = {} desc = {}",
+            go_code_name(self.code),
+            self.message
+        )
+    }
+}
+
+impl From<tonic::Status> for Error {
+    fn from(status: tonic::Status) -> Self {
+        Error::new(status.code(), status.message())
+    }
+}
+
+impl From<Error> for tonic::Status {
+    fn from(err: Error) -> Self {
+        tonic::Status::new(err.code, err.message)
+    }
+}
+
+/// grpc-go's name of a status code (`codes.Code.String()`).
+pub fn go_code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "Canceled",
+        Unknown => "Unknown",
+        InvalidArgument => "InvalidArgument",
+        DeadlineExceeded => "DeadlineExceeded",
+        NotFound => "NotFound",
+        AlreadyExists => "AlreadyExists",
+        PermissionDenied => "PermissionDenied",
+        ResourceExhausted => "ResourceExhausted",
+        FailedPrecondition => "FailedPrecondition",
+        Aborted => "Aborted",
+        OutOfRange => "OutOfRange",
+        Unimplemented => "Unimplemented",
+        Internal => "Internal",
+        Unavailable => "Unavailable",
+        DataLoss => "DataLoss",
+        Unauthenticated => "Unauthenticated",
+    }
+}
+
+/// Dapr Scheduler's unary calls, as the sidecar uses them.
+#[async_trait::async_trait]
+pub trait Scheduler: Send + Sync + 'static {
+    /// Stores a job: create-only unless `overwrite` (then `AlreadyExists`), validated with
+    /// Dapr's rules (`Unknown` with `job failed validation: …`, `InvalidArgument` for missing
+    /// metadata or a bad name).
+    async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Error>;
+
+    /// The job as stored (original dueTime/ttl strings, default failure policy filled in);
+    /// `NotFound` with `job not found: <name>` when there is none.
+    async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error>;
+
+    /// Deletes a job; deleting a missing job succeeds.
+    async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error>;
+
+    /// Every job of the metadata's owner and target kind, names without the key prefix.
+    async fn list_jobs(&self, req: sv1::ListJobsRequest) -> Result<Vec<sv1::NamedJob>, Error>;
+
+    /// Deletes the owner's jobs whose name starts with `name_prefix` (empty = all of them).
+    async fn delete_by_name_prefix(&self, req: sv1::DeleteByNamePrefixRequest)
+    -> Result<(), Error>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_is_grpc_go_status_text() {
+        let err = Error::new(
+            tonic::Code::AlreadyExists,
+            "job already exists: 'app||default||myapp||overwrite2'",
+        );
+        assert_eq!(
+            err.to_string(),
+            "rpc error: code = AlreadyExists desc = job already exists: 'app||default||myapp||overwrite2'"
+        );
+        assert_eq!(go_code_name(tonic::Code::Cancelled), "Canceled");
+    }
+}

@@ -1,0 +1,453 @@
+//! The meaning of every [`Op`], written once over a small table interface that both backends
+//! implement, so that `Redb` and `Memory` cannot disagree.
+
+use std::ops::Bound;
+
+use prost::Message;
+
+use super::{Error, LoadedJob, Op, OpResult, StoredCounter, StoredJob};
+
+/// One of the two tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Table {
+    /// `StoredJob`s.
+    Jobs,
+    /// `StoredCounter`s.
+    Counters,
+}
+
+impl Table {
+    /// The table's name on disk and in errors.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Table::Jobs => "jobs",
+            Table::Counters => "counters",
+        }
+    }
+}
+
+/// Previous values of the records a request changed, newest last, to roll the request back.
+pub(crate) type Undo = Vec<(Table, String, Option<Vec<u8>>)>;
+
+/// The primitive table operations the ops are made of. Implementations push the previous value
+/// of every record they change onto `undo` when one is given.
+pub(crate) trait Tables {
+    /// Calls `f` with the value stored under `key`, if any.
+    fn with_value<R>(
+        &mut self,
+        table: Table,
+        key: &str,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, Error>;
+
+    /// Stores `value` under `key`.
+    fn insert(
+        &mut self,
+        table: Table,
+        key: &str,
+        value: Vec<u8>,
+        undo: Option<&mut Undo>,
+    ) -> Result<(), Error>;
+
+    /// Removes `key`; whether it was there.
+    fn remove(&mut self, table: Table, key: &str, undo: Option<&mut Undo>) -> Result<bool, Error>;
+
+    /// Removes every key starting with `prefix`; how many.
+    fn remove_prefix(
+        &mut self,
+        table: Table,
+        prefix: &str,
+        undo: Option<&mut Undo>,
+    ) -> Result<u64, Error>;
+}
+
+/// An [`Op`] with its values already encoded, so that encoding happens in the caller's task
+/// and not on the single writer thread.
+pub(crate) enum Prepared {
+    /// [`Op::PutJob`].
+    PutJob {
+        key: String,
+        value: Vec<u8>,
+        create_only: bool,
+    },
+    /// [`Op::DeleteJob`].
+    DeleteJob { key: String },
+    /// [`Op::DeletePrefix`].
+    DeletePrefix { prefix: String },
+    /// [`Op::PutCounter`].
+    PutCounter {
+        key: String,
+        generation: u64,
+        value: Vec<u8>,
+    },
+    /// [`Op::FinishJob`].
+    FinishJob { key: String, generation: u64 },
+}
+
+impl Prepared {
+    /// Encodes `op`.
+    pub(crate) fn new(op: Op) -> Prepared {
+        match op {
+            Op::PutJob {
+                key,
+                job,
+                create_only,
+            } => Prepared::PutJob {
+                key,
+                value: job.encode_to_vec(),
+                create_only,
+            },
+            Op::DeleteJob { key } => Prepared::DeleteJob { key },
+            Op::DeletePrefix { prefix } => Prepared::DeletePrefix { prefix },
+            Op::PutCounter { key, counter } => Prepared::PutCounter {
+                key,
+                generation: counter.generation,
+                value: counter.encode_to_vec(),
+            },
+            Op::FinishJob { key, generation } => Prepared::FinishJob { key, generation },
+        }
+    }
+
+    /// Approximate bytes the op writes, to bound a batch.
+    pub(crate) fn size(&self) -> usize {
+        match self {
+            Prepared::PutJob { key, value, .. } | Prepared::PutCounter { key, value, .. } => {
+                key.len() + value.len()
+            }
+            Prepared::DeleteJob { key } | Prepared::FinishJob { key, .. } => key.len(),
+            Prepared::DeletePrefix { prefix } => prefix.len(),
+        }
+    }
+
+    /// Whether applying the op decodes a stored value, and so can fail on a corrupt record.
+    fn reads_value(&self) -> bool {
+        matches!(
+            self,
+            Prepared::PutCounter { .. } | Prepared::FinishJob { .. }
+        )
+    }
+}
+
+/// Applies one request's ops in order.
+///
+/// The outer `Err` is a backend failure: the caller must abandon the whole transaction. The
+/// inner `Err` is a corrupt record met by this request: its changes have been rolled back and
+/// the transaction may go on with other requests.
+pub(crate) fn apply_request<T: Tables>(
+    tables: &mut T,
+    ops: Vec<Prepared>,
+) -> Result<Result<Vec<OpResult>, Error>, Error> {
+    // An op only fails before changing anything, so changes need recording only when a
+    // fallible op comes after them. That keeps a lone DeletePrefix("") from copying every
+    // value it removes.
+    let last_fallible = ops.iter().rposition(Prepared::reads_value);
+    let mut undo = Undo::new();
+    let mut results = Vec::with_capacity(ops.len());
+    for (i, op) in ops.into_iter().enumerate() {
+        let record = last_fallible.is_some_and(|last| i < last);
+        match apply_op(tables, op, record.then_some(&mut undo)) {
+            Ok(result) => results.push(result),
+            Err(err @ Error::Corrupt { .. }) => {
+                rollback(tables, undo)?;
+                return Ok(Err(err));
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(Ok(results))
+}
+
+/// Restores the values recorded in `undo`, newest first.
+fn rollback<T: Tables>(tables: &mut T, undo: Undo) -> Result<(), Error> {
+    for (table, key, old) in undo.into_iter().rev() {
+        match old {
+            Some(value) => tables.insert(table, &key, value, None)?,
+            None => {
+                tables.remove(table, &key, None)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies one op. Ops that decode stored values do so before they change anything.
+fn apply_op<T: Tables>(
+    tables: &mut T,
+    op: Prepared,
+    mut undo: Option<&mut Undo>,
+) -> Result<OpResult, Error> {
+    match op {
+        Prepared::PutJob {
+            key,
+            value,
+            create_only,
+        } => {
+            if create_only && tables.with_value(Table::Jobs, &key, |_| ())?.is_some() {
+                return Ok(OpResult::AlreadyExists);
+            }
+            tables.insert(Table::Jobs, &key, value, undo.as_deref_mut())?;
+            tables.remove(Table::Counters, &key, undo)?;
+            Ok(OpResult::Done)
+        }
+        Prepared::DeleteJob { key } => {
+            let removed = tables.remove(Table::Jobs, &key, undo.as_deref_mut())?;
+            tables.remove(Table::Counters, &key, undo)?;
+            Ok(OpResult::Deleted(u64::from(removed)))
+        }
+        Prepared::DeletePrefix { prefix } => {
+            let removed = tables.remove_prefix(Table::Jobs, &prefix, undo.as_deref_mut())?;
+            tables.remove_prefix(Table::Counters, &prefix, undo)?;
+            Ok(OpResult::Deleted(removed))
+        }
+        Prepared::PutCounter {
+            key,
+            generation,
+            value,
+        } => {
+            if generation_of(tables, Table::Jobs, &key)? != Some(generation) {
+                return Ok(OpResult::Skipped);
+            }
+            tables.insert(Table::Counters, &key, value, undo)?;
+            Ok(OpResult::Done)
+        }
+        Prepared::FinishJob { key, generation } => {
+            if generation_of(tables, Table::Jobs, &key)? == Some(generation) {
+                tables.remove(Table::Jobs, &key, undo.as_deref_mut())?;
+                tables.remove(Table::Counters, &key, undo)?;
+                return Ok(OpResult::Done);
+            }
+            if generation_of(tables, Table::Counters, &key)? == Some(generation) {
+                tables.remove(Table::Counters, &key, undo)?;
+            }
+            Ok(OpResult::Skipped)
+        }
+    }
+}
+
+/// `StoredJob` with only its `generation` field: decoding it skips the payload.
+#[derive(Clone, PartialEq, Message)]
+struct JobGeneration {
+    /// `StoredJob.generation`.
+    #[prost(uint64, tag = "3")]
+    generation: u64,
+}
+
+/// `StoredCounter` with only its `generation` field.
+#[derive(Clone, PartialEq, Message)]
+struct CounterGeneration {
+    /// `StoredCounter.generation`.
+    #[prost(uint64, tag = "1")]
+    generation: u64,
+}
+
+/// The generation of the record under `key`, if there is one.
+fn generation_of<T: Tables>(tables: &mut T, table: Table, key: &str) -> Result<Option<u64>, Error> {
+    let decoded = tables.with_value(table, key, |bytes| match table {
+        Table::Jobs => JobGeneration::decode(bytes).map(|g| g.generation),
+        Table::Counters => CounterGeneration::decode(bytes).map(|g| g.generation),
+    })?;
+    decoded
+        .transpose()
+        .map_err(|source| corrupt(table, key, source))
+}
+
+/// The error for an undecodable record.
+fn corrupt(table: Table, key: &str, source: prost::DecodeError) -> Error {
+    Error::Corrupt {
+        table: table.name(),
+        key: key.to_owned(),
+        source,
+    }
+}
+
+/// Decodes a stored job.
+pub(crate) fn decode_job(key: &str, bytes: &[u8]) -> Result<StoredJob, Error> {
+    StoredJob::decode(bytes).map_err(|source| corrupt(Table::Jobs, key, source))
+}
+
+/// Decodes a stored counter.
+pub(crate) fn decode_counter(key: &str, bytes: &[u8]) -> Result<StoredCounter, Error> {
+    StoredCounter::decode(bytes).map_err(|source| corrupt(Table::Counters, key, source))
+}
+
+/// The key range holding exactly the keys that start with a prefix.
+pub(crate) struct PrefixRange<'a> {
+    /// The prefix: the smallest key in the range.
+    start: &'a str,
+    /// The first key past the range; `None` when every key from `start` on is in it.
+    end: Option<String>,
+}
+
+impl<'a> PrefixRange<'a> {
+    /// The range of keys starting with `prefix`.
+    ///
+    /// Keys order byte-wise, and UTF-8 byte order is code point order, so the range ends at
+    /// the prefix with its last incrementable character incremented.
+    pub(crate) fn new(prefix: &'a str) -> Self {
+        let mut end = prefix.to_owned();
+        while let Some(last) = end.pop() {
+            if let Some(next) = next_char(last) {
+                end.push(next);
+                return PrefixRange {
+                    start: prefix,
+                    end: Some(end),
+                };
+            }
+        }
+        // Empty, or only char::MAX: every key from `prefix` on starts with it.
+        PrefixRange {
+            start: prefix,
+            end: None,
+        }
+    }
+
+    /// The range as bounds for `BTreeMap::range` and redb's `range`.
+    pub(crate) fn bounds(&self) -> (Bound<&str>, Bound<&str>) {
+        let end = match &self.end {
+            Some(end) => Bound::Excluded(end.as_str()),
+            None => Bound::Unbounded,
+        };
+        (Bound::Included(self.start), end)
+    }
+}
+
+/// The next Unicode scalar value after `c`.
+fn next_char(c: char) -> Option<char> {
+    match c {
+        '\u{D7FF}' => Some('\u{E000}'),
+        char::MAX => None,
+        c => char::from_u32(u32::from(c) + 1),
+    }
+}
+
+/// Joins jobs and counters that arrive in key order into [`LoadedJob`]s, attaching a counter
+/// only to the job with the same key and generation.
+pub(crate) struct Joiner<C> {
+    /// Counters in key order, as raw `(key, bytes)`.
+    counters: C,
+    /// A counter read from `counters` but not joined yet (its key is past the last job's).
+    pending: Option<(String, Vec<u8>)>,
+}
+
+impl<C> Joiner<C>
+where
+    C: Iterator<Item = Result<(String, Vec<u8>), Error>>,
+{
+    /// A joiner over `counters`, which must cover at least the keys of the jobs joined.
+    pub(crate) fn new(counters: C) -> Self {
+        Joiner {
+            counters,
+            pending: None,
+        }
+    }
+
+    /// The loaded form of the job under `key`; jobs must come in increasing key order.
+    pub(crate) fn join(&mut self, key: String, job_bytes: &[u8]) -> Result<LoadedJob, Error> {
+        let job = decode_job(&key, job_bytes)?;
+        let mut counter = None;
+        loop {
+            let (ckey, bytes) = match self.pending.take() {
+                Some(pending) => pending,
+                None => match self.counters.next() {
+                    Some(next) => next?,
+                    None => break,
+                },
+            };
+            match ckey.as_str().cmp(key.as_str()) {
+                // A counter without a job: the ops never leave one, but the merge must not
+                // stall on it.
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => {
+                    let stored = decode_counter(&ckey, &bytes)?;
+                    if stored.generation == job.generation {
+                        counter = Some(stored);
+                    }
+                    break;
+                }
+                std::cmp::Ordering::Greater => {
+                    self.pending = Some((ckey, bytes));
+                    break;
+                }
+            }
+        }
+        Ok(LoadedJob { key, job, counter })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn in_range(prefix: &str, key: &str) -> bool {
+        std::ops::RangeBounds::<str>::contains(&PrefixRange::new(prefix).bounds(), key)
+    }
+
+    #[test]
+    fn prefix_range_holds_exactly_the_prefixed_keys() {
+        let keys = [
+            "",
+            "a",
+            "app||ns||a",
+            "app||ns||a||",
+            "app||ns||a||x",
+            "app||ns||a||\u{10FFFF}",
+            "app||ns||ab||x",
+            "app||ns||a|}",
+            "app||ns||a}",
+            "\u{D7FF}",
+            "\u{D7FF}z",
+            "\u{E000}",
+            "\u{10FFFF}",
+            "\u{10FFFF}a",
+            "b",
+        ];
+        let prefixes = [
+            "",
+            "a",
+            "app||ns||a||",
+            "\u{D7FF}",
+            "\u{10FFFF}",
+            "a\u{10FFFF}",
+        ];
+        for prefix in prefixes {
+            for key in keys {
+                assert_eq!(
+                    in_range(prefix, key),
+                    key.starts_with(prefix),
+                    "prefix {prefix:?} key {key:?}"
+                );
+            }
+        }
+    }
+
+    /// Characters around the boundaries `PrefixRange` must get right.
+    fn boundary_char() -> impl proptest::strategy::Strategy<Value = char> {
+        proptest::sample::select(vec![
+            'a',
+            'b',
+            '|',
+            '}',
+            '\u{7F}',
+            '\u{80}',
+            '\u{D7FF}',
+            '\u{E000}',
+            '\u{FFFF}',
+            '\u{10000}',
+            '\u{10FFFF}',
+        ])
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn prefix_range_matches_starts_with(
+            prefix in proptest::collection::vec(boundary_char(), 0..4),
+            rest in proptest::collection::vec(boundary_char(), 0..5),
+            prefixed in proptest::bool::ANY,
+        ) {
+            let prefix: String = prefix.into_iter().collect();
+            let rest: String = rest.into_iter().collect();
+            let key = if prefixed { format!("{prefix}{rest}") } else { rest };
+            proptest::prop_assert_eq!(in_range(&prefix, &key), key.starts_with(&prefix));
+        }
+    }
+}

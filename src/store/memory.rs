@@ -1,0 +1,208 @@
+//! A [`Store`] in memory, with the same semantics as [`Redb`](super::Redb): for tests of the
+//! modules above the store. Values are kept encoded, so decoding behaves as on disk.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+
+use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
+use super::{Error, JobScan, LoadedJob, Op, OpResult, ScanItem, Store, StoredCounter, StoredJob};
+
+/// An in-memory [`Store`]: nothing survives the process. Every write is applied at once, under
+/// one lock.
+#[derive(Debug, Default)]
+pub struct Memory {
+    /// The tables; `None` once closed.
+    state: Mutex<Option<MemTables>>,
+}
+
+/// The two tables, values encoded.
+#[derive(Debug, Default)]
+struct MemTables {
+    /// `jobs`.
+    jobs: BTreeMap<String, Vec<u8>>,
+    /// `counters`.
+    counters: BTreeMap<String, Vec<u8>>,
+}
+
+impl Memory {
+    /// An empty store.
+    pub fn new() -> Self {
+        Memory {
+            state: Mutex::new(Some(MemTables::default())),
+        }
+    }
+
+    /// Stores raw bytes as a record, to test how corrupt data is handled.
+    #[cfg(test)]
+    pub(crate) fn put_raw(&self, table: Table, key: &str, value: &[u8]) {
+        if let Some(tables) = self.lock().as_mut() {
+            tables.map(table).insert(key.to_owned(), value.to_vec());
+        }
+    }
+
+    /// The tables, even if a panicking test poisoned the lock: every write leaves them
+    /// consistent before it can panic.
+    fn lock(&self) -> MutexGuard<'_, Option<MemTables>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the open tables.
+    fn with<R>(&self, f: impl FnOnce(&mut MemTables) -> Result<R, Error>) -> Result<R, Error> {
+        match self.lock().as_mut() {
+            Some(tables) => f(tables),
+            None => Err(Error::Closed),
+        }
+    }
+}
+
+impl MemTables {
+    /// The map of `table`.
+    fn map(&mut self, table: Table) -> &mut BTreeMap<String, Vec<u8>> {
+        match table {
+            Table::Jobs => &mut self.jobs,
+            Table::Counters => &mut self.counters,
+        }
+    }
+}
+
+impl Tables for MemTables {
+    fn with_value<R>(
+        &mut self,
+        table: Table,
+        key: &str,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, Error> {
+        Ok(self.map(table).get(key).map(|v| f(v)))
+    }
+
+    fn insert(
+        &mut self,
+        table: Table,
+        key: &str,
+        value: Vec<u8>,
+        undo: Option<&mut Undo>,
+    ) -> Result<(), Error> {
+        let old = self.map(table).insert(key.to_owned(), value);
+        if let Some(undo) = undo {
+            undo.push((table, key.to_owned(), old));
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, table: Table, key: &str, undo: Option<&mut Undo>) -> Result<bool, Error> {
+        let old = self.map(table).remove(key);
+        let removed = old.is_some();
+        if let (Some(undo), Some(old)) = (undo, old) {
+            undo.push((table, key.to_owned(), Some(old)));
+        }
+        Ok(removed)
+    }
+
+    fn remove_prefix(
+        &mut self,
+        table: Table,
+        prefix: &str,
+        mut undo: Option<&mut Undo>,
+    ) -> Result<u64, Error> {
+        let map = self.map(table);
+        let keys: Vec<String> = map
+            .range::<str, _>(PrefixRange::new(prefix).bounds())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &keys {
+            let old = map.remove(key);
+            if let Some(undo) = undo.as_deref_mut() {
+                undo.push((table, key.clone(), old));
+            }
+        }
+        Ok(keys.len() as u64)
+    }
+}
+
+#[async_trait]
+impl Store for Memory {
+    async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
+        let ops: Vec<Prepared> = ops.into_iter().map(Prepared::new).collect();
+        // Memory tables cannot fail, so the outer (abandon the transaction) error never
+        // happens; a corrupt record is rolled back by `apply_request` itself.
+        self.with(|tables| apply::apply_request(tables, ops)?)
+    }
+
+    async fn get_job(&self, key: &str) -> Result<Option<StoredJob>, Error> {
+        self.with(|tables| {
+            tables
+                .jobs
+                .get(key)
+                .map(|v| apply::decode_job(key, v))
+                .transpose()
+        })
+    }
+
+    async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {
+        self.with(|tables| {
+            tables
+                .counters
+                .get(key)
+                .map(|v| apply::decode_counter(key, v))
+                .transpose()
+        })
+    }
+
+    async fn list_jobs(&self, prefix: &str) -> Result<Vec<(String, StoredJob)>, Error> {
+        self.with(|tables| {
+            tables
+                .jobs
+                .range::<str, _>(PrefixRange::new(prefix).bounds())
+                .map(|(k, v)| Ok((k.clone(), apply::decode_job(k, v)?)))
+                .collect()
+        })
+    }
+
+    async fn scan(&self, prefix: &str, page_size: usize) -> Result<JobScan, Error> {
+        // Memory is for tests: the whole result is built at once, then paged like Redb's,
+        // including a corrupt record surfacing as a failed page rather than a failed call.
+        let (loaded, failure) = self.with(|tables| {
+            let counters = tables
+                .counters
+                .range::<str, _>(PrefixRange::new(prefix).bounds())
+                .map(|(k, v)| Ok((k.clone(), v.clone())));
+            let mut joiner = Joiner::new(counters);
+            let mut loaded = Vec::new();
+            for (k, v) in tables
+                .jobs
+                .range::<str, _>(PrefixRange::new(prefix).bounds())
+            {
+                match joiner.join(k.clone(), v) {
+                    Ok(job) => loaded.push(job),
+                    Err(err) => return Ok((loaded, Some(err))),
+                }
+            }
+            Ok((loaded, None))
+        })?;
+        let page_size = page_size.max(1);
+        let (tx, scan) = JobScan::channel();
+        tokio::spawn(async move {
+            let mut loaded = loaded.into_iter().peekable();
+            while loaded.peek().is_some() {
+                let page: Vec<LoadedJob> = loaded.by_ref().take(page_size).collect();
+                if tx.send(ScanItem::Page(page)).await.is_err() {
+                    return;
+                }
+            }
+            let last = match failure {
+                Some(err) => ScanItem::Failed(err),
+                None => ScanItem::End,
+            };
+            // The consumer may be gone; nothing to do then.
+            let _ = tx.send(last).await;
+        });
+        Ok(scan)
+    }
+
+    async fn close(&self) -> Result<(), Error> {
+        *self.lock() = None;
+        Ok(())
+    }
+}

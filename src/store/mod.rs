@@ -1,0 +1,246 @@
+//! Durable storage of jobs and their counters.
+//!
+//! Two tables keyed by the composed job key (`app||<namespace>||<app-id>||<name>`, see the
+//! engine): `jobs` holds [`StoredJob`]s and `counters` holds the [`StoredCounter`] of the job
+//! with the same key. Values are the protobuf encoding of those messages.
+//!
+//! Every change goes through [`Store::write`]: a list of [`Op`]s applied in order, atomically,
+//! and durably before the call returns. The rules that tie counters to job versions (a counter
+//! only belongs to the job with its generation, an overwrite resets progress) live in the ops,
+//! so the engine never has to read-then-write and cannot race itself.
+//!
+//! Implementations: [`Redb`] (the embedded durable store, one writer thread that group-commits)
+//! and [`Memory`] (same semantics in a `BTreeMap`, for tests of other modules). Both apply ops
+//! with the same code (`apply.rs`), so their semantics cannot drift apart.
+
+mod apply;
+mod memory;
+mod redb;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+pub use crate::proto::store::{StoredCounter, StoredJob};
+pub use memory::Memory;
+pub use redb::{Redb, RedbOptions, RedbStats};
+
+/// A store failure.
+///
+/// `Clone` because one failed group commit is reported to every caller of the batch.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The disk or the database engine failed (I/O error, file locked by another process,
+    /// the database's own integrity checks). The write that saw it did not happen.
+    #[error("store I/O: {0}")]
+    Io(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    /// A stored value does not decode: the record is corrupt. A write request that needed it
+    /// failed as a whole (none of its ops were applied); other requests are unaffected.
+    #[error("corrupt {table} record {key:?}: {source}")]
+    Corrupt {
+        /// `jobs` or `counters`.
+        table: &'static str,
+        /// The key of the record.
+        key: String,
+        /// What prost said.
+        #[source]
+        source: prost::DecodeError,
+    },
+    /// The store was closed ([`Store::close`]) or its worker stopped.
+    #[error("store is closed")]
+    Closed,
+}
+
+impl Error {
+    /// Wraps a backend error.
+    pub(crate) fn io(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Io(Arc::new(err))
+    }
+}
+
+/// One change, applied by [`Store::write`].
+// Ops live only from the caller to the encoding step, so the size of `PutJob` costs nothing
+// worth a `Box` at every construction site.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, PartialEq)]
+pub enum Op {
+    /// Create (`create_only`) or overwrite a job; always removes that key's counter
+    /// (an overwrite resets progress). Result: `Done`, or `AlreadyExists` (job left unchanged).
+    PutJob {
+        /// The composed job key.
+        key: String,
+        /// The job; its `generation` must be new for every put.
+        job: StoredJob,
+        /// Fail with `AlreadyExists` instead of overwriting.
+        create_only: bool,
+    },
+    /// Delete a job and its counter; deleting a missing key is fine.
+    /// Result: `Deleted(1)` or `Deleted(0)` when there was no job.
+    DeleteJob {
+        /// The composed job key.
+        key: String,
+    },
+    /// Delete every job (and counter) whose key starts with `prefix` (`""` = all).
+    /// Result: `Deleted(jobs removed)`.
+    DeletePrefix {
+        /// Byte-wise key prefix.
+        prefix: String,
+    },
+    /// Persist a counter, only if the job exists with the counter's generation.
+    /// Result: `Done`, or `Skipped` (the job was overwritten or deleted meanwhile).
+    PutCounter {
+        /// The composed job key.
+        key: String,
+        /// The progress; `counter.generation` names the job version it belongs to.
+        counter: StoredCounter,
+    },
+    /// The job finished: delete job and counter if the job's generation matches (`Done`); if it
+    /// does not (overwritten or deleted meanwhile), delete only a counter carrying this
+    /// generation and leave the job alone (`Skipped`).
+    FinishJob {
+        /// The composed job key.
+        key: String,
+        /// Generation of the job version that finished.
+        generation: u64,
+    },
+}
+
+impl fmt::Debug for Op {
+    // Jobs carry user payloads; a debug line names the op and key only.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::PutJob {
+                key,
+                job,
+                create_only,
+            } => f
+                .debug_struct("PutJob")
+                .field("key", key)
+                .field("generation", &job.generation)
+                .field("create_only", create_only)
+                .finish(),
+            Op::DeleteJob { key } => f.debug_struct("DeleteJob").field("key", key).finish(),
+            Op::DeletePrefix { prefix } => f
+                .debug_struct("DeletePrefix")
+                .field("prefix", prefix)
+                .finish(),
+            Op::PutCounter { key, counter } => f
+                .debug_struct("PutCounter")
+                .field("key", key)
+                .field("counter", counter)
+                .finish(),
+            Op::FinishJob { key, generation } => f
+                .debug_struct("FinishJob")
+                .field("key", key)
+                .field("generation", generation)
+                .finish(),
+        }
+    }
+}
+
+/// What one [`Op`] did (see each op for which results it gives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpResult {
+    /// Applied.
+    Done,
+    /// `PutJob` with `create_only`: a job with that key exists; nothing changed.
+    AlreadyExists,
+    /// `PutCounter` / `FinishJob`: the job's generation did not match; the job was not touched.
+    Skipped,
+    /// `DeleteJob` / `DeletePrefix`: how many jobs were removed.
+    Deleted(u64),
+}
+
+/// One job as loaded at start: the job and its counter, if it has one for this generation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedJob {
+    /// The composed job key.
+    pub key: String,
+    /// The stored job.
+    pub job: StoredJob,
+    /// Its progress; `None` when the job never persisted a result.
+    pub counter: Option<StoredCounter>,
+}
+
+/// Jobs of a [`Store::scan`], delivered page by page.
+///
+/// The producer (a blocking thread for [`Redb`]) stays at most two pages ahead, so a scan of a
+/// million jobs holds a few pages in memory, not the table. Dropping the scan stops it.
+pub struct JobScan {
+    /// Pages from the producer; `End` distinguishes a finished scan from a dead producer.
+    rx: mpsc::Receiver<ScanItem>,
+}
+
+/// What a scan producer sends.
+enum ScanItem {
+    /// The next jobs in key order (never empty).
+    Page(Vec<LoadedJob>),
+    /// The scan stopped on this error.
+    Failed(Error),
+    /// No more jobs.
+    End,
+}
+
+/// Pages a producer keeps ready ahead of the consumer.
+const SCAN_AHEAD: usize = 2;
+
+impl JobScan {
+    /// A scan and the sender its producer feeds.
+    fn channel() -> (mpsc::Sender<ScanItem>, JobScan) {
+        let (tx, rx) = mpsc::channel(SCAN_AHEAD);
+        (tx, JobScan { rx })
+    }
+
+    /// The next page (in key order, never empty), or `None` when every job was delivered.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<LoadedJob>>, Error> {
+        match self.rx.recv().await {
+            Some(ScanItem::Page(page)) => Ok(Some(page)),
+            Some(ScanItem::Failed(err)) => Err(err),
+            Some(ScanItem::End) => Ok(None),
+            // The producer went away without saying `End`: don't pass a cut-short scan off as
+            // complete.
+            None => Err(Error::Closed),
+        }
+    }
+}
+
+/// Durable storage of jobs and counters. Held as `Arc<dyn Store>` by the engine.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Applies `ops` in order, atomically and durably (fsync'd) before returning, and gives one
+    /// result per op. Concurrent callers share one commit (group commit); the outcome equals
+    /// running the calls one after another in arrival order.
+    ///
+    /// On `Err` none of the ops were applied.
+    async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error>;
+
+    /// The job stored under `key`.
+    async fn get_job(&self, key: &str) -> Result<Option<StoredJob>, Error>;
+
+    /// The counter stored under `key` (whatever its generation).
+    async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error>;
+
+    /// Jobs whose key starts with `prefix` (byte-wise), in key order. Loads them all: meant for
+    /// one owner's jobs (ListJobs); use [`Store::scan`] for everything.
+    async fn list_jobs(&self, prefix: &str) -> Result<Vec<(String, StoredJob)>, Error>;
+
+    /// Every job whose key starts with `prefix` (`""` = all), with its counter when the
+    /// counter's generation matches the job's, in key order, in pages of at most `page_size`
+    /// jobs (0 is taken as 1). For restoring the engine at start: memory stays at a few pages
+    /// whatever the number of jobs.
+    ///
+    /// [`Redb`] reads one snapshot taken when `scan` is called: writes made while the scan runs
+    /// are not seen.
+    async fn scan(&self, prefix: &str, page_size: usize) -> Result<JobScan, Error>;
+
+    /// Stops accepting writes, waits until every write already submitted is durable and
+    /// answered, and releases the storage. Later calls fail with [`Error::Closed`]. Closing
+    /// twice is fine.
+    async fn close(&self) -> Result<(), Error>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,555 @@
+//! The embedded durable [`Store`]: one redb file, one writer thread that group-commits.
+//!
+//! redb allows one write transaction at a time and each durable commit costs an fsync, so
+//! writes are funnelled to a dedicated thread. It blocks for the first request, takes whatever
+//! else is queued (up to [`RedbOptions::max_batch_requests`] / [`RedbOptions::max_batch_bytes`]),
+//! applies all of it in arrival order in one transaction, commits once, and then answers every
+//! caller. While it syncs, new requests queue up and form the next batch, so the fsync cost is
+//! shared by everyone who arrived meanwhile.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::thread::JoinHandle;
+
+use ::redb::{
+    Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition, WriteTransaction,
+};
+use async_trait::async_trait;
+use tokio::sync::{mpsc, oneshot};
+
+use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
+use super::{Error, JobScan, LoadedJob, Op, OpResult, ScanItem, Store, StoredCounter, StoredJob};
+
+/// File name inside the data directory.
+pub(crate) const FILE_NAME: &str = "jobsd.redb";
+
+/// `jobs`: job key → encoded `StoredJob`.
+const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
+/// `counters`: job key → encoded `StoredCounter`.
+const COUNTERS: TableDefinition<&str, &[u8]> = TableDefinition::new("counters");
+
+/// Tuning of [`Redb`]; the defaults suit the sidecar.
+#[derive(Debug, Clone)]
+pub struct RedbOptions {
+    /// Most write requests one commit takes. Bounds how long the last of them waits.
+    pub max_batch_requests: usize,
+    /// Most encoded bytes one commit takes (a single larger request still goes alone).
+    pub max_batch_bytes: usize,
+    /// redb's page cache in bytes.
+    pub cache_size: usize,
+    /// Make every commit record redb's allocator state, so that reopening after a crash does
+    /// not walk the whole file (redb's "quick repair"). Costs a second fsync per commit.
+    pub quick_repair: bool,
+}
+
+impl Default for RedbOptions {
+    fn default() -> Self {
+        RedbOptions {
+            max_batch_requests: 4096,
+            max_batch_bytes: 16 << 20,
+            cache_size: 256 << 20,
+            quick_repair: false,
+        }
+    }
+}
+
+/// Counters of the writer thread, for tests and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RedbStats {
+    /// Transactions committed (successfully or not), i.e. fsyncs.
+    pub commits: u64,
+    /// Write requests (`Store::write` calls) answered by those commits.
+    pub requests: u64,
+    /// Ops in those requests.
+    pub ops: u64,
+    /// Commits that failed; every request in them got the error.
+    pub failed_commits: u64,
+}
+
+/// [`RedbStats`] as the writer thread updates them.
+#[derive(Debug, Default)]
+struct StatCells {
+    /// See [`RedbStats::commits`].
+    commits: AtomicU64,
+    /// See [`RedbStats::requests`].
+    requests: AtomicU64,
+    /// See [`RedbStats::ops`].
+    ops: AtomicU64,
+    /// See [`RedbStats::failed_commits`].
+    failed_commits: AtomicU64,
+}
+
+/// The redb-backed [`Store`]. Open with [`Redb::open`]; dropping it waits for the writer
+/// thread to finish the commit in progress and releases the file.
+pub struct Redb {
+    /// The database, shared with the writer thread and running scans; taken out by `close`.
+    db: RwLock<Option<Arc<Database>>>,
+    /// Requests to the writer thread.
+    tx: mpsc::UnboundedSender<Msg>,
+    /// The writer thread, joined on drop so the file lock is gone when drop returns.
+    writer: Mutex<Option<JoinHandle<()>>>,
+    /// Shared with the writer thread.
+    stats: Arc<StatCells>,
+    /// The database file.
+    path: PathBuf,
+}
+
+/// What the writer thread is asked.
+enum Msg {
+    /// Apply these ops and answer.
+    Write(WriteReq),
+    /// Finish what is queued, refuse the rest, release the database and say so (if asked).
+    Close(Option<oneshot::Sender<()>>),
+}
+
+/// One `Store::write` call.
+struct WriteReq {
+    /// The ops, encoded.
+    ops: Vec<Prepared>,
+    /// Encoded size, to bound batches.
+    bytes: usize,
+    /// Where the caller waits.
+    reply: oneshot::Sender<Result<Vec<OpResult>, Error>>,
+}
+
+impl Redb {
+    /// Opens (or creates) `<data_dir>/jobsd.redb` with default options, creating `data_dir` if
+    /// needed. Blocks: after a crash redb checks the file before this returns.
+    pub fn open(data_dir: impl AsRef<Path>) -> Result<Redb, Error> {
+        Redb::open_with(data_dir, RedbOptions::default())
+    }
+
+    /// [`Redb::open`] with explicit options.
+    pub fn open_with(data_dir: impl AsRef<Path>, options: RedbOptions) -> Result<Redb, Error> {
+        let dir = data_dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(Error::io)?;
+        let path = dir.join(FILE_NAME);
+        let existed = path.exists();
+        let db = Database::builder()
+            .set_cache_size(options.cache_size)
+            .create(&path)
+            .map_err(Error::io)?;
+        if !existed {
+            // redb syncs the file, not the directory entry that names it: without this, a
+            // power cut could lose a brand-new database together with its acknowledged writes.
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(Error::io)?;
+        }
+        // Read transactions cannot open a table that was never created.
+        let txn = begin_write(&db, &options)?;
+        txn.open_table(JOBS).map_err(Error::io)?;
+        txn.open_table(COUNTERS).map_err(Error::io)?;
+        txn.commit().map_err(Error::io)?;
+
+        let db = Arc::new(db);
+        let stats = Arc::new(StatCells::default());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = Writer {
+            db: Arc::clone(&db),
+            rx,
+            stats: Arc::clone(&stats),
+            options,
+        };
+        let handle = std::thread::Builder::new()
+            .name("jobsd-store-writer".into())
+            .spawn(move || writer.run())
+            .map_err(Error::io)?;
+        Ok(Redb {
+            db: RwLock::new(Some(db)),
+            tx,
+            writer: Mutex::new(Some(handle)),
+            stats,
+            path,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What the writer thread has done so far.
+    pub fn stats(&self) -> RedbStats {
+        RedbStats {
+            commits: self.stats.commits.load(Ordering::Relaxed),
+            requests: self.stats.requests.load(Ordering::Relaxed),
+            ops: self.stats.ops.load(Ordering::Relaxed),
+            failed_commits: self.stats.failed_commits.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The open database.
+    fn db(&self) -> Result<Arc<Database>, Error> {
+        self.db
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or(Error::Closed)
+    }
+
+    /// A read transaction on the open database.
+    fn begin_read(&self) -> Result<ReadTransaction, Error> {
+        self.db()?.begin_read().map_err(Error::io)
+    }
+}
+
+impl Drop for Redb {
+    fn drop(&mut self) {
+        // Nobody can be waiting on a write (they would hold a reference), so this only lets the
+        // writer finish its current commit and release the file before drop returns.
+        let _ = self.tx.send(Msg::Close(None));
+        let handle = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            // A panicked writer has nothing left to release.
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Opens a read-only table.
+fn open_table(
+    txn: &ReadTransaction,
+    def: TableDefinition<&'static str, &'static [u8]>,
+) -> Result<ReadOnlyTable<&'static str, &'static [u8]>, Error> {
+    txn.open_table(def).map_err(Error::io)
+}
+
+#[async_trait]
+impl Store for Redb {
+    async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
+        let ops: Vec<Prepared> = ops.into_iter().map(Prepared::new).collect();
+        let bytes = ops.iter().map(Prepared::size).sum();
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Msg::Write(WriteReq { ops, bytes, reply }))
+            .map_err(|_| Error::Closed)?;
+        answer.await.map_err(|_| Error::Closed)?
+    }
+
+    // Point reads run on the calling task: a lookup in a cached B-tree takes microseconds,
+    // less than a hop to the blocking pool (see examples/bench_store.rs).
+    async fn get_job(&self, key: &str) -> Result<Option<StoredJob>, Error> {
+        let txn = self.begin_read()?;
+        let table = open_table(&txn, JOBS)?;
+        let value = table.get(key).map_err(Error::io)?;
+        value.map(|v| apply::decode_job(key, v.value())).transpose()
+    }
+
+    async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {
+        let txn = self.begin_read()?;
+        let table = open_table(&txn, COUNTERS)?;
+        let value = table.get(key).map_err(Error::io)?;
+        value
+            .map(|v| apply::decode_counter(key, v.value()))
+            .transpose()
+    }
+
+    async fn list_jobs(&self, prefix: &str) -> Result<Vec<(String, StoredJob)>, Error> {
+        let txn = self.begin_read()?;
+        let prefix = prefix.to_owned();
+        // Unbounded in size, so off the async workers.
+        tokio::task::spawn_blocking(move || {
+            let table = open_table(&txn, JOBS)?;
+            let range = table
+                .range::<&str>(PrefixRange::new(&prefix).bounds())
+                .map_err(Error::io)?;
+            range
+                .map(|entry| {
+                    let (k, v) = entry.map_err(Error::io)?;
+                    let key = k.value().to_owned();
+                    let job = apply::decode_job(&key, v.value())?;
+                    Ok((key, job))
+                })
+                .collect()
+        })
+        .await
+        .map_err(Error::io)?
+    }
+
+    async fn scan(&self, prefix: &str, page_size: usize) -> Result<JobScan, Error> {
+        // The snapshot is taken now, not when the blocking thread gets to run.
+        let txn = self.begin_read()?;
+        let prefix = prefix.to_owned();
+        let page_size = page_size.max(1);
+        let (tx, scan) = JobScan::channel();
+        tokio::task::spawn_blocking(move || {
+            let end = match produce_scan(&txn, &prefix, page_size, &tx) {
+                Ok(()) => ScanItem::End,
+                Err(err) => ScanItem::Failed(err),
+            };
+            // The consumer may have dropped the scan; nothing to tell then.
+            let _ = tx.blocking_send(end);
+        });
+        Ok(scan)
+    }
+
+    async fn close(&self) -> Result<(), Error> {
+        let (done, closed) = oneshot::channel();
+        // If the writer is already gone (closed before), there is nothing left to flush.
+        if self.tx.send(Msg::Close(Some(done))).is_ok() {
+            // An error means the writer stopped without answering: it flushed what it could.
+            let _ = closed.await;
+        }
+        self.db
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        Ok(())
+    }
+}
+
+/// Feeds the jobs under `prefix` in `txn` to `tx`, page by page. Stops quietly when the
+/// consumer goes away.
+fn produce_scan(
+    txn: &ReadTransaction,
+    prefix: &str,
+    page_size: usize,
+    tx: &mpsc::Sender<ScanItem>,
+) -> Result<(), Error> {
+    let jobs = open_table(txn, JOBS)?;
+    let counters = open_table(txn, COUNTERS)?;
+    let range = PrefixRange::new(prefix);
+    let bounds = range.bounds();
+    let counter_entries = counters
+        .range::<&str>(bounds)
+        .map_err(Error::io)?
+        .map(|entry| {
+            let (k, v) = entry.map_err(Error::io)?;
+            Ok((k.value().to_owned(), v.value().to_vec()))
+        });
+    let mut joiner = Joiner::new(counter_entries);
+    let mut page: Vec<LoadedJob> = Vec::with_capacity(page_size);
+    for entry in jobs.range::<&str>(bounds).map_err(Error::io)? {
+        let (k, v) = entry.map_err(Error::io)?;
+        page.push(joiner.join(k.value().to_owned(), v.value())?);
+        if page.len() == page_size {
+            let full = std::mem::replace(&mut page, Vec::with_capacity(page_size));
+            if tx.blocking_send(ScanItem::Page(full)).is_err() {
+                return Ok(());
+            }
+        }
+    }
+    if !page.is_empty() && tx.blocking_send(ScanItem::Page(page)).is_err() {
+        return Ok(());
+    }
+    Ok(())
+}
+
+/// A durable write transaction with the configured repair mode.
+fn begin_write(db: &Database, options: &RedbOptions) -> Result<WriteTransaction, Error> {
+    let mut txn = db.begin_write().map_err(Error::io)?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(Error::io)?;
+    txn.set_quick_repair(options.quick_repair);
+    Ok(txn)
+}
+
+/// The writer thread's state.
+struct Writer {
+    /// The database; dropped when the thread ends.
+    db: Arc<Database>,
+    /// Requests from `Redb` handles.
+    rx: mpsc::UnboundedReceiver<Msg>,
+    /// Shared with `Redb::stats`.
+    stats: Arc<StatCells>,
+    /// Batch bounds and repair mode.
+    options: RedbOptions,
+}
+
+impl Writer {
+    /// Serves batches until told to close or every sender is gone.
+    fn run(mut self) {
+        let mut batch: Vec<WriteReq> = Vec::new();
+        loop {
+            let Some(first) = self.rx.blocking_recv() else {
+                break;
+            };
+            let mut bytes = 0;
+            let mut close = None;
+            let mut next = Some(first);
+            while let Some(msg) = next.take() {
+                match msg {
+                    Msg::Write(req) => {
+                        bytes += req.bytes;
+                        batch.push(req);
+                    }
+                    Msg::Close(done) => {
+                        close = Some(done);
+                        break;
+                    }
+                }
+                if batch.len() >= self.options.max_batch_requests
+                    || bytes >= self.options.max_batch_bytes
+                {
+                    break;
+                }
+                next = self.rx.try_recv().ok();
+            }
+            if !batch.is_empty() {
+                self.commit(&mut batch);
+            }
+            if let Some(done) = close {
+                self.shut_down(done);
+                return;
+            }
+        }
+    }
+
+    /// Applies `batch` in one transaction, commits, and answers (and empties) it.
+    fn commit(&self, batch: &mut Vec<WriteReq>) {
+        let ops: usize = batch.iter().map(|req| req.ops.len()).sum();
+        if ops == 0 {
+            // Nothing to make durable: an fsync would only delay the next batch.
+            for req in batch.drain(..) {
+                let _ = req.reply.send(Ok(Vec::new()));
+            }
+            return;
+        }
+        let outcome = self.apply(batch);
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .requests
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.stats.ops.fetch_add(ops as u64, Ordering::Relaxed);
+        match outcome {
+            Ok(results) => {
+                for (req, result) in batch.drain(..).zip(results) {
+                    // The caller may have given up waiting; its write stands anyway.
+                    let _ = req.reply.send(result);
+                }
+            }
+            Err(err) => {
+                self.stats.failed_commits.fetch_add(1, Ordering::Relaxed);
+                for req in batch.drain(..) {
+                    let _ = req.reply.send(Err(err.clone()));
+                }
+            }
+        }
+    }
+
+    /// The per-request results of `batch`, once committed. Takes the requests' ops.
+    fn apply(&self, batch: &mut [WriteReq]) -> Result<Vec<Result<Vec<OpResult>, Error>>, Error> {
+        let txn = begin_write(&self.db, &self.options)?;
+        let mut results = Vec::with_capacity(batch.len());
+        {
+            let mut tables = RedbTables {
+                jobs: txn.open_table(JOBS).map_err(Error::io)?,
+                counters: txn.open_table(COUNTERS).map_err(Error::io)?,
+            };
+            for req in batch.iter_mut() {
+                let ops = std::mem::take(&mut req.ops);
+                // A backend error leaves the transaction unusable: drop it (abort) and fail
+                // the whole batch, so no request is half applied.
+                results.push(apply::apply_request(&mut tables, ops)?);
+            }
+        }
+        txn.commit().map_err(Error::io)?;
+        Ok(results)
+    }
+
+    /// Refuses what came after the close, releases the database, then reports.
+    fn shut_down(mut self, done: Option<oneshot::Sender<()>>) {
+        self.rx.close();
+        let mut waiters = Vec::from_iter(done);
+        while let Ok(msg) = self.rx.try_recv() {
+            match msg {
+                Msg::Write(req) => {
+                    let _ = req.reply.send(Err(Error::Closed));
+                }
+                Msg::Close(done) => waiters.extend(done),
+            }
+        }
+        drop(self.db);
+        for done in waiters {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// The two tables of one write transaction.
+struct RedbTables<'txn> {
+    /// `jobs`.
+    jobs: ::redb::Table<'txn, &'static str, &'static [u8]>,
+    /// `counters`.
+    counters: ::redb::Table<'txn, &'static str, &'static [u8]>,
+}
+
+impl<'txn> RedbTables<'txn> {
+    /// The table `table`.
+    fn table(&mut self, table: Table) -> &mut ::redb::Table<'txn, &'static str, &'static [u8]> {
+        match table {
+            Table::Jobs => &mut self.jobs,
+            Table::Counters => &mut self.counters,
+        }
+    }
+}
+
+impl Tables for RedbTables<'_> {
+    fn with_value<R>(
+        &mut self,
+        table: Table,
+        key: &str,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, Error> {
+        let value = self.table(table).get(key).map_err(Error::io)?;
+        Ok(value.map(|v| f(v.value())))
+    }
+
+    fn insert(
+        &mut self,
+        table: Table,
+        key: &str,
+        value: Vec<u8>,
+        undo: Option<&mut Undo>,
+    ) -> Result<(), Error> {
+        let old = self
+            .table(table)
+            .insert(key, value.as_slice())
+            .map_err(Error::io)?;
+        if let Some(undo) = undo {
+            undo.push((table, key.to_owned(), old.map(|v| v.value().to_vec())));
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, table: Table, key: &str, undo: Option<&mut Undo>) -> Result<bool, Error> {
+        let old = self.table(table).remove(key).map_err(Error::io)?;
+        let removed = old.is_some();
+        if let (Some(undo), Some(old)) = (undo, old) {
+            undo.push((table, key.to_owned(), Some(old.value().to_vec())));
+        }
+        Ok(removed)
+    }
+
+    fn remove_prefix(
+        &mut self,
+        table: Table,
+        prefix: &str,
+        mut undo: Option<&mut Undo>,
+    ) -> Result<u64, Error> {
+        let range = PrefixRange::new(prefix);
+        let bounds = range.bounds();
+        let mut removed = 0;
+        let mut extracted = self
+            .table(table)
+            .extract_from_if::<&str, _>(bounds, |_, _| true)
+            .map_err(Error::io)?;
+        for entry in &mut extracted {
+            let (k, v) = entry.map_err(Error::io)?;
+            removed += 1;
+            if let Some(undo) = undo.as_deref_mut() {
+                undo.push((table, k.value().to_owned(), Some(v.value().to_vec())));
+            }
+        }
+        // Removals are flushed on close; its error would otherwise only poison the commit.
+        extracted.close().map_err(Error::io)?;
+        Ok(removed)
+    }
+}

@@ -1,0 +1,792 @@
+//! One suite of op semantics, run against both backends (`memory::*` and `redb::*`), plus what
+//! only a file can show (reopen, close) and a model check that the two backends agree.
+
+use std::sync::Arc;
+
+use prost::Message;
+use prost_types::{Any, Timestamp};
+use tempfile::TempDir;
+
+use super::apply::Table;
+use super::*;
+use crate::proto::scheduler as sv1;
+use crate::proto::store::stored_job::Begin;
+
+/// A record written as raw bytes before the store opens (to plant corrupt or orphan data).
+type Raw<'a> = (Table, &'a str, Vec<u8>);
+
+/// A store under test and what keeps its files alive.
+struct Fixture {
+    /// The store, as the engine holds it.
+    store: Arc<dyn Store>,
+    /// The data dir of a `Redb`.
+    _dir: Option<TempDir>,
+}
+
+/// Makes a store holding `raw`.
+type Make = fn(&[Raw<'_>]) -> Fixture;
+
+fn memory(raw: &[Raw<'_>]) -> Fixture {
+    let store = Memory::new();
+    for (table, key, value) in raw {
+        store.put_raw(*table, key, value);
+    }
+    Fixture {
+        store: Arc::new(store),
+        _dir: None,
+    }
+}
+
+fn redb(raw: &[Raw<'_>]) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    if !raw.is_empty() {
+        plant_raw(dir.path(), raw);
+    }
+    let store = Redb::open(dir.path()).expect("open");
+    Fixture {
+        store: Arc::new(store),
+        _dir: Some(dir),
+    }
+}
+
+/// Writes `raw` into the database file with redb directly.
+fn plant_raw(dir: &std::path::Path, raw: &[Raw<'_>]) {
+    let db = ::redb::Database::create(dir.join(super::redb::FILE_NAME)).expect("create");
+    let txn = db.begin_write().expect("begin");
+    for (table, key, value) in raw {
+        let def: ::redb::TableDefinition<&str, &[u8]> = ::redb::TableDefinition::new(table.name());
+        txn.open_table(def)
+            .expect("table")
+            .insert(*key, value.as_slice())
+            .expect("insert");
+    }
+    txn.commit().expect("commit");
+}
+
+/// A realistic job of generation `generation`; `tag` makes payloads distinguishable.
+fn job(generation: u64, tag: &str) -> StoredJob {
+    StoredJob {
+        job: Some(sv1::Job {
+            schedule: Some("@every 1s".into()),
+            repeats: Some(3),
+            due_time: None,
+            ttl: Some("1h".into()),
+            data: Some(Any {
+                type_url: "type.googleapis.com/google.protobuf.StringValue".into(),
+                value: tag.as_bytes().to_vec(),
+            }),
+            failure_policy: None,
+        }),
+        metadata: Some(sv1::JobMetadata {
+            app_id: "app".into(),
+            namespace: "ns".into(),
+            target: Some(sv1::JobTargetMetadata {
+                r#type: Some(sv1::job_target_metadata::Type::Job(sv1::TargetJob {})),
+            }),
+            concurrency_key: None,
+        }),
+        generation,
+        begin: Some(Begin::Start(Timestamp {
+            seconds: 1_700_000_000,
+            nanos: 0,
+        })),
+        expiration: Some(Timestamp {
+            seconds: 1_700_003_600,
+            nanos: 0,
+        }),
+    }
+}
+
+fn counter(generation: u64, count: u32) -> StoredCounter {
+    StoredCounter {
+        generation,
+        count,
+        last_trigger: Some(Timestamp {
+            seconds: 1_700_000_000 + i64::from(count),
+            nanos: 0,
+        }),
+        attempts: 0,
+    }
+}
+
+fn put(key: &str, job: StoredJob, create_only: bool) -> Op {
+    Op::PutJob {
+        key: key.into(),
+        job,
+        create_only,
+    }
+}
+
+fn put_counter(key: &str, counter: StoredCounter) -> Op {
+    Op::PutCounter {
+        key: key.into(),
+        counter,
+    }
+}
+
+fn finish(key: &str, generation: u64) -> Op {
+    Op::FinishJob {
+        key: key.into(),
+        generation,
+    }
+}
+
+/// Bytes that prost refuses (a length-delimited field 1 longer than the buffer).
+fn garbage() -> Vec<u8> {
+    vec![0x0a, 0x7f, 0x01]
+}
+
+async fn write1(store: &dyn Store, op: Op) -> OpResult {
+    let results = store.write(vec![op]).await.expect("write");
+    assert_eq!(results.len(), 1);
+    results[0]
+}
+
+async fn keys(store: &dyn Store, prefix: &str) -> Vec<String> {
+    let listed = store.list_jobs(prefix).await.expect("list");
+    listed.into_iter().map(|(k, _)| k).collect()
+}
+
+async fn scan_all(store: &dyn Store, prefix: &str, page_size: usize) -> Vec<Vec<LoadedJob>> {
+    let mut scan = store.scan(prefix, page_size).await.expect("scan");
+    let mut pages = Vec::new();
+    while let Some(page) = scan.next_page().await.expect("page") {
+        pages.push(page);
+    }
+    pages
+}
+
+// ---- the shared suite ----
+
+async fn create_only_on_existing_key_leaves_job_unchanged(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    assert_eq!(
+        write1(s, put("k", job(1, "first"), true)).await,
+        OpResult::Done
+    );
+    assert_eq!(
+        write1(s, put_counter("k", counter(1, 2))).await,
+        OpResult::Done
+    );
+    assert_eq!(
+        write1(s, put("k", job(2, "second"), true)).await,
+        OpResult::AlreadyExists
+    );
+    assert_eq!(s.get_job("k").await.unwrap(), Some(job(1, "first")));
+    assert_eq!(s.get_counter("k").await.unwrap(), Some(counter(1, 2)));
+}
+
+async fn overwrite_replaces_job_and_resets_progress(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    // Overwrite of a missing key creates it.
+    assert_eq!(
+        write1(s, put("k", job(1, "a"), false)).await,
+        OpResult::Done
+    );
+    write1(s, put_counter("k", counter(1, 5))).await;
+    assert_eq!(
+        write1(s, put("k", job(2, "b"), false)).await,
+        OpResult::Done
+    );
+    assert_eq!(s.get_job("k").await.unwrap(), Some(job(2, "b")));
+    assert_eq!(s.get_counter("k").await.unwrap(), None);
+}
+
+async fn put_counter_needs_the_job_with_its_generation(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    assert_eq!(
+        write1(s, put_counter("k", counter(1, 1))).await,
+        OpResult::Skipped,
+        "no job"
+    );
+    assert_eq!(s.get_counter("k").await.unwrap(), None);
+    write1(s, put("k", job(2, "a"), true)).await;
+    assert_eq!(
+        write1(s, put_counter("k", counter(1, 1))).await,
+        OpResult::Skipped,
+        "older generation"
+    );
+    assert_eq!(s.get_counter("k").await.unwrap(), None);
+    assert_eq!(
+        write1(s, put_counter("k", counter(2, 1))).await,
+        OpResult::Done
+    );
+    assert_eq!(
+        write1(s, put_counter("k", counter(2, 2))).await,
+        OpResult::Done
+    );
+    assert_eq!(s.get_counter("k").await.unwrap(), Some(counter(2, 2)));
+}
+
+async fn finish_with_matching_generation_deletes_job_and_counter(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    write1(s, put("k", job(1, "a"), true)).await;
+    write1(s, put_counter("k", counter(1, 1))).await;
+    write1(s, put("other", job(1, "o"), true)).await;
+    assert_eq!(write1(s, finish("k", 1)).await, OpResult::Done);
+    assert_eq!(s.get_job("k").await.unwrap(), None);
+    assert_eq!(s.get_counter("k").await.unwrap(), None);
+    assert_eq!(keys(s, "").await, ["other"]);
+    // Finishing again is harmless.
+    assert_eq!(write1(s, finish("k", 1)).await, OpResult::Skipped);
+}
+
+async fn finish_after_overwrite_keeps_the_new_job(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    write1(s, put("k", job(1, "old"), true)).await;
+    write1(s, put_counter("k", counter(1, 1))).await;
+    write1(s, put("k", job(2, "new"), false)).await;
+    write1(s, put_counter("k", counter(2, 4))).await;
+    assert_eq!(write1(s, finish("k", 1)).await, OpResult::Skipped);
+    assert_eq!(s.get_job("k").await.unwrap(), Some(job(2, "new")));
+    assert_eq!(s.get_counter("k").await.unwrap(), Some(counter(2, 4)));
+}
+
+async fn finish_on_mismatch_removes_only_a_counter_of_its_generation(make: Make) {
+    // Orphan counters cannot be made through ops; plant them.
+    let f = make(&[
+        (Table::Counters, "gone", counter(7, 1).encode_to_vec()),
+        (Table::Counters, "kept", counter(8, 1).encode_to_vec()),
+    ]);
+    let s = &*f.store;
+    assert_eq!(write1(s, finish("gone", 7)).await, OpResult::Skipped);
+    assert_eq!(s.get_counter("gone").await.unwrap(), None);
+    assert_eq!(write1(s, finish("kept", 7)).await, OpResult::Skipped);
+    assert_eq!(s.get_counter("kept").await.unwrap(), Some(counter(8, 1)));
+}
+
+async fn delete_job_removes_job_and_counter_and_tolerates_missing(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    write1(s, put("k", job(1, "a"), true)).await;
+    write1(s, put_counter("k", counter(1, 1))).await;
+    let del = || Op::DeleteJob { key: "k".into() };
+    assert_eq!(write1(s, del()).await, OpResult::Deleted(1));
+    assert_eq!(s.get_job("k").await.unwrap(), None);
+    assert_eq!(s.get_counter("k").await.unwrap(), None);
+    assert_eq!(write1(s, del()).await, OpResult::Deleted(0));
+    // The key is free again for a create.
+    assert_eq!(write1(s, put("k", job(2, "b"), true)).await, OpResult::Done);
+}
+
+async fn delete_prefix_counts_jobs_and_stops_at_the_prefix(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    let all = [
+        "app||ns||a||x",
+        "app||ns||a||y",
+        "app||ns||a|",
+        "app||ns||ab||x",
+        "app||ns||a",
+        "app||ns2||a||x",
+    ];
+    for (i, key) in all.iter().enumerate() {
+        write1(s, put(key, job(i as u64, key), true)).await;
+        write1(s, put_counter(key, counter(i as u64, 1))).await;
+    }
+    let del = |p: &str| Op::DeletePrefix { prefix: p.into() };
+    assert_eq!(write1(s, del("app||ns||a||")).await, OpResult::Deleted(2));
+    assert_eq!(
+        keys(s, "").await,
+        [
+            "app||ns2||a||x",
+            "app||ns||a",
+            "app||ns||ab||x",
+            "app||ns||a|"
+        ]
+    );
+    assert_eq!(s.get_counter("app||ns||a||x").await.unwrap(), None);
+    assert_eq!(
+        s.get_counter("app||ns||ab||x").await.unwrap(),
+        Some(counter(3, 1))
+    );
+    assert_eq!(write1(s, del("nothing||")).await, OpResult::Deleted(0));
+    assert_eq!(write1(s, del("")).await, OpResult::Deleted(4));
+    assert!(keys(s, "").await.is_empty());
+    assert_eq!(s.get_counter("app||ns||ab||x").await.unwrap(), None);
+}
+
+async fn list_is_in_key_order_within_the_prefix(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    for key in [
+        "app||ns||a||z",
+        "app||ns||ab||x",
+        "app||ns||a||b",
+        "app||ns||a||a\u{10FFFF}",
+        "app||ns||a||",
+        "app||ns||a|",
+        "app||ns||b||a",
+    ] {
+        write1(s, put(key, job(1, key), true)).await;
+    }
+    assert_eq!(
+        keys(s, "app||ns||a||").await,
+        [
+            "app||ns||a||",
+            "app||ns||a||a\u{10FFFF}",
+            "app||ns||a||b",
+            "app||ns||a||z"
+        ]
+    );
+    let listed = s.list_jobs("app||ns||a||b").await.unwrap();
+    assert_eq!(
+        listed,
+        [("app||ns||a||b".to_owned(), job(1, "app||ns||a||b"))]
+    );
+    assert_eq!(keys(s, "").await.len(), 7);
+    assert!(keys(s, "zzz").await.is_empty());
+}
+
+async fn ops_in_one_write_apply_in_order(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    let results = s
+        .write(vec![
+            put("k", job(1, "a"), true),
+            put("k", job(2, "b"), true),
+            put_counter("k", counter(1, 1)),
+            Op::DeleteJob { key: "k".into() },
+            put("k", job(3, "c"), true),
+            put_counter("k", counter(1, 1)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        results,
+        [
+            OpResult::Done,
+            OpResult::AlreadyExists,
+            OpResult::Done,
+            OpResult::Deleted(1),
+            OpResult::Done,
+            OpResult::Skipped,
+        ]
+    );
+    assert_eq!(s.get_job("k").await.unwrap(), Some(job(3, "c")));
+    assert_eq!(s.get_counter("k").await.unwrap(), None);
+    assert_eq!(s.write(vec![]).await.unwrap(), []);
+}
+
+async fn concurrent_creates_of_one_key_have_one_winner(make: Make) {
+    let f = make(&[]);
+    let tasks: Vec<_> = (0..48u64)
+        .map(|i| {
+            let store = Arc::clone(&f.store);
+            tokio::spawn(async move { write1(&*store, put("k", job(i, "x"), true)).await })
+        })
+        .collect();
+    let mut done = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            OpResult::Done => done += 1,
+            OpResult::AlreadyExists => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(done, 1);
+}
+
+async fn scan_pages_jobs_with_counters_of_their_generation(make: Make) {
+    // Orphan counters (no job) inside and outside the prefix must not derail the merge.
+    let f = make(&[
+        (
+            Table::Counters,
+            "app||b||03x",
+            counter(1, 9).encode_to_vec(),
+        ),
+        (Table::Counters, "app||a||zz", counter(1, 9).encode_to_vec()),
+    ]);
+    let s = &*f.store;
+    let mut ops = Vec::new();
+    for i in 0..25u64 {
+        let key = format!("app||b||{i:02}");
+        // Generation 0 must not be mistaken for "no generation".
+        ops.push(put(&key, job(i, &key), true));
+        if i.is_multiple_of(3) && i != 3 {
+            ops.push(put_counter(&key, counter(i, i as u32)));
+        }
+    }
+    ops.push(put("app||a||1", job(1, "a"), true));
+    ops.push(put("app||c||1", job(1, "c"), true));
+    s.write(ops).await.unwrap();
+
+    let pages = scan_all(s, "app||b||", 7).await;
+    let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [7, 7, 7, 4]);
+    let loaded: Vec<LoadedJob> = pages.into_iter().flatten().collect();
+    for (i, l) in loaded.iter().enumerate() {
+        let i = i as u64;
+        assert_eq!(l.key, format!("app||b||{i:02}"));
+        assert_eq!(l.job, job(i, &l.key));
+        let expect = (i.is_multiple_of(3) && i != 3).then(|| counter(i, i as u32));
+        assert_eq!(l.counter, expect, "{}", l.key);
+    }
+    let all = scan_all(s, "", 1000).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].len(), 27);
+    assert_eq!(all[0][0].key, "app||a||1");
+    assert_eq!(all[0][26].key, "app||c||1");
+    assert!(scan_all(s, "nothing", 10).await.is_empty());
+}
+
+async fn scan_skips_counters_of_another_generation(make: Make) {
+    let f = make(&[
+        (Table::Jobs, "a", job(5, "a").encode_to_vec()),
+        (Table::Counters, "a", counter(4, 1).encode_to_vec()),
+        (Table::Jobs, "b", job(5, "b").encode_to_vec()),
+        (Table::Counters, "b", counter(5, 2).encode_to_vec()),
+    ]);
+    let all: Vec<LoadedJob> = scan_all(&*f.store, "", 0)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(
+        all,
+        [
+            LoadedJob {
+                key: "a".into(),
+                job: job(5, "a"),
+                counter: None
+            },
+            LoadedJob {
+                key: "b".into(),
+                job: job(5, "b"),
+                counter: Some(counter(5, 2))
+            },
+        ]
+    );
+}
+
+async fn corrupt_record_fails_only_the_request_that_reads_it(make: Make) {
+    let f = make(&[
+        (Table::Jobs, "bad", garbage()),
+        (Table::Counters, "badc", garbage()),
+        (Table::Jobs, "good", job(1, "good").encode_to_vec()),
+        (Table::Counters, "good", counter(1, 3).encode_to_vec()),
+    ]);
+    let s = &*f.store;
+    let err = s
+        .write(vec![
+            put("x", job(1, "x"), true),
+            Op::DeletePrefix {
+                prefix: "goo".into(),
+            },
+            put_counter("bad", counter(1, 1)),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Corrupt { table: "jobs", key, .. } if key == "bad"),
+        "{err:?}"
+    );
+    // Rolled back: "x" was never created, nothing was deleted.
+    assert_eq!(s.get_job("x").await.unwrap(), None);
+    assert_eq!(s.get_job("good").await.unwrap(), Some(job(1, "good")));
+    assert_eq!(s.get_counter("good").await.unwrap(), Some(counter(1, 3)));
+    assert!(matches!(s.get_job("bad").await, Err(Error::Corrupt { .. })));
+    assert!(matches!(s.list_jobs("").await, Err(Error::Corrupt { .. })));
+    let mut scan = s.scan("", 10).await.unwrap();
+    assert!(matches!(scan.next_page().await, Err(Error::Corrupt { .. })));
+    // FinishJob on a job-less corrupt counter must decode it.
+    let err = s.write(vec![finish("badc", 1)]).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Corrupt {
+                table: "counters",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(matches!(
+        s.get_counter("badc").await,
+        Err(Error::Corrupt { .. })
+    ));
+
+    // Ops that do not read the value still work on corrupt records.
+    assert_eq!(
+        write1(s, Op::DeleteJob { key: "bad".into() }).await,
+        OpResult::Deleted(1)
+    );
+    assert_eq!(write1(s, put("x", job(1, "x"), true)).await, OpResult::Done);
+    assert_eq!(
+        write1(s, Op::DeletePrefix { prefix: "".into() }).await,
+        OpResult::Deleted(2)
+    );
+    assert_eq!(s.get_counter("badc").await.unwrap(), None);
+}
+
+async fn a_failing_request_does_not_disturb_concurrent_ones(make: Make) {
+    let f = make(&[(Table::Jobs, "bad", garbage())]);
+    let tasks: Vec<_> = (0..32u64)
+        .map(|i| {
+            let store = Arc::clone(&f.store);
+            tokio::spawn(async move {
+                let key = format!("k{i}");
+                let mut ops = vec![put(&key, job(i, "x"), true)];
+                if !i.is_multiple_of(2) {
+                    ops.push(put_counter("bad", counter(1, 1)));
+                }
+                store.write(ops).await
+            })
+        })
+        .collect();
+    for (i, task) in tasks.into_iter().enumerate() {
+        let outcome = task.await.unwrap();
+        let stored = f.store.get_job(&format!("k{i}")).await.unwrap();
+        if !i.is_multiple_of(2) {
+            assert!(matches!(outcome, Err(Error::Corrupt { .. })));
+            assert_eq!(stored, None);
+        } else {
+            assert_eq!(outcome.unwrap(), [OpResult::Done]);
+            assert_eq!(stored, Some(job(i as u64, "x")));
+        }
+    }
+}
+
+async fn closed_store_refuses_everything(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    write1(s, put("k", job(1, "a"), true)).await;
+    s.close().await.unwrap();
+    s.close().await.unwrap();
+    assert!(matches!(s.write(vec![]).await, Err(Error::Closed)));
+    assert!(matches!(s.get_job("k").await, Err(Error::Closed)));
+    assert!(matches!(s.get_counter("k").await, Err(Error::Closed)));
+    assert!(matches!(s.list_jobs("").await, Err(Error::Closed)));
+    assert!(matches!(s.scan("", 1).await, Err(Error::Closed)));
+}
+
+/// Runs every suite function against both backends.
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::memory).await;
+                }
+            )*
+        }
+        mod redb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::redb).await;
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    create_only_on_existing_key_leaves_job_unchanged,
+    overwrite_replaces_job_and_resets_progress,
+    put_counter_needs_the_job_with_its_generation,
+    finish_with_matching_generation_deletes_job_and_counter,
+    finish_after_overwrite_keeps_the_new_job,
+    finish_on_mismatch_removes_only_a_counter_of_its_generation,
+    delete_job_removes_job_and_counter_and_tolerates_missing,
+    delete_prefix_counts_jobs_and_stops_at_the_prefix,
+    list_is_in_key_order_within_the_prefix,
+    ops_in_one_write_apply_in_order,
+    concurrent_creates_of_one_key_have_one_winner,
+    scan_pages_jobs_with_counters_of_their_generation,
+    scan_skips_counters_of_another_generation,
+    corrupt_record_fails_only_the_request_that_reads_it,
+    a_failing_request_does_not_disturb_concurrent_ones,
+    closed_store_refuses_everything,
+);
+
+// ---- what only a file can show ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopen_restores_jobs_and_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("nested/data");
+    {
+        let s = Redb::open(&data).unwrap();
+        for i in 0..100u64 {
+            let key = format!("app||ns||a||{i:03}");
+            s.write(vec![put(&key, job(i, &key), true)]).await.unwrap();
+            if i.is_multiple_of(2) {
+                s.write(vec![put_counter(&key, counter(i, 7))])
+                    .await
+                    .unwrap();
+            }
+        }
+        s.write(vec![finish("app||ns||a||050", 50)]).await.unwrap();
+        // Dropped without close: drop alone must release the file.
+    }
+    let s = Redb::open(&data).unwrap();
+    assert!(data.join("jobsd.redb").is_file());
+    let loaded: Vec<LoadedJob> = scan_all(&s, "", 16).await.into_iter().flatten().collect();
+    assert_eq!(loaded.len(), 99);
+    for l in &loaded {
+        let i: u64 = l.key["app||ns||a||".len()..].parse().unwrap();
+        assert_ne!(i, 50);
+        assert_eq!(l.job, job(i, &l.key));
+        assert_eq!(l.counter, (i.is_multiple_of(2)).then(|| counter(i, 7)));
+    }
+    assert_eq!(
+        s.get_counter("app||ns||a||002").await.unwrap(),
+        Some(counter(2, 7))
+    );
+    // And writes keep their meaning after a reopen.
+    assert_eq!(
+        write1(&s, put("app||ns||a||001", job(9, "x"), true)).await,
+        OpResult::AlreadyExists
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_flushes_queued_writes_and_releases_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(Redb::open(dir.path()).unwrap());
+    let tasks: Vec<_> = (0..200u64)
+        .map(|i| {
+            let s = Arc::clone(&s);
+            tokio::spawn(async move {
+                s.write(vec![put(&format!("k{i:03}"), job(i, "x"), true)])
+                    .await
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    s.close().await.unwrap();
+    let mut acked = Vec::new();
+    for (i, task) in tasks.into_iter().enumerate() {
+        match task.await.unwrap() {
+            Ok(results) => {
+                assert_eq!(results, [OpResult::Done]);
+                acked.push(format!("k{i:03}"));
+            }
+            Err(Error::Closed) => {}
+            Err(err) => panic!("{err}"),
+        }
+    }
+    // The file is released by close itself, while `s` is still alive.
+    let reopened = Redb::open(dir.path()).unwrap();
+    let stored = keys(&reopened, "").await;
+    for key in &acked {
+        assert!(stored.contains(key), "{key} acknowledged but lost");
+    }
+    drop(s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_open_of_the_same_file_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let _s = Redb::open(dir.path()).unwrap();
+    assert!(matches!(Redb::open(dir.path()), Err(Error::Io(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_count_commits_requests_and_ops() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Redb::open(dir.path()).unwrap();
+    let before = s.stats();
+    s.write(vec![
+        put("a", job(1, "a"), true),
+        put("b", job(1, "b"), true),
+    ])
+    .await
+    .unwrap();
+    let after = s.stats();
+    assert_eq!(after.commits - before.commits, 1);
+    assert_eq!(after.requests - before.requests, 1);
+    assert_eq!(after.ops - before.ops, 2);
+    assert_eq!(after.failed_commits, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_scan_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Redb::open(dir.path()).unwrap();
+    let ops = (0..100)
+        .map(|i| put(&format!("k{i:03}"), job(1, "x"), true))
+        .collect();
+    s.write(ops).await.unwrap();
+    let mut scan = s.scan("", 1).await.unwrap();
+    assert_eq!(scan.next_page().await.unwrap().unwrap()[0].key, "k000");
+    drop(scan);
+    // The producer gives up its snapshot; close must not wait for it.
+    s.close().await.unwrap();
+    drop(s);
+    Redb::open(dir.path()).unwrap();
+}
+
+// ---- both backends agree on random op sequences ----
+
+mod model {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const KEYS: [&str; 6] = ["a", "a|", "a||b", "ab", "b", "\u{10FFFF}"];
+
+    fn op() -> impl Strategy<Value = Op> {
+        let key = proptest::sample::select(KEYS.to_vec()).prop_map(String::from);
+        let generation = 0..3u64;
+        prop_oneof![
+            (key.clone(), generation.clone(), any::<bool>()).prop_map(|(k, g, c)| put(
+                &k,
+                job(g, &k),
+                c
+            )),
+            key.clone().prop_map(|key| Op::DeleteJob { key }),
+            proptest::sample::select(vec!["", "a", "a|", "a||", "b", "c"])
+                .prop_map(|p| Op::DeletePrefix { prefix: p.into() }),
+            (key.clone(), generation.clone(), 0..4u32)
+                .prop_map(|(k, g, n)| put_counter(&k, counter(g, n))),
+            (key, generation).prop_map(|(k, g)| finish(&k, g)),
+        ]
+    }
+
+    async fn state(s: &dyn Store) -> Vec<LoadedJob> {
+        let mut all = Vec::new();
+        let mut scan = s.scan("", 4).await.unwrap();
+        while let Some(page) = scan.next_page().await.unwrap() {
+            all.extend(page);
+        }
+        for key in KEYS {
+            // Counters are only ever kept for the job's own generation.
+            if let Some(c) = s.get_counter(key).await.unwrap() {
+                let job = s.get_job(key).await.unwrap().expect("counter without job");
+                assert_eq!(c.generation, job.generation);
+            }
+        }
+        all
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        #[test]
+        fn memory_and_redb_agree(requests in proptest::collection::vec(
+            proptest::collection::vec(op(), 0..6), 1..10)) {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let m = memory(&[]);
+                let r = redb(&[]);
+                for ops in requests {
+                    let a = m.store.write(ops.clone()).await.unwrap();
+                    let b = r.store.write(ops).await.unwrap();
+                    assert_eq!(a, b);
+                }
+                assert_eq!(state(&*m.store).await, state(&*r.store).await);
+            });
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! What the redb store promises a caller: an acknowledged write survives `kill -9`, and
+//! concurrent writers share fsyncs.
+//!
+//! The crash test re-executes this test binary with `JOBSD_STORE_CRASH_WRITER` set, which
+//! turns `crash_writer_role` into a writer that prints `ack <key>` after each durable write.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use jobsd::proto::scheduler as sv1;
+use jobsd::proto::store::stored_job::Begin;
+use jobsd::store::{Op, OpResult, Redb, Store, StoredJob};
+use prost_types::{Any, Timestamp};
+
+/// Data dir of the writer role; its presence selects the role.
+const ROLE_ENV: &str = "JOBSD_STORE_CRASH_WRITER";
+/// Round number, so every round writes new keys.
+const ROUND_ENV: &str = "JOBSD_STORE_CRASH_ROUND";
+/// Acknowledgements the parent waits for before it kills the writer.
+const ACKS_BEFORE_KILL: usize = 600;
+/// Concurrent writer tasks in the child.
+const WRITERS: usize = 8;
+/// Jobs per write in the child.
+const BATCH: usize = 10;
+
+fn job(generation: u64, name: &str) -> StoredJob {
+    StoredJob {
+        job: Some(sv1::Job {
+            schedule: Some("@every 10s".into()),
+            repeats: None,
+            due_time: Some("5s".into()),
+            ttl: None,
+            data: Some(Any {
+                type_url: "type.googleapis.com/google.protobuf.StringValue".into(),
+                value: format!("payload of {name}").into_bytes(),
+            }),
+            failure_policy: None,
+        }),
+        metadata: Some(sv1::JobMetadata {
+            app_id: "crash-app".into(),
+            namespace: "default".into(),
+            target: Some(sv1::JobTargetMetadata {
+                r#type: Some(sv1::job_target_metadata::Type::Job(sv1::TargetJob {})),
+            }),
+            concurrency_key: None,
+        }),
+        generation,
+        begin: Some(Begin::DueTime(Timestamp {
+            seconds: 1_800_000_000,
+            nanos: 0,
+        })),
+        expiration: None,
+    }
+}
+
+fn key(round: &str, writer: usize, seq: usize) -> String {
+    format!("app||default||crash-app||r{round}-w{writer}-{seq:08}")
+}
+
+/// The child: writes batches forever, acknowledging each key on stdout once durable.
+#[test]
+fn crash_writer_role() {
+    let Ok(dir) = std::env::var(ROLE_ENV) else {
+        return;
+    };
+    let round = std::env::var(ROUND_ENV).expect("round");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let store = Arc::new(Redb::open(&dir).expect("open"));
+        let tasks: Vec<_> = (0..WRITERS)
+            .map(|writer| {
+                let store = Arc::clone(&store);
+                let round = round.clone();
+                tokio::spawn(async move {
+                    for seq in (0..).step_by(BATCH) {
+                        let keys: Vec<String> =
+                            (seq..seq + BATCH).map(|s| key(&round, writer, s)).collect();
+                        let ops = keys
+                            .iter()
+                            .map(|k| Op::PutJob {
+                                key: k.clone(),
+                                job: job(seq as u64, k),
+                                create_only: true,
+                            })
+                            .collect();
+                        let results = store.write(ops).await.expect("write");
+                        assert!(results.iter().all(|r| *r == OpResult::Done));
+                        let mut out = std::io::stdout().lock();
+                        for k in &keys {
+                            writeln!(out, "ack {k}").expect("stdout");
+                        }
+                        out.flush().expect("stdout");
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("writer");
+        }
+    });
+}
+
+#[test]
+fn kill_9_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut acked: Vec<String> = Vec::new();
+    for round in 0..3 {
+        let mut child = Command::new(&exe)
+            .args([
+                "crash_writer_role",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE_ENV, dir.path())
+            .env(ROUND_ENV, round.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut this_round = 0;
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            if let Some(key) = line.strip_prefix("ack ") {
+                acked.push(key.to_owned());
+                this_round += 1;
+                if this_round >= ACKS_BEFORE_KILL {
+                    break;
+                }
+            }
+        }
+        assert!(
+            this_round >= ACKS_BEFORE_KILL,
+            "round {round}: the writer stopped after {this_round} acks"
+        );
+        // SIGKILL while the writer is still going: no chance to flush or close.
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        let started = Instant::now();
+        let store = Redb::open(dir.path()).unwrap();
+        let reopened = started.elapsed();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let stored = rt.block_on(store.list_jobs("")).unwrap();
+        let stored: std::collections::HashSet<&str> =
+            stored.iter().map(|(k, _)| k.as_str()).collect();
+        for key in &acked {
+            assert!(stored.contains(key.as_str()), "round {round}: lost {key}");
+        }
+        eprintln!(
+            "round {round}: {} acked so far, {} stored, reopen after kill took {reopened:?}",
+            acked.len(),
+            stored.len()
+        );
+        drop(store);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_share_commits() {
+    const TASKS: usize = 64;
+    const OPS_PER_TASK: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Redb::open(dir.path()).unwrap());
+    let before = store.stats();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                for i in 0..OPS_PER_TASK {
+                    let key = format!("app||default||gc||t{t:02}-{i:04}");
+                    let results = store
+                        .write(vec![Op::PutJob {
+                            job: job(i as u64, &key),
+                            key,
+                            create_only: true,
+                        }])
+                        .await
+                        .unwrap();
+                    assert_eq!(results, [OpResult::Done]);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let after = store.stats();
+    let ops = after.ops - before.ops;
+    let commits = after.commits - before.commits;
+    assert_eq!(ops, (TASKS * OPS_PER_TASK) as u64);
+    assert_eq!(after.requests - before.requests, ops);
+    assert!(
+        commits < ops / 4,
+        "{commits} commits for {ops} ops: writes are not grouped"
+    );
+    eprintln!(
+        "{ops} ops in {commits} commits ({:.1} per commit)",
+        ops as f64 / commits as f64
+    );
+    assert_eq!(
+        store.list_jobs("app||default||gc||").await.unwrap().len(),
+        TASKS * OPS_PER_TASK
+    );
+}

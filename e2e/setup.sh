@@ -4,7 +4,9 @@
 set -euo pipefail
 
 # Debian packages the tests need (the list grows with the e2e suites).
-packages=(ca-certificates)
+# e2e/jobs_api.sh: python3 + python3-venv for the Dapr Python SDK's venv (`python3 -m venv`
+# fails on Debian without python3-venv), curl for the health checks.
+packages=(ca-certificates curl python3 python3-venv)
 
 missing=()
 for p in "${packages[@]}"; do

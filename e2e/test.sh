@@ -7,3 +7,6 @@ cd "$(dirname "$0")/.."
 bash e2e/setup.sh
 
 cargo test --locked --all-targets
+
+# End-to-end suites (each builds the release binary if needed and cleans up after itself).
+bash e2e/jobs_api.sh

@@ -50,7 +50,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "jobsd failed");
-            eprintln!("jobsd: {e:#}");
+            // Our error types already carry their causes in their messages.
+            eprintln!("jobsd: {e}");
             ExitCode::FAILURE
         }
     }
@@ -58,7 +59,10 @@ fn main() -> ExitCode {
 
 fn init_tracing(level: &str, json: bool) {
     let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     if json {
         builder.json().init();
     } else {

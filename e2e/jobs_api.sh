@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# End-to-end suite: the release jobsd driven by the Dapr Python SDK (PyPI dapr==1.19.0).
+#
+#   1. build the release binary (no-op when up to date) and start it on free loopback ports
+#      with a temp data dir;
+#   2. make (once) the venv e2e/.venv from e2e/python/requirements.txt;
+#   3. run e2e/python/jobs_api.py's `api` phase: SDK round trips of every Job field, the
+#      python-sdk integration cases, the *_alpha1 methods, HTTP <-> SDK interop, errors;
+#   4. durability: schedule a batch, kill -9 jobsd, restart it on the same data dir and check
+#      every job is identical and deleted ones stay deleted; then the same after a SIGTERM;
+#   5. stop jobsd with SIGTERM (it must exit 0 in time) and clean up.
+#
+# Runnable from any directory; exits non-zero on any failure. Set E2E_KEEP_TMP=1 to keep the
+# temp dir (data dir, jobsd log) of a failed run.
+set -euo pipefail
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=e2e/lib.sh
+source "$E2E_DIR/lib.sh"
+
+trap e2e_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Upper bound for one Python phase, in seconds (each normally takes a few seconds).
+PHASE_TIMEOUT=90
+
+suite_start=$SECONDS
+jobsd_build
+e2e_venv "$E2E_DIR/python/requirements.txt"
+
+e2e_mktemp
+work="$E2E_TMP"
+data_dir="$work/data"
+log="$work/jobsd.log"
+state="$work/durability.json"
+mkdir -p "$data_dir"
+
+total_passed=0
+total_failed=0
+phase_failures=()
+
+# run_phase LABEL ARGS...: run jobs_api.py ARGS against the running jobsd; add its counts to the
+# totals. A phase that crashes, times out or prints no closing line counts as one failure.
+run_phase() {
+  local label="$1"
+  shift
+  local out="$work/$label.out" rc=0
+  e2e_log "phase $label: jobs_api.py $*"
+  set +e
+  env -u DAPR_API_TOKEN -u DAPR_GRPC_ENDPOINT -u DAPR_HTTP_ENDPOINT \
+    DAPR_HTTP_PORT="$JOBSD_HTTP_PORT" DAPR_GRPC_PORT="$JOBSD_GRPC_PORT" \
+    DAPR_RUNTIME_HOST=127.0.0.1 DAPR_HEALTH_TIMEOUT=10 DAPR_API_TIMEOUT_SECONDS=15 \
+    PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
+    timeout -k 5 "$PHASE_TIMEOUT" "$E2E_PY" "$E2E_DIR/python/jobs_api.py" "$@" 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  set -e
+  local closing passed failed
+  closing="$(tail -n 1 "$out")"
+  if [[ "$closing" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+    passed="${BASH_REMATCH[1]}"
+    failed="${BASH_REMATCH[2]}"
+  else
+    passed=0
+    failed=1
+  fi
+  [ "$rc" -eq 0 ] || [ "$failed" -gt 0 ] || failed=1
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  if [ "$rc" -ne 0 ]; then
+    [ "$rc" -ne 124 ] || e2e_log "phase $label timed out after ${PHASE_TIMEOUT}s"
+    phase_failures+=("$label (exit $rc)")
+  fi
+  if _proc_gone "$JOBSD_PID"; then
+    _dump_log
+    e2e_fail "jobsd died during phase $label"
+  fi
+  return 0
+}
+
+# shell_check LABEL CMD...: a check done by this script, counted with the Python ones.
+shell_check() {
+  local label="$1"
+  shift
+  if "$@"; then
+    total_passed=$((total_passed + 1))
+    echo "ok   shell/$label"
+  else
+    total_failed=$((total_failed + 1))
+    phase_failures+=("$label")
+    echo "FAIL shell/$label"
+  fi
+}
+
+# A second jobsd on a data dir in use must refuse to start (and fail fast), not share the store.
+second_instance_refused() {
+  local ports rc=0 out="$work/second-instance.log"
+  mapfile -t ports < <(free_ports 2)
+  timeout -k 2 10 env -u APP_PORT NO_COLOR=1 "$JOBSD_BIN" --app-id myapp --data-dir "$data_dir" \
+    --dapr-http-port "${ports[0]}" --dapr-grpc-port "${ports[1]}" \
+    --dapr-listen-addresses 127.0.0.1 </dev/null >"$out" 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then
+    e2e_log "second jobsd on the same data dir: exit $rc (expected a fast failure); its output:"
+    cat "$out" >&2
+    return 1
+  fi
+}
+
+no_panic_in_log() {
+  if grep -n -i -E 'panicked|thread .* panicked' "$log" >&2; then
+    e2e_log "jobsd logged a panic (above)"
+    return 1
+  fi
+}
+
+jobsd_start "$data_dir" "$log"
+t0=$SECONDS
+run_phase api api
+run_phase durability-setup durability-setup "$state"
+
+if [ -f "$state" ]; then
+  jobsd_kill9
+  jobsd_start "$data_dir" "$log"
+  run_phase durability-after-kill9 durability-verify "$state" kill9
+  shell_check jobsd_exits_0_on_sigterm jobsd_stop
+  jobsd_start "$data_dir" "$log"
+  shell_check second_jobsd_on_same_data_dir_refused second_instance_refused
+  run_phase durability-after-sigterm durability-verify "$state" sigterm
+else
+  phase_failures+=("durability-verify (no state: setup failed)")
+  total_failed=$((total_failed + 1))
+fi
+shell_check jobsd_exits_0_on_sigterm_again jobsd_stop
+shell_check no_panic_in_jobsd_log no_panic_in_log
+
+e2e_log "suite took $((SECONDS - suite_start))s ($((SECONDS - t0))s after build, venv and start)"
+if [ "$total_failed" -ne 0 ]; then
+  e2e_log "failed: ${phase_failures[*]}"
+  [ -z "${CI:-}" ] || _dump_log
+fi
+echo "jobs_api: $total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]

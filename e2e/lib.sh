@@ -22,6 +22,8 @@ JOBSD_GRPC_PORT=""
 JOBSD_LOG=""
 # The temp dirs e2e_mktemp made, for e2e_cleanup.
 E2E_TMPDIRS=()
+# Helper processes (apps) started with e2e_spawn and not yet stopped, for e2e_cleanup.
+E2E_BG_PIDS=()
 
 e2e_log() { printf '[e2e %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 e2e_fail() {
@@ -182,15 +184,118 @@ jobsd_kill9() {
   e2e_log "jobsd (pid $pid) killed with SIGKILL"
 }
 
+# e2e_spawn LOG CMD...: start CMD in the background (stdin /dev/null, output appended to LOG)
+# and leave its pid in E2E_SPAWNED. e2e_cleanup kills it if it is still running; stop it earlier
+# with e2e_unspawn. Start the program itself (not a wrapper shell), so that the pid is its own.
+E2E_SPAWNED=""
+e2e_spawn() {
+  local log="$1"
+  shift
+  "$@" </dev/null >>"$log" 2>&1 &
+  E2E_SPAWNED=$!
+  E2E_BG_PIDS+=("$E2E_SPAWNED")
+}
+
+# e2e_unspawn PID: stop a process e2e_spawn started: SIGTERM, SIGKILL after 5 s, then reap it.
+# The pid is only signalled while it is still an unreaped child of this shell, so never a
+# recycled one.
+e2e_unspawn() {
+  local pid="$1" i
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    _proc_gone "$pid" && break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  _e2e_forget "$pid"
+}
+
+# e2e_wait_spawned PID: wait for a process e2e_spawn started to exit by itself; return its exit
+# status. A trapped signal to the script interrupts the wait at once.
+e2e_wait_spawned() {
+  local pid="$1" rc=0
+  wait "$pid" || rc=$?
+  # Reaped now, so no longer ours to signal. (A trapped signal interrupts `wait` too, but the
+  # suites' INT/TERM traps exit, so then this line is never reached and e2e_cleanup stops it.)
+  _e2e_forget "$pid"
+  return "$rc"
+}
+
+_e2e_forget() {
+  local p kept=()
+  for p in "${E2E_BG_PIDS[@]}"; do
+    [ "$p" = "$1" ] || kept+=("$p")
+  done
+  E2E_BG_PIDS=(${kept[@]+"${kept[@]}"})
+}
+
+# e2e_wait_file FILE TIMEOUT [PID]: wait until FILE exists and is not empty; fail after TIMEOUT
+# seconds, or as soon as PID (the process meant to write it) has exited.
+e2e_wait_file() {
+  local file="$1" timeout="$2" pid="${3:-}" deadline=$((SECONDS + $2))
+  until [ -s "$file" ]; do
+    if [ -n "$pid" ] && _proc_gone "$pid"; then
+      e2e_fail "process $pid exited before writing $file"
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      e2e_fail "no $file after ${timeout}s"
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+# e2e_wait_tcp PORT TIMEOUT [PID]: wait until 127.0.0.1:PORT accepts a TCP connection; fail
+# after TIMEOUT seconds, or as soon as PID (the process meant to listen there) has exited.
+e2e_wait_tcp() {
+  local port="$1" timeout="$2" pid="${3:-}" deadline=$((SECONDS + $2))
+  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+    if [ -n "$pid" ] && _proc_gone "$pid"; then
+      e2e_fail "process $pid exited before listening on 127.0.0.1:$port"
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      e2e_fail "nothing listening on 127.0.0.1:$port after ${timeout}s"
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+# e2e_now: the wall-clock time in seconds with a fraction, as Python's time.time() gives it.
+e2e_now() { date +%s.%N; }
+
 # e2e_cleanup: kill the jobsd this suite started if it is still running (JOBSD_PID is cleared
-# as soon as a jobsd is reaped, so no recycled pid is ever signalled) and remove the temp dirs.
+# as soon as a jobsd is reaped, so no recycled pid is ever signalled), and the helper processes
+# e2e_spawn started, and remove the temp dirs.
 # Meant for `trap e2e_cleanup EXIT`; it keeps the exit status of the script.
 e2e_cleanup() {
-  local rc=$? dir
+  local rc=$? dir pid
   if [ -n "$JOBSD_PID" ]; then
     kill -KILL "$JOBSD_PID" 2>/dev/null || true
     wait "$JOBSD_PID" 2>/dev/null || true
     JOBSD_PID=""
+  fi
+  # SIGTERM first (`timeout` passes it on to the command it runs), SIGKILL what is left 2 s
+  # later. These are unreaped children of this shell, so no pid here is a recycled one.
+  if [ "${#E2E_BG_PIDS[@]}" -gt 0 ]; then
+    local i alive
+    kill -TERM "${E2E_BG_PIDS[@]}" 2>/dev/null || true
+    for ((i = 0; i < 20; i++)); do
+      alive=0
+      for pid in "${E2E_BG_PIDS[@]}"; do
+        _proc_gone "$pid" || alive=1
+      done
+      [ "$alive" -eq 1 ] || break
+      sleep 0.1
+    done
+    for pid in "${E2E_BG_PIDS[@]}"; do
+      kill -KILL "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    done
+    E2E_BG_PIDS=()
   fi
   if [ "$rc" -ne 0 ] && [ -n "${E2E_KEEP_TMP:-}" ]; then
     e2e_log "keeping temp dirs: ${E2E_TMPDIRS[*]}"

@@ -2,8 +2,6 @@
 //! `AppCallbackAlpha.OnJobEventAlpha1` (`dapr-jobs-api.md` §4.5).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tonic::metadata::{AsciiMetadataValue, MetadataKey};
@@ -33,9 +31,6 @@ pub struct Grpc {
     token: Option<AsciiMetadataValue>,
     /// Largest message sent or accepted (daprd's `--max-body-size`).
     max_message: usize,
-    /// Set while the app is known to answer `OnJobEvent` with `Unimplemented` (an app built
-    /// for Dapr < 1.18), so each trigger costs one call instead of two.
-    stable_unimplemented: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Grpc {
@@ -43,10 +38,6 @@ impl std::fmt::Debug for Grpc {
         f.debug_struct("Grpc")
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("max_message", &self.max_message)
-            .field(
-                "stable_unimplemented",
-                &self.stable_unimplemented.load(Ordering::Relaxed),
-            )
             .finish_non_exhaustive()
     }
 }
@@ -74,7 +65,6 @@ impl Grpc {
             channel,
             token,
             max_message,
-            stable_unimplemented: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -91,24 +81,12 @@ impl Grpc {
                 querystring: String::new(),
             }),
         };
-        // Each side switches to the other rpc on `Unimplemented`, so an app that is upgraded
-        // or downgraded while we run is followed without a restart.
-        let result = if self.stable_unimplemented.load(Ordering::Relaxed) {
-            match self.alpha(req.clone()).await {
-                Err(s) if s.code() == Code::Unimplemented => {
-                    self.stable_unimplemented.store(false, Ordering::Relaxed);
-                    self.stable(req).await
-                }
-                other => other,
-            }
-        } else {
-            match self.stable(req.clone()).await {
-                Err(s) if s.code() == Code::Unimplemented => {
-                    self.stable_unimplemented.store(true, Ordering::Relaxed);
-                    self.alpha(req).await
-                }
-                other => other,
-            }
+        // Always the stable rpc first, as daprd does: SDKs answer `Unimplemented` per job
+        // name (no handler), not only per service, so remembering it would route other jobs
+        // to the deprecated rpc.
+        let result = match self.stable(req.clone()).await {
+            Err(s) if s.code() == Code::Unimplemented => self.alpha(req).await,
+            other => other,
         };
         match result {
             Ok(()) => Ok(Ack::Accepted),

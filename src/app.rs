@@ -1,12 +1,17 @@
 //! Wiring of one role: open the store, build the engine and the API servers, serve until
 //! told to stop, then shut down in order (stop accepting, finish requests, close the store).
+//! The sidecar lives here; the scheduler replica ([`Replica`]) in `app/replica.rs`.
+
+mod replica;
+
+pub use replica::Replica;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiState};
@@ -16,6 +21,7 @@ use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protoco
 use crate::engine::Engine;
 use crate::resiliency::{self, Resiliency};
 use crate::schedule::name;
+use crate::scheduler::{Connections, Remote, RemoteConfig, Scheduler};
 use crate::store::{self, Store};
 
 /// Why a role could not start or stopped with an error.
@@ -56,54 +62,58 @@ pub struct Sidecar {
     shutdown: CancellationToken,
     /// The server tasks.
     servers: JoinSet<Result<(), Error>>,
-    /// Closed last, once no request can write any more.
-    store: Arc<dyn Store>,
-    /// Stops the trigger loop once the servers are down.
-    engine_stop: CancellationToken,
-    /// The trigger loop.
-    engine_task: tokio::task::JoinHandle<()>,
-    /// The engine, for tests and tools (stats, sync).
-    engine: Engine,
+    /// What answers the Scheduler calls; stopped once the servers are down.
+    backend: Backend,
+}
+
+/// The scheduler behind a sidecar's API.
+enum Backend {
+    /// The engine in this process, over its store.
+    Embedded {
+        /// Closed last, once no request can write any more.
+        store: Arc<dyn Store>,
+        /// Stops the trigger loop (and the app's health probes) once the servers are down.
+        engine_stop: CancellationToken,
+        /// The trigger loop.
+        engine_task: tokio::task::JoinHandle<()>,
+        /// The engine, for tests and tools (stats, sync).
+        engine: Engine,
+    },
+    /// Dapr Scheduler replicas (`--scheduler-host-address`).
+    Remote {
+        /// The client the API calls.
+        remote: Remote,
+        /// Discovery and the job streams.
+        connections: Connections,
+        /// Stops the app's health probes once the streams are closed.
+        delivery_stop: CancellationToken,
+    },
 }
 
 impl Sidecar {
-    /// Opens the durable store in `cfg.data_dir` and starts serving with the system clock.
+    /// Starts serving with the system clock: over the durable store in `cfg.data_dir`, or,
+    /// with Scheduler addresses configured, in front of those replicas (no store is opened
+    /// and no data folder created).
     pub async fn start(cfg: config::Sidecar) -> Result<Sidecar, Error> {
+        if !cfg.scheduler_hosts.is_empty() {
+            return Self::start_remote(cfg, Arc::new(SystemClock)).await;
+        }
         let store: Arc<dyn Store> = Arc::new(store::Redb::open(&cfg.data_dir)?);
         Self::start_with(cfg, store, Arc::new(SystemClock)).await
     }
 
     /// Starts serving over a given store and clock (tests use a memory store or a manual
-    /// clock).
+    /// clock). With Scheduler addresses configured the store is not used.
     pub async fn start_with(
         cfg: config::Sidecar,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
     ) -> Result<Sidecar, Error> {
-        let shutdown = CancellationToken::new();
+        if !cfg.scheduler_hosts.is_empty() {
+            return Self::start_remote(cfg, clock).await;
+        }
         let engine_stop = CancellationToken::new();
-        let policy = load_policy(&cfg)?;
-        let delivery = Arc::new(Delivery::new(
-            DeliveryConfig {
-                app_address: cfg.app_address,
-                protocol: match cfg.app_protocol {
-                    AppProtocol::Http => Protocol::Http,
-                    AppProtocol::H2c => Protocol::H2c,
-                    AppProtocol::Grpc => Protocol::Grpc,
-                },
-                app_api_token: cfg.app_api_token.clone(),
-                max_concurrency: Some(cfg.app_max_concurrency),
-                max_body_size: cfg.max_body_size,
-                health: cfg.health_check.as_ref().map(|h| HealthCheckConfig {
-                    path: h.path.clone(),
-                    interval: h.interval,
-                    timeout: h.timeout,
-                    threshold: h.threshold,
-                }),
-                resiliency: policy,
-            },
-            &engine_stop,
-        )?);
+        let delivery = Arc::new(app_delivery(&cfg, &engine_stop)?);
         let (engine, engine_task) =
             Engine::start(store.clone(), clock, delivery.clone(), engine_stop.clone()).await?;
         spawn_release_on_healthy(
@@ -112,14 +122,62 @@ impl Sidecar {
             name::app_job_prefix(&cfg.namespace, &cfg.app_id),
             engine_stop.clone(),
         );
-        let state = ApiState {
-            scheduler: Arc::new(engine.clone()),
-            app_id: cfg.app_id.clone(),
-            namespace: cfg.namespace.clone(),
-            api_token: cfg.api_token.clone(),
-            max_body_size: cfg.max_body_size,
-            mode: "embedded",
+        let state = api_state(&cfg, Arc::new(engine.clone()), "embedded", None);
+        let backend = Backend::Embedded {
+            store,
+            engine_stop,
+            engine_task,
+            engine,
         };
+        Self::serve(&cfg, state, backend).await
+    }
+
+    /// Starts serving in front of the Scheduler replicas of `cfg.scheduler_hosts`: calls are
+    /// forwarded, triggers arrive on WatchJobs streams and go to the app. `clock` only stamps
+    /// received triggers.
+    pub async fn start_remote(
+        cfg: config::Sidecar,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Sidecar, Error> {
+        let delivery_stop = CancellationToken::new();
+        let delivery = Arc::new(app_delivery(&cfg, &delivery_stop)?);
+        if cfg.app_address.is_none() {
+            // daprd holds streams without an app and fails every trigger; staying away lets
+            // the Scheduler keep them staged for a sidecar that has one.
+            tracing::info!("no --app-port: not receiving jobs from the scheduler");
+        }
+        let (remote, connections) = Remote::start(
+            RemoteConfig {
+                addresses: cfg.scheduler_hosts.clone(),
+                app_id: cfg.app_id.clone(),
+                namespace: cfg.namespace.clone(),
+                job_streams: cfg.scheduler_job_streams,
+            },
+            delivery.clone(),
+            delivery.health(),
+            clock,
+        );
+        let state = api_state(
+            &cfg,
+            Arc::new(remote.clone()),
+            "remote",
+            Some(remote.hosts()),
+        );
+        let backend = Backend::Remote {
+            remote,
+            connections,
+            delivery_stop,
+        };
+        Self::serve(&cfg, state, backend).await
+    }
+
+    /// Binds and serves the HTTP and gRPC APIs over `state`.
+    async fn serve(
+        cfg: &config::Sidecar,
+        state: ApiState,
+        backend: Backend,
+    ) -> Result<Sidecar, Error> {
+        let shutdown = CancellationToken::new();
         let mut servers = JoinSet::new();
 
         let mut http_addrs = Vec::new();
@@ -154,7 +212,10 @@ impl Sidecar {
                     .add_routes(extras.routes)
                     .add_service(dapr)
                     .serve_with_incoming_shutdown(
-                        TcpListenerStream::new(listener),
+                        // Without nodelay, h2's small trailer writes wait for the peer's delayed ACK
+                        // (40 ms stalls); tonic ignores its own setting for custom incoming streams.
+                        tonic::transport::server::TcpIncoming::from(listener)
+                            .with_nodelay(Some(true)),
                         stop.cancelled_owned(),
                     )
                     .await
@@ -162,29 +223,47 @@ impl Sidecar {
             });
         }
 
-        tracing::info!(
-            app_id = %cfg.app_id,
-            namespace = %cfg.namespace,
-            http = ?http_addrs,
-            grpc = ?grpc_addrs,
-            data_dir = %cfg.data_dir.display(),
-            "jobsd sidecar ready (embedded scheduler)"
-        );
+        match &backend {
+            Backend::Embedded { .. } => tracing::info!(
+                app_id = %cfg.app_id,
+                namespace = %cfg.namespace,
+                http = ?http_addrs,
+                grpc = ?grpc_addrs,
+                data_dir = %cfg.data_dir.display(),
+                "jobsd sidecar ready (embedded scheduler)"
+            ),
+            Backend::Remote { .. } => tracing::info!(
+                app_id = %cfg.app_id,
+                namespace = %cfg.namespace,
+                http = ?http_addrs,
+                grpc = ?grpc_addrs,
+                scheduler = ?cfg.scheduler_hosts,
+                "jobsd sidecar ready (remote scheduler)"
+            ),
+        }
         Ok(Sidecar {
             http_addrs,
             grpc_addrs,
             shutdown,
             servers,
-            store,
-            engine_stop,
-            engine_task,
-            engine,
+            backend,
         })
     }
 
-    /// The engine behind the API.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
+    /// The engine behind the API; `None` in remote mode.
+    pub fn engine(&self) -> Option<&Engine> {
+        match &self.backend {
+            Backend::Embedded { engine, .. } => Some(engine),
+            Backend::Remote { .. } => None,
+        }
+    }
+
+    /// The Scheduler client behind the API; `None` in embedded mode.
+    pub fn remote(&self) -> Option<&Remote> {
+        match &self.backend {
+            Backend::Embedded { .. } => None,
+            Backend::Remote { remote, .. } => Some(remote),
+        }
     }
 
     /// A token that stops the sidecar when cancelled.
@@ -193,7 +272,9 @@ impl Sidecar {
     }
 
     /// Waits until the sidecar is told to stop (or a server fails), lets in-flight requests
-    /// finish, and closes the store so that every acknowledged write is on disk.
+    /// finish, then stops the scheduler side: the embedded engine closes its store so that
+    /// every acknowledged write is on disk; remote mode closes its job streams after the
+    /// deliveries in flight are acknowledged.
     pub async fn wait(mut self) -> Result<(), Error> {
         let mut first_error = None;
         while let Some(done) = self.servers.join_next().await {
@@ -205,15 +286,75 @@ impl Sidecar {
                 self.shutdown.cancel();
             }
         }
-        // No request can write any more: let the loop apply the answers in flight, then
-        // make everything durable.
-        self.engine_stop.cancel();
-        if let Err(e) = self.engine_task.await {
-            tracing::error!(error = %e, "trigger loop failed");
+        match self.backend {
+            Backend::Embedded {
+                store,
+                engine_stop,
+                engine_task,
+                engine: _,
+            } => {
+                // No request can write any more: let the loop apply the answers in flight,
+                // then make everything durable.
+                engine_stop.cancel();
+                if let Err(e) = engine_task.await {
+                    tracing::error!(error = %e, "trigger loop failed");
+                }
+                store.close().await?;
+            }
+            Backend::Remote {
+                remote: _,
+                connections,
+                delivery_stop,
+            } => {
+                connections.close().await;
+                delivery_stop.cancel();
+            }
         }
-        self.store.close().await?;
         tracing::info!("jobsd stopped");
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The app's delivery channel as `cfg` describes it; its health probes stop with `stop`.
+fn app_delivery(cfg: &config::Sidecar, stop: &CancellationToken) -> Result<Delivery, Error> {
+    Ok(Delivery::new(
+        DeliveryConfig {
+            app_address: cfg.app_address,
+            protocol: match cfg.app_protocol {
+                AppProtocol::Http => Protocol::Http,
+                AppProtocol::H2c => Protocol::H2c,
+                AppProtocol::Grpc => Protocol::Grpc,
+            },
+            app_api_token: cfg.app_api_token.clone(),
+            max_concurrency: Some(cfg.app_max_concurrency),
+            max_body_size: cfg.max_body_size,
+            health: cfg.health_check.as_ref().map(|h| HealthCheckConfig {
+                path: h.path.clone(),
+                interval: h.interval,
+                timeout: h.timeout,
+                threshold: h.threshold,
+            }),
+            resiliency: load_policy(cfg)?,
+        },
+        stop,
+    )?)
+}
+
+/// The API's view of this sidecar.
+fn api_state(
+    cfg: &config::Sidecar,
+    scheduler: Arc<dyn Scheduler>,
+    mode: &'static str,
+    scheduler_hosts: Option<watch::Receiver<Vec<String>>>,
+) -> ApiState {
+    ApiState {
+        scheduler,
+        app_id: cfg.app_id.clone(),
+        namespace: cfg.namespace.clone(),
+        api_token: cfg.api_token.clone(),
+        max_body_size: cfg.max_body_size,
+        mode,
+        scheduler_hosts,
     }
 }
 

@@ -3,8 +3,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use jobsd::app::{self, Sidecar};
+use jobsd::app::{self, Replica, Sidecar};
 use jobsd::config::{Cli, Command, Env};
+use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 /// Exit code for bad flags (BSD `EX_USAGE`).
@@ -12,9 +13,28 @@ const EX_USAGE: u8 = 64;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Version) = cli.command {
-        println!("jobsd {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
+    match cli.command {
+        Some(Command::Version) => {
+            println!("jobsd {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Some(Command::Scheduler(args)) => {
+            let cfg = match args.validate() {
+                Ok(cfg) => cfg,
+                Err(e) => {
+                    eprintln!("jobsd: {e}");
+                    return ExitCode::from(EX_USAGE);
+                }
+            };
+            init_tracing(&args.log_level, args.log_as_json);
+            return run(async move {
+                let replica = Replica::start(cfg).await?;
+                stop_on_signal(replica.shutdown_token());
+                replica.wait().await?;
+                Ok(())
+            });
+        }
+        None => {}
     }
     let cfg = match cli.sidecar.validate(Env::from_process()) {
         Ok(cfg) => cfg,
@@ -24,7 +44,25 @@ fn main() -> ExitCode {
         }
     };
     init_tracing(&cli.sidecar.log_level, cli.sidecar.log_as_json);
+    run(async move {
+        let sidecar = Sidecar::start(cfg).await?;
+        stop_on_signal(sidecar.shutdown_token());
+        sidecar.wait().await?;
+        Ok(())
+    })
+}
 
+/// Cancels `stop` on SIGINT or SIGTERM.
+fn stop_on_signal(stop: CancellationToken) {
+    tokio::spawn(async move {
+        app::shutdown_signal().await;
+        tracing::info!("shutting down");
+        stop.cancel();
+    });
+}
+
+/// Runs one role on a multi-threaded runtime and turns its outcome into the exit code.
+fn run(role: impl Future<Output = anyhow::Result<()>>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -35,18 +73,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result: anyhow::Result<()> = runtime.block_on(async move {
-        let sidecar = Sidecar::start(cfg).await?;
-        let stop = sidecar.shutdown_token();
-        tokio::spawn(async move {
-            app::shutdown_signal().await;
-            tracing::info!("shutting down");
-            stop.cancel();
-        });
-        sidecar.wait().await?;
-        Ok(())
-    });
-    match result {
+    match runtime.block_on(role) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "jobsd failed");

@@ -114,6 +114,8 @@ fn cfg(app: Option<SocketAddr>, protocol: AppProtocol) -> config::Sidecar {
         app_max_concurrency: config::DEFAULT_MAX_IN_FLIGHT,
         health_check: None,
         resources_paths: Vec::new(),
+        scheduler_hosts: Vec::new(),
+        scheduler_job_streams: 3,
     }
 }
 
@@ -186,7 +188,7 @@ impl Running {
     /// Waits until nothing is out at the app or being written and nothing is due.
     async fn settle(&self) {
         for _ in 0..5000 {
-            let s = self.sidecar.engine().sync().await.unwrap();
+            let s = self.sidecar.engine().unwrap().sync().await.unwrap();
             if s.outstanding == 0 && s.next_due.is_none_or(|t| t > self.clock.now()) {
                 return;
             }
@@ -199,7 +201,15 @@ impl Running {
     async fn run_for(&self, d: TimeDelta) {
         let to = self.clock.now() + d;
         self.settle().await;
-        while let Some(next) = self.sidecar.engine().sync().await.unwrap().next_due {
+        while let Some(next) = self
+            .sidecar
+            .engine()
+            .unwrap()
+            .sync()
+            .await
+            .unwrap()
+            .next_due
+        {
             if next > to {
                 break;
             }
@@ -305,7 +315,7 @@ async fn without_app_port_triggers_are_staged_until_restart_with_an_app() {
     let r = Running::start(cfg(None, AppProtocol::Http), store.clone()).await;
     r.post("waiting", r#"{"dueTime":"1s"}"#).await;
     r.run_for(TimeDelta::seconds(10)).await;
-    assert_eq!(r.sidecar.engine().sync().await.unwrap().staged, 1);
+    assert_eq!(r.sidecar.engine().unwrap().sync().await.unwrap().staged, 1);
     let clock = r.clock.clone();
     r.stop().await;
 
@@ -334,7 +344,7 @@ async fn unhealthy_app_holds_triggers_until_it_recovers() {
     r.post("held", r#"{"dueTime":"0s"}"#).await;
     r.run_for(TimeDelta::seconds(5)).await;
     assert!(bodies(&app.received, "held").is_empty());
-    assert_eq!(r.sidecar.engine().sync().await.unwrap().staged, 1);
+    assert_eq!(r.sidecar.engine().unwrap().sync().await.unwrap().staged, 1);
 
     *app.healthy.lock().unwrap() = true;
     // The probe loop runs on real time; wait (bounded) for the release.

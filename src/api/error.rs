@@ -48,6 +48,8 @@ pub mod reason {
     pub const BODY_READ: &str = "ERR_BODY_READ";
     /// Legacy: the response could not be encoded.
     pub const INTERNAL: &str = "ERR_INTERNAL";
+    /// Legacy: the sidecar is not ready (`GET /v1.0/healthz`).
+    pub const HEALTH_NOT_READY: &str = "ERR_HEALTH_NOT_READY";
     /// jobsd: the body is larger than `--max-body-size` (daprd answers 400 `ERR_BODY_READ`
     /// `stream too large`; jobsd says what happened, with 413).
     pub const BODY_TOO_LARGE: &str = "ERR_REQUEST_BODY_TOO_LARGE";
@@ -246,6 +248,17 @@ impl ApiError {
                 "failed to unescape request parameter {}. Error: {detail}",
                 crate::schedule::go_quote::quote(key)
             ),
+        }
+    }
+
+    /// 500 `ERR_HEALTH_NOT_READY` `dapr is not ready`, daprd's answer to `/v1.0/healthz`
+    /// before its readiness targets are met.
+    pub fn health_not_ready() -> Self {
+        ApiError::Legacy {
+            code: tonic::Code::Internal,
+            http: StatusCode::INTERNAL_SERVER_ERROR,
+            error_code: reason::HEALTH_NOT_READY,
+            message: "dapr is not ready".to_owned(),
         }
     }
 

@@ -42,7 +42,7 @@ pub fn router(state: ApiState) -> Router {
     let routes = routes
         .route("/v1.0/jobs", get(list_jobs))
         .route("/v1.0/healthz", get(healthz))
-        .route("/v1.0/healthz/outbound", get(healthz))
+        .route("/v1.0/healthz/outbound", get(healthz_outbound))
         .route("/v1.0/metadata", get(metadata))
         .with_state(state.clone());
     // A path that matches nothing is cleaned (`//`, `.`, `..`, trailing `/`) and routed
@@ -282,8 +282,18 @@ fn query_param(query: &str, key: &str) -> Result<Option<String>, ApiError> {
     Ok(None)
 }
 
-/// `GET /v1.0/healthz` and `/v1.0/healthz/outbound`: 204 once serving.
-async fn healthz() -> StatusCode {
+/// `GET /v1.0/healthz`: 204 once ready; in remote mode 500 `ERR_HEALTH_NOT_READY` until the
+/// Scheduler replicas are known, as daprd's readiness waits for WatchHosts.
+async fn healthz(State(state): State<ApiState>) -> Response {
+    if state.ready() {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        ApiError::health_not_ready().into_response()
+    }
+}
+
+/// `GET /v1.0/healthz/outbound`: 204 once serving (the SDKs wait on it before any call).
+async fn healthz_outbound() -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
@@ -293,7 +303,10 @@ async fn metadata(State(state): State<ApiState>) -> Response {
         "id": state.app_id,
         "runtimeVersion": env!("CARGO_PKG_VERSION"),
         "extended": { "schedulerMode": state.mode },
-        "scheduler": {},
+        "scheduler": match state.scheduler_hosts {
+            Some(_) => serde_json::json!({ "connected_addresses": state.connected_scheduler_hosts() }),
+            None => serde_json::json!({}),
+        },
     });
     json_response(body.to_string())
 }

@@ -39,6 +39,10 @@ pub struct ApiState {
     pub max_body_size: usize,
     /// Where the scheduler lives: `"embedded"` or `"remote"` (shown by `/v1.0/metadata`).
     pub mode: &'static str,
+    /// Remote mode: the Scheduler replicas in use, empty until WatchHosts has named some
+    /// (`/v1.0/healthz` is not ready until then; `/v1.0/metadata` lists them). `None` in
+    /// embedded mode.
+    pub scheduler_hosts: Option<tokio::sync::watch::Receiver<Vec<String>>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -50,6 +54,10 @@ impl std::fmt::Debug for ApiState {
             .field("api_token", &self.api_token.as_ref().map(|_| "<set>"))
             .field("max_body_size", &self.max_body_size)
             .field("mode", &self.mode)
+            .field(
+                "scheduler_hosts",
+                &self.scheduler_hosts.as_ref().map(|h| h.borrow().clone()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -59,6 +67,22 @@ impl ApiState {
     /// none).
     pub fn required_token(&self) -> Option<&str> {
         self.api_token.as_deref().filter(|t| !t.is_empty())
+    }
+
+    /// Whether the sidecar can serve jobs calls: always in embedded mode; in remote mode
+    /// once WatchHosts has named the replicas (daprd's `scheduler-watch-hosts` readiness).
+    pub fn ready(&self) -> bool {
+        self.scheduler_hosts
+            .as_ref()
+            .is_none_or(|hosts| !hosts.borrow().is_empty())
+    }
+
+    /// The Scheduler replicas in use (empty in embedded mode).
+    pub fn connected_scheduler_hosts(&self) -> Vec<String> {
+        self.scheduler_hosts
+            .as_ref()
+            .map(|hosts| hosts.borrow().clone())
+            .unwrap_or_default()
     }
 
     /// The body and message size limit in bytes (`usize::MAX` when unlimited).

@@ -2,6 +2,7 @@
 //! roles run with.
 
 mod quantity;
+mod replica;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use quantity::parse_quantity;
+pub use replica::{Replica, SchedulerArgs};
 
 /// jobsd: the Dapr Jobs API and scheduler in one binary.
 #[derive(Debug, Parser)]
@@ -27,6 +29,9 @@ pub struct Cli {
 pub enum Command {
     /// Print the version and exit.
     Version,
+    /// Run a Dapr Scheduler replica (`dapr.proto.scheduler.v1` on `--port`) on the embedded
+    /// store.
+    Scheduler(SchedulerArgs),
 }
 
 /// What the app speaks on its port.
@@ -98,6 +103,14 @@ pub struct SidecarArgs {
     /// Folders of Dapr resource files (Resiliency policies apply to job deliveries).
     #[arg(long)]
     pub resources_path: Vec<PathBuf>,
+    /// Comma-separated `host:port` addresses of Dapr Scheduler replicas to forward jobs to
+    /// (env `DAPR_SCHEDULER_HOST_ADDRESS_DNS_A` when the flag is absent); without any, jobsd
+    /// runs its embedded scheduler.
+    #[arg(long)]
+    pub scheduler_host_address: Option<String>,
+    /// WatchJobs streams held to each Scheduler replica.
+    #[arg(long, default_value_t = 3)]
+    pub scheduler_job_streams: usize,
 }
 
 /// Calls in flight to the app when daprd's `--app-max-concurrency` says "no limit": a burst
@@ -146,6 +159,11 @@ pub struct Sidecar {
     pub health_check: Option<HealthCheck>,
     /// Folders of resource files.
     pub resources_paths: Vec<PathBuf>,
+    /// Dapr Scheduler replicas to forward to (`--scheduler-host-address`), deduplicated in
+    /// the given order; empty = the embedded scheduler.
+    pub scheduler_hosts: Vec<String>,
+    /// WatchJobs streams per Scheduler replica (`--scheduler-job-streams`, at least 1).
+    pub scheduler_job_streams: usize,
 }
 
 /// A flag or variable that cannot be used.
@@ -166,6 +184,12 @@ pub enum Error {
     /// `--max-body-size` is not a quantity.
     #[error("invalid max body size {0:?}: {1}")]
     BodySize(String, String),
+    /// A `--scheduler-host-address` entry is not `host:port`.
+    #[error("invalid scheduler host address {0:?}: expected host:port")]
+    SchedulerAddress(String),
+    /// `--scheduler-job-streams` is 0: the sidecar would never receive a trigger.
+    #[error("parameter scheduler-job-streams must be at least 1")]
+    NoJobStreams,
 }
 
 /// The environment variables the sidecar reads besides its flags.
@@ -177,6 +201,9 @@ pub struct Env {
     pub api_token: Option<String>,
     /// `APP_API_TOKEN`.
     pub app_api_token: Option<String>,
+    /// `DAPR_SCHEDULER_HOST_ADDRESS_DNS_A`: the Scheduler addresses when
+    /// `--scheduler-host-address` is not given.
+    pub scheduler_host_address: Option<String>,
 }
 
 impl Env {
@@ -187,6 +214,7 @@ impl Env {
             namespace: var("NAMESPACE"),
             api_token: var("DAPR_API_TOKEN"),
             app_api_token: var("APP_API_TOKEN"),
+            scheduler_host_address: var("DAPR_SCHEDULER_HOST_ADDRESS_DNS_A"),
         }
     }
 }
@@ -236,6 +264,16 @@ impl SidecarArgs {
         };
         let max_body_size = parse_quantity(&self.max_body_size)
             .map_err(|e| Error::BodySize(self.max_body_size.clone(), e))?;
+        // The flag wins even when it is blank: daprd reads the variable only without the flag.
+        let scheduler_hosts = parse_scheduler_addresses(
+            self.scheduler_host_address
+                .as_deref()
+                .or(env.scheduler_host_address.as_deref())
+                .unwrap_or_default(),
+        )?;
+        if self.scheduler_job_streams == 0 {
+            return Err(Error::NoJobStreams);
+        }
         Ok(Sidecar {
             app_id: app_id.to_owned(),
             namespace: env.namespace.unwrap_or_else(|| "default".to_owned()),
@@ -264,8 +302,40 @@ impl SidecarArgs {
                 threshold: self.app_health_threshold.max(1),
             }),
             resources_paths: self.resources_path.clone(),
+            scheduler_hosts,
+            scheduler_job_streams: self.scheduler_job_streams,
         })
     }
+}
+
+/// The Scheduler addresses of a `--scheduler-host-address` value: comma-separated, each entry
+/// trimmed of whitespace and of one pair of surrounding quotes, blank entries dropped (so `""`,
+/// `'  '` and whitespace mean "no Scheduler", as in daprd, where a quoted blank survives shell
+/// quoting), duplicates dropped. Every entry must be `host:port`.
+pub fn parse_scheduler_addresses(value: &str) -> Result<Vec<String>, Error> {
+    let mut hosts: Vec<String> = Vec::new();
+    for entry in value.split(',') {
+        let trimmed = entry.trim();
+        let unquoted = ["\"", "'"]
+            .iter()
+            .find_map(|q| trimmed.strip_prefix(q)?.strip_suffix(q))
+            .unwrap_or(trimmed)
+            .trim();
+        if unquoted.is_empty() {
+            continue;
+        }
+        let valid = unquoted
+            .parse::<http::uri::Authority>()
+            .is_ok_and(|a| a.port_u16().is_some() && !a.host().is_empty())
+            && !unquoted.contains('@');
+        if !valid {
+            return Err(Error::SchedulerAddress(entry.trim().to_owned()));
+        }
+        if !hosts.iter().any(|h| h == unquoted) {
+            hosts.push(unquoted.to_owned());
+        }
+    }
+    Ok(hosts)
 }
 
 #[cfg(test)]
@@ -348,6 +418,7 @@ mod tests {
             namespace: Some("prod".into()),
             api_token: Some("t".into()),
             app_api_token: None,
+            scheduler_host_address: None,
         })
         .unwrap();
         assert_eq!(s.app_address, Some("127.0.0.1:8080".parse().unwrap()));
@@ -384,5 +455,86 @@ mod tests {
         ));
         let argv = ["jobsd", "--app-id", "a", "--app-protocol", "smtp"];
         assert!(Cli::try_parse_from(argv).is_err());
+    }
+
+    fn env_hosts(value: &str) -> Env {
+        Env {
+            scheduler_host_address: Some(value.into()),
+            ..Env::default()
+        }
+    }
+
+    #[test]
+    fn scheduler_addresses_come_from_the_flag_then_the_env() {
+        let s = parse(&["--app-id", "a"]).validate(Env::default()).unwrap();
+        assert!(s.scheduler_hosts.is_empty(), "embedded by default");
+        assert_eq!(s.scheduler_job_streams, 3);
+
+        let s = parse(&[
+            "--app-id",
+            "a",
+            "--scheduler-host-address",
+            "h1:50006, h2:50006",
+        ])
+        .validate(env_hosts("env:1"))
+        .unwrap();
+        assert_eq!(s.scheduler_hosts, ["h1:50006", "h2:50006"]);
+
+        let s = parse(&["--app-id", "a"])
+            .validate(env_hosts("scheduler.dapr-system.svc:50006"))
+            .unwrap();
+        assert_eq!(s.scheduler_hosts, ["scheduler.dapr-system.svc:50006"]);
+
+        // A blank flag still wins over the variable: daprd reads it only without the flag.
+        let s = parse(&["--app-id", "a", "--scheduler-host-address", ""])
+            .validate(env_hosts("env:1"))
+            .unwrap();
+        assert!(s.scheduler_hosts.is_empty());
+
+        let s = parse(&["--app-id", "a", "--scheduler-job-streams", "7"])
+            .validate(Env::default())
+            .unwrap();
+        assert_eq!(s.scheduler_job_streams, 7);
+        assert!(matches!(
+            parse(&["--app-id", "a", "--scheduler-job-streams", "0"]).validate(Env::default()),
+            Err(Error::NoJobStreams)
+        ));
+    }
+
+    #[test]
+    fn blank_and_quoted_blank_scheduler_addresses_mean_embedded() {
+        for blank in ["", " ", "''", "'  '", "\"\"", "\"  \"", " , ,'' "] {
+            assert_eq!(
+                parse_scheduler_addresses(blank).unwrap(),
+                Vec::<String>::new(),
+                "{blank:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn scheduler_addresses_are_trimmed_unquoted_deduplicated_and_checked() {
+        assert_eq!(
+            parse_scheduler_addresses(" 'h1:1' ,\"h2:2\",h1:1,[::1]:50006,localhost:50006")
+                .unwrap(),
+            ["h1:1", "h2:2", "[::1]:50006", "localhost:50006"]
+        );
+        for bad in [
+            "h1",
+            "h1:",
+            "h1:port",
+            "http://h1:1",
+            "u@h1:1",
+            "h1:1/path",
+            ":50006",
+        ] {
+            assert!(
+                matches!(
+                    parse_scheduler_addresses(bad),
+                    Err(Error::SchedulerAddress(_))
+                ),
+                "{bad:?} should be refused"
+            );
+        }
     }
 }

@@ -45,6 +45,25 @@ pub fn owner_prefix(metadata: &sv1::JobMetadata) -> Result<String, Status> {
     }
 }
 
+/// The prefix `DeleteByMetadata` removes: the owner prefix, except that with
+/// `id_prefix_match` an actor id is matched as a prefix (`actorreminder||ns||type||<id>`, no
+/// trailing separator). The actor type and the app id are always matched whole, so one
+/// type's or app's deletion never reaches `CartItem` or `myapp2`.
+pub fn metadata_prefix(
+    metadata: &sv1::JobMetadata,
+    id_prefix_match: bool,
+) -> Result<String, Status> {
+    let prefix = owner_prefix(metadata)?;
+    let actor_id = match metadata.target.as_ref().and_then(|t| t.r#type.as_ref()) {
+        Some(Target::Actor(actor)) => !actor.id.is_empty(),
+        _ => false,
+    };
+    Ok(match prefix.strip_suffix(name::SEPARATOR) {
+        Some(bare) if id_prefix_match && actor_id => bare.to_owned(),
+        _ => prefix,
+    })
+}
+
 /// The composed key of job `name` under this metadata, validated with Dapr's name rules.
 /// Name errors are plain errors in go-etcd-cron, so the Scheduler reports them as `Unknown`.
 pub fn job_key(metadata: &sv1::JobMetadata, job_name: &str) -> Result<String, Status> {
@@ -82,6 +101,37 @@ mod tests {
             job_key(&actor, "r").unwrap(),
             "actorreminder||default||Cart||42||r"
         );
+    }
+
+    #[test]
+    fn delete_by_metadata_prefixes() {
+        let actor = |id: &str| sv1::JobMetadata {
+            target: Some(sv1::JobTargetMetadata {
+                r#type: Some(Target::Actor(sv1::TargetActorReminder {
+                    id: id.into(),
+                    r#type: "Cart".into(),
+                })),
+            }),
+            ..app_meta()
+        };
+        assert_eq!(
+            metadata_prefix(&actor("4"), true).unwrap(),
+            "actorreminder||default||Cart||4"
+        );
+        assert_eq!(
+            metadata_prefix(&actor("4"), false).unwrap(),
+            "actorreminder||default||Cart||4||"
+        );
+        for exact in [true, false] {
+            assert_eq!(
+                metadata_prefix(&actor(""), exact).unwrap(),
+                "actorreminder||default||Cart||"
+            );
+            assert_eq!(
+                metadata_prefix(&app_meta(), exact).unwrap(),
+                "app||default||myapp||"
+            );
+        }
     }
 
     #[test]

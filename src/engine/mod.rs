@@ -4,8 +4,10 @@
 
 pub mod convert;
 pub mod keys;
+pub mod pool;
 mod queue;
 mod runner;
+pub mod server;
 pub mod sink;
 
 use std::hash::{BuildHasher, RandomState};
@@ -193,10 +195,23 @@ impl Engine {
             .map_err(store_error)?;
         Ok(jobs
             .into_iter()
-            .map(|(key, stored)| sv1::NamedJob {
-                name: key.strip_prefix(&prefix).unwrap_or(&key).to_owned(),
-                metadata: stored.metadata,
-                job: stored.job,
+            .map(|(key, stored)| {
+                // Each job's own owner prefix, not the request's: listing a whole actor type
+                // must name reminders `r`, not `<actor id>||r`.
+                let own = stored
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| keys::owner_prefix(m).ok());
+                let name = own
+                    .and_then(|own| key.strip_prefix(own.as_str()))
+                    .or_else(|| key.strip_prefix(prefix.as_str()))
+                    .unwrap_or(&key)
+                    .to_owned();
+                sv1::NamedJob {
+                    name,
+                    metadata: stored.metadata,
+                    job: stored.job,
+                }
             })
             .collect())
     }
@@ -209,6 +224,24 @@ impl Engine {
     ) -> Result<(), Status> {
         let metadata = keys::check_metadata(req.metadata.as_ref())?;
         let prefix = keys::owner_prefix(metadata)? + &req.name_prefix;
+        self.delete_prefix(prefix).await
+    }
+
+    /// Deletes every job of the metadata's target (Scheduler `DeleteByMetadata`): all jobs of
+    /// an app, all reminders of an actor type, or of one actor id (or, with
+    /// `id_prefix_match`, of every actor id starting with it).
+    pub async fn delete_by_metadata(
+        &self,
+        req: sv1::DeleteByMetadataRequest,
+    ) -> Result<(), Status> {
+        let metadata = keys::check_metadata(req.metadata.as_ref())?;
+        let prefix = keys::metadata_prefix(metadata, req.id_prefix_match.unwrap_or(false))?;
+        self.delete_prefix(prefix).await
+    }
+
+    /// Deletes every job whose composed key starts with `prefix` (go-etcd-cron
+    /// `DeletePrefixes`, which validates the prefix like a name).
+    async fn delete_prefix(&self, prefix: String) -> Result<(), Status> {
         schedule::name::validate_prefix(&prefix).map_err(|e| Status::unknown(e.to_string()))?;
         // Rare and wide: it waits for every in-progress write so the loop's view stays in
         // commit order for all the keys it covers.

@@ -18,11 +18,11 @@ pub struct Entry {
     pub plan: Plan,
     /// Progress as last persisted (or fresh).
     pub counter: Counter,
-    /// The job's name without the key prefix.
-    pub name: Arc<str>,
+    /// Where the job's name starts in its key (names are what follows the owner's prefix).
+    pub name_at: u32,
     /// Payload handed to the sink unchanged.
     pub data: Option<prost_types::Any>,
-    /// Owner and target.
+    /// Owner and target; shared by every job of the same owner.
     pub metadata: Arc<sv1::JobMetadata>,
     /// Where the entry is in its cycle.
     pub state: State,
@@ -45,8 +45,9 @@ pub enum State {
 /// All entries, the fire-time queue and the staged set.
 #[derive(Debug, Default)]
 pub struct Jobs {
-    /// Entries by composed key.
-    entries: HashMap<Arc<str>, Entry>,
+    /// Entries by composed key. Boxed: the map keeps spare buckets, and a spare bucket of a
+    /// pointer costs far less than one of a whole entry.
+    entries: HashMap<Arc<str>, Box<Entry>>,
     /// `(fire time, key)` of every queued entry; the first element fires next.
     queue: BTreeSet<(DateTime<Utc>, Arc<str>)>,
     /// Keys of staged entries, ordered so that a prefix is one range.
@@ -61,12 +62,17 @@ impl Jobs {
 
     /// The entry of `key`.
     pub fn get(&self, key: &str) -> Option<&Entry> {
-        self.entries.get(key)
+        self.entries.get(key).map(|e| &**e)
     }
 
     /// The entry of `key`, for updating its counter (not its state: use the methods below).
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Entry> {
-        self.entries.get_mut(key)
+        self.entries.get_mut(key).map(|e| &mut **e)
+    }
+
+    /// Makes room for `additional` more entries at once (before a bulk load).
+    pub fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
     }
 
     /// Adds or replaces the entry of `key`, queued at `at` (or left out of the queue when
@@ -80,11 +86,11 @@ impl Jobs {
             }
             None => State::Persisting,
         };
-        self.entries.insert(key, entry);
+        self.entries.insert(key, Box::new(entry));
     }
 
     /// Forgets `key` entirely.
-    pub fn remove(&mut self, key: &str) -> Option<Entry> {
+    pub fn remove(&mut self, key: &str) -> Option<Box<Entry>> {
         let entry = self.entries.remove(key)?;
         self.unlink(key, entry.state);
         Some(entry)
@@ -202,7 +208,7 @@ mod tests {
                 failure_policy: FailurePolicy::default(),
             },
             counter: Counter::default(),
-            name: Arc::from("j"),
+            name_at: 0,
             data: None,
             metadata: Arc::default(),
             state: State::Persisting,

@@ -1,7 +1,8 @@
 //! The trigger loop: one task owns the in-memory jobs, fires them at their times, applies
 //! results through the trigger plan and persists counters before queueing the next tick.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -12,6 +13,7 @@ use super::convert;
 use super::queue::{Entry, Jobs, State};
 use super::sink::{Sink, Trigger, TriggerResult};
 use crate::clock::Clock;
+use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Outcome, Plan};
 use crate::store::{Op, OpResult, Store};
@@ -96,6 +98,8 @@ pub struct Runner {
     pending: Vec<Persisted>,
     /// Triggers handed to the sink and not yet answered, plus batches being written.
     outstanding: usize,
+    /// Shared metadata per owner.
+    owners: Owners,
 }
 
 impl Runner {
@@ -116,6 +120,7 @@ impl Runner {
             sink,
             pending: Vec::new(),
             outstanding: 0,
+            owners: Owners::default(),
         }
     }
 
@@ -125,6 +130,7 @@ impl Runner {
         let mut scan = self.store.scan("", LOAD_PAGE).await?;
         let mut finished = Vec::new();
         while let Some(page) = scan.next_page().await? {
+            self.jobs.reserve(page.len());
             for loaded in page {
                 let key: Arc<str> = loaded.key.into();
                 let plan = match convert::plan_of(&loaded.job) {
@@ -148,7 +154,7 @@ impl Runner {
                     });
                     continue;
                 }
-                let entry = entry_of(&key, loaded.job, plan, counter);
+                let entry = self.entry_of(&key, loaded.job, plan, counter);
                 self.jobs.insert(key, entry, at);
             }
         }
@@ -213,6 +219,9 @@ impl Runner {
                 "stopped with triggers unanswered; they fire again after restart"
             );
         }
+        // Freeing a million entries one by one takes seconds and serves nothing: the loop
+        // only stops when the engine does, and everything is in the store.
+        std::mem::forget(std::mem::take(&mut self.jobs));
     }
 
     fn handle(&mut self, cmd: Command) {
@@ -232,7 +241,7 @@ impl Runner {
                     });
                     return;
                 }
-                let entry = entry_of(&key, *job, plan, counter);
+                let entry = self.entry_of(&key, *job, plan, counter);
                 self.jobs.insert(key, entry, at);
             }
             Command::Remove(key) => {
@@ -324,15 +333,36 @@ impl Runner {
         });
     }
 
+    fn entry_of(&mut self, key: &str, job: StoredJob, plan: Plan, counter: Counter) -> Entry {
+        let metadata = job.metadata.unwrap_or_default();
+        let prefix = super::keys::owner_prefix(&metadata).unwrap_or_default();
+        // The name is what follows the owner's prefix (names may contain `||`).
+        let name_at = if key.starts_with(&prefix) {
+            u32::try_from(prefix.len()).unwrap_or(0)
+        } else {
+            0
+        };
+        Entry {
+            generation: job.generation,
+            plan,
+            counter,
+            name_at,
+            data: job.job.and_then(|j| j.data),
+            metadata: self.owners.intern(&prefix, metadata),
+            state: State::Persisting,
+        }
+    }
+
     fn fire_due(&mut self) {
         let now = self.clock.now();
         while let Some((key, at)) = self.jobs.pop_due(now) {
             let Some(entry) = self.jobs.get(&key) else {
                 continue;
             };
+            let name_at = usize::try_from(entry.name_at).unwrap_or(0);
             let trigger = Trigger {
                 key: key.clone(),
-                name: entry.name.clone(),
+                name: Arc::from(key.get(name_at..).unwrap_or(&key)),
                 data: entry.data.clone(),
                 metadata: entry.metadata.clone(),
                 scheduled_at: at,
@@ -395,20 +425,30 @@ impl Runner {
     }
 }
 
-fn entry_of(key: &str, job: StoredJob, plan: Plan, counter: Counter) -> Entry {
-    let metadata = job.metadata.unwrap_or_default();
-    // The name is what follows the owner's prefix in the key (names may contain `||`).
-    let name = super::keys::owner_prefix(&metadata)
-        .ok()
-        .and_then(|prefix| key.strip_prefix(prefix.as_str()).map(Arc::from))
-        .unwrap_or_else(|| Arc::from(key));
-    Entry {
-        generation: job.generation,
-        plan,
-        counter,
-        name,
-        data: job.job.and_then(|j| j.data),
-        metadata: Arc::new(metadata),
-        state: State::Persisting,
+/// One shared copy of each owner's metadata, so a million jobs of one app hold one.
+#[derive(Default)]
+struct Owners {
+    /// Owner prefix → its metadata, while some entry still holds it.
+    by_prefix: HashMap<String, Weak<sv1::JobMetadata>>,
+    /// Map size after the last sweep of dead owners.
+    swept_at: usize,
+}
+
+impl Owners {
+    /// The shared metadata equal to `metadata` (registering it if new).
+    fn intern(&mut self, prefix: &str, metadata: sv1::JobMetadata) -> Arc<sv1::JobMetadata> {
+        if let Some(shared) = self.by_prefix.get(prefix).and_then(Weak::upgrade)
+            && *shared == metadata
+        {
+            return shared;
+        }
+        let shared = Arc::new(metadata);
+        self.by_prefix
+            .insert(prefix.to_owned(), Arc::downgrade(&shared));
+        if self.by_prefix.len() > 2 * self.swept_at.max(512) {
+            self.by_prefix.retain(|_, w| w.strong_count() > 0);
+            self.swept_at = self.by_prefix.len();
+        }
+        shared
     }
 }

@@ -5,8 +5,11 @@
 //! and the embedded scheduler answers exactly what a Scheduler replica would.
 
 mod embedded;
+pub mod remote;
 
 use std::fmt;
+
+pub use remote::{Connections, Remote, RemoteConfig};
 
 use crate::proto::scheduler as sv1;
 

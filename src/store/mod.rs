@@ -214,7 +214,8 @@ pub trait Store: Send + Sync + 'static {
     /// result per op. Concurrent callers share one commit (group commit); the outcome equals
     /// running the calls one after another in arrival order.
     ///
-    /// On `Err` none of the ops were applied.
+    /// On `Err` none of the ops took effect, with the caveat of every fsync-based store: when
+    /// the commit itself fails with an I/O error, what the disk holds is only known on reopen.
     async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error>;
 
     /// The job stored under `key`.

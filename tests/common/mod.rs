@@ -30,6 +30,7 @@ pub fn state(scheduler: Arc<dyn Scheduler>, app_id: &str, namespace: &str) -> Ap
         api_token: None,
         max_body_size: 4 << 20,
         mode: "embedded",
+        scheduler_hosts: None,
     }
 }
 

@@ -1,0 +1,176 @@
+//! The `jobsd scheduler` role: one Dapr Scheduler replica over the embedded store. The engine
+//! fires into the WatchJobs stream pool; the Scheduler service, gRPC health and reflection
+//! share one port.
+//!
+//! Single node for now: the host list is this replica alone. Clustering replaces the store
+//! (etcd), partitions the jobs and feeds membership into [`Replica::set_hosts`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{Error, bind};
+use crate::clock::{Clock, SystemClock};
+use crate::config;
+use crate::engine::Engine;
+use crate::engine::pool::Pool;
+use crate::engine::server::{self, SchedulerService};
+use crate::store::{self, Store};
+
+/// HTTP/2 keepalive of the Scheduler's server (3 s, 5 s timeout): a daprd that vanished
+/// without closing its streams is noticed, and its triggers go back to the engine.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(3);
+/// See [`KEEPALIVE_INTERVAL`].
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running scheduler replica: its address and the handle to stop it.
+pub struct Replica {
+    /// Where the Scheduler API listens (port resolved, so `:0` becomes the real port).
+    pub addr: SocketAddr,
+    /// The address announced to sidecars through WatchHosts.
+    pub broadcast_address: String,
+    /// Cancelled to stop the replica.
+    shutdown: CancellationToken,
+    /// The gRPC server task.
+    server: JoinHandle<Result<(), Error>>,
+    /// The host list WatchHosts streams; the seam cluster membership will drive.
+    hosts: watch::Sender<Vec<String>>,
+    /// The WatchJobs streams, closed before the engine stops.
+    pool: Arc<Pool>,
+    /// Closed last, once no request can write any more.
+    store: Arc<dyn Store>,
+    /// Stops the trigger loop once the server is down.
+    engine_stop: CancellationToken,
+    /// The trigger loop.
+    engine_task: JoinHandle<()>,
+    /// The engine, for tests and tools (stats, sync).
+    engine: Engine,
+}
+
+impl Replica {
+    /// Opens the durable store in `cfg.data_dir` and starts serving with the system clock.
+    pub async fn start(cfg: config::Replica) -> Result<Replica, Error> {
+        let store: Arc<dyn Store> = Arc::new(store::Redb::open(&cfg.data_dir)?);
+        Self::start_with(cfg, store, Arc::new(SystemClock)).await
+    }
+
+    /// Starts serving over a given store and clock (tests use a memory store and a manual
+    /// clock).
+    pub async fn start_with(
+        cfg: config::Replica,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Replica, Error> {
+        // Bound first: a port in use fails before the store is loaded and triggers fire.
+        let listener = bind(cfg.listen).await?;
+        let addr = listener.local_addr().map_err(|source| Error::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+        let broadcast_address = cfg.broadcast_address(addr);
+
+        let pool = Arc::new(Pool::new());
+        let engine_stop = CancellationToken::new();
+        // Triggers due before any daprd connects find no stream and are staged until one does.
+        let (engine, engine_task) =
+            Engine::start(store.clone(), clock, pool.clone(), engine_stop.clone()).await?;
+        pool.attach(engine.clone());
+
+        let shutdown = CancellationToken::new();
+        let (hosts, hosts_rx) = watch::channel(vec![broadcast_address.clone()]);
+        let extras = server::health_and_reflection().await?;
+        let service =
+            SchedulerService::new(engine.clone(), pool.clone(), hosts_rx, shutdown.clone())
+                .into_server();
+        // Streams never end on their own, and a graceful shutdown waits for them: end them as
+        // soon as the replica is told to stop.
+        tokio::spawn({
+            let pool = pool.clone();
+            let stop = shutdown.clone();
+            let reporter = extras.reporter;
+            async move {
+                stop.cancelled().await;
+                server::set_not_serving(&reporter).await;
+                pool.close_all();
+            }
+        });
+        let stop = shutdown.clone();
+        let server = tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+                .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+                .add_routes(extras.routes)
+                .add_service(service)
+                .serve_with_incoming_shutdown(
+                    // Without nodelay, h2's small trailer writes wait for the peer's delayed ACK
+                    // (40 ms stalls); tonic ignores its own setting for custom incoming streams.
+                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                    stop.cancelled_owned(),
+                )
+                .await
+                .map_err(|e| Error::Serve(format!("grpc: {e}")))
+        });
+
+        tracing::info!(
+            id = %cfg.id,
+            listen = %addr,
+            broadcast = %broadcast_address,
+            data_dir = %cfg.data_dir.display(),
+            "jobsd scheduler ready"
+        );
+        Ok(Replica {
+            addr,
+            broadcast_address,
+            shutdown,
+            server,
+            hosts,
+            pool,
+            store,
+            engine_stop,
+            engine_task,
+            engine,
+        })
+    }
+
+    /// The engine behind the Scheduler API.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// A token that stops the replica when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Announces a new replica list to every WatchHosts subscriber (and to later ones).
+    pub fn set_hosts(&self, hosts: Vec<String>) {
+        self.hosts.send_replace(hosts);
+    }
+
+    /// Waits until the replica is told to stop (or the server fails): stops accepting,
+    /// closes the WatchJobs streams (their unacked triggers are staged), stops the trigger
+    /// loop and closes the store so that every acknowledged write is on disk.
+    pub async fn wait(self) -> Result<(), Error> {
+        let result = self
+            .server
+            .await
+            .unwrap_or_else(|e| Err(Error::Serve(e.to_string())));
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "scheduler server stopped");
+        }
+        // Also reached when the server failed on its own: nothing may stay connected.
+        self.shutdown.cancel();
+        self.pool.close_all();
+        self.engine_stop.cancel();
+        if let Err(e) = self.engine_task.await {
+            tracing::error!(error = %e, "trigger loop failed");
+        }
+        self.store.close().await?;
+        tracing::info!("jobsd scheduler stopped");
+        result
+    }
+}

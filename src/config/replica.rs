@@ -1,0 +1,159 @@
+//! `jobsd scheduler`: the Dapr Scheduler's flags (`cmd/scheduler/options`), validated into the
+//! settings of one replica.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::Error;
+
+/// The Dapr Scheduler's flags that apply to a jobsd replica (`dapr-jobs-api.md` §7).
+#[derive(Debug, Clone, Args)]
+pub struct SchedulerArgs {
+    /// The port the Scheduler gRPC API (and gRPC health) listens on.
+    #[arg(long, default_value_t = 50006)]
+    pub port: u16,
+    /// The IP address to listen on (default: all interfaces).
+    #[arg(long, default_value = "")]
+    pub listen_address: String,
+    /// The replica's id.
+    #[arg(long, default_value = "dapr-scheduler-server-0")]
+    pub id: String,
+    /// The `host:port` announced to sidecars through WatchHosts (default: the listen address
+    /// and port, or 127.0.0.1 and the port when listening on all interfaces).
+    #[arg(long)]
+    pub override_broadcast_host_port: Option<String>,
+    /// Where the embedded store keeps its data.
+    #[arg(long, visible_alias = "etcd-data-dir", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Log level: debug, info, warn, error (or a tracing filter).
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+    /// Log JSON lines instead of text.
+    #[arg(long, default_value_t = false)]
+    pub log_as_json: bool,
+}
+
+/// Settings of one scheduler replica, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replica {
+    /// The replica's id (`--id`); names it in logs, and in the cluster once there is one.
+    pub id: String,
+    /// Where the Scheduler API listens (port 0 = any free port).
+    pub listen: SocketAddr,
+    /// `--override-broadcast-host-port`, if given.
+    pub broadcast_override: Option<String>,
+    /// Durable store folder.
+    pub data_dir: PathBuf,
+}
+
+impl SchedulerArgs {
+    /// Validates the flags into replica settings.
+    pub fn validate(&self) -> Result<Replica, Error> {
+        let given = self.listen_address.trim();
+        let bare = given.trim_start_matches('[').trim_end_matches(']');
+        let ip: IpAddr = match bare {
+            "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            other => other
+                .parse()
+                .map_err(|e| Error::ListenAddress(self.listen_address.clone(), e))?,
+        };
+        Ok(Replica {
+            id: self.id.clone(),
+            listen: SocketAddr::new(ip, self.port),
+            broadcast_override: self
+                .override_broadcast_host_port
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+            data_dir: self.data_dir.clone(),
+        })
+    }
+}
+
+impl Replica {
+    /// The address this replica announces through WatchHosts, once it listens on `bound`:
+    /// the override if given, else the bound address. A wildcard listen address is announced
+    /// as loopback: a self-hosted replica is reached on this machine, and any other setup
+    /// knows its reachable address better than we can guess it (Dapr guesses the pod IP).
+    pub fn broadcast_address(&self, bound: SocketAddr) -> String {
+        if let Some(address) = &self.broadcast_override {
+            return address.clone();
+        }
+        let ip = match bound.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        SocketAddr::new(ip, bound.port()).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::config::{Cli, Command};
+
+    fn parse(args: &[&str]) -> SchedulerArgs {
+        let mut argv = vec!["jobsd", "scheduler"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Some(Command::Scheduler(args)) => args,
+            other => panic!("not the scheduler command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn dapr_scheduler_defaults() {
+        let r = parse(&[]).validate().unwrap();
+        assert_eq!(r.id, "dapr-scheduler-server-0");
+        assert_eq!(r.listen, "0.0.0.0:50006".parse().unwrap());
+        assert_eq!(r.broadcast_override, None);
+        assert_eq!(r.data_dir, PathBuf::from("./data"));
+        assert_eq!(
+            r.broadcast_address("0.0.0.0:50006".parse().unwrap()),
+            "127.0.0.1:50006"
+        );
+    }
+
+    #[test]
+    fn flags_are_read() {
+        let r = parse(&[
+            "--port",
+            "0",
+            "--listen-address",
+            "::1",
+            "--id",
+            "s1",
+            "--etcd-data-dir",
+            "/var/lib/s1",
+        ])
+        .validate()
+        .unwrap();
+        assert_eq!(r.listen, "[::1]:0".parse().unwrap());
+        assert_eq!(r.id, "s1");
+        assert_eq!(r.data_dir, PathBuf::from("/var/lib/s1"));
+        // The bound port is announced, not the configured 0.
+        assert_eq!(
+            r.broadcast_address("[::1]:41000".parse().unwrap()),
+            "[::1]:41000"
+        );
+
+        let r = parse(&["--override-broadcast-host-port", "scheduler-0.local:50006"])
+            .validate()
+            .unwrap();
+        assert_eq!(
+            r.broadcast_address("0.0.0.0:50006".parse().unwrap()),
+            "scheduler-0.local:50006"
+        );
+        assert!(matches!(
+            parse(&["--listen-address", "nope"]).validate(),
+            Err(Error::ListenAddress(..))
+        ));
+    }
+}

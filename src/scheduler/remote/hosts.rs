@@ -1,0 +1,409 @@
+//! Which Scheduler replicas exist: daprd's WatchHosts loop (`dapr-jobs-api.md` §4.1). One
+//! configured address (a random one, usually a headless-service DNS name) tells us the
+//! replicas' own addresses; each list it sends becomes the working set, with one gRPC channel
+//! per replica.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::{Channel, Endpoint};
+
+use super::{client, jittered};
+use crate::proto::scheduler as sv1;
+
+/// Wait after WatchHosts could not be opened (`1s ± 0.5s`).
+const CONNECT_RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_millis(500));
+/// Wait after an open WatchHosts stream ended or failed.
+const STREAM_RETRY: Duration = Duration::from_secs(1);
+
+/// One Scheduler replica and the channel every call and stream to it shares.
+#[derive(Debug, Clone)]
+pub(super) struct Host {
+    /// `host:port` as the replica announced it.
+    pub address: Arc<str>,
+    /// Connects lazily and reconnects on its own.
+    pub channel: Channel,
+}
+
+/// The working set of replicas, sorted by address.
+#[derive(Debug, Clone, Default)]
+pub(super) struct HostSet {
+    /// The replicas; empty until WatchHosts (or the fallback) has named some.
+    pub hosts: Vec<Host>,
+}
+
+impl HostSet {
+    /// The replicas' addresses, in order.
+    pub fn addresses(&self) -> Vec<String> {
+        self.hosts.iter().map(|h| h.address.to_string()).collect()
+    }
+}
+
+/// What changed between two sets of addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(super) struct Diff {
+    /// In the new set only.
+    pub added: Vec<String>,
+    /// In the old set only.
+    pub removed: Vec<String>,
+}
+
+impl Diff {
+    /// Whether the sets are the same.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty()
+    }
+}
+
+/// The sorted, deduplicated, non-blank form of an address list: two lists naming the same
+/// replicas in another order are the same working set (daprd compares sorted sets too).
+pub(super) fn normalize<S: AsRef<str>>(addresses: &[S]) -> Vec<String> {
+    let mut out: Vec<String> = addresses
+        .iter()
+        .map(|a| a.as_ref().trim().to_owned())
+        .filter(|a| !a.is_empty())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// What to add and remove to go from `old` to `new` (both normalized).
+pub(super) fn diff<S: AsRef<str>, T: AsRef<str>>(old: &[S], new: &[T]) -> Diff {
+    Diff {
+        added: new
+            .iter()
+            .filter(|n| !old.iter().any(|o| o.as_ref() == n.as_ref()))
+            .map(|n| n.as_ref().to_owned())
+            .collect(),
+        removed: old
+            .iter()
+            .filter(|o| !new.iter().any(|n| n.as_ref() == o.as_ref()))
+            .map(|o| o.as_ref().to_owned())
+            .collect(),
+    }
+}
+
+/// The gRPC endpoint of a replica, with daprd's dial options (`pkg/scheduler/client`):
+/// keepalive 3 s / 5 s, 5 s connect timeout. Plaintext: jobsd has no Dapr mTLS.
+pub(super) fn endpoint(address: &str) -> Result<Endpoint, tonic::transport::Error> {
+    Endpoint::from_shared(format!("http://{address}")).map(|e| {
+        e.connect_timeout(Duration::from_secs(5))
+            .http2_keep_alive_interval(Duration::from_secs(3))
+            .keep_alive_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+    })
+}
+
+/// Publishes working sets: keeps the channels of replicas that stay, dials new ones lazily,
+/// and ignores lists that name the same replicas as the current set.
+pub(super) struct Publisher {
+    /// The working set the calls and the stream holder read.
+    pub hosts: watch::Sender<Arc<HostSet>>,
+    /// The same set as plain addresses, for readiness and `/v1.0/metadata`.
+    pub addresses: watch::Sender<Vec<String>>,
+}
+
+impl Publisher {
+    /// Makes `announced` the working set; returns whether it changed. Unusable addresses are
+    /// skipped, and a list without any usable one is ignored: an empty working set could
+    /// serve nothing, while the previous one may still work.
+    pub fn publish<S: AsRef<str>>(&self, announced: &[S]) -> bool {
+        let wanted = normalize(announced);
+        let current = self.hosts.borrow().clone();
+        let old = current.addresses();
+        if diff(&old, &wanted).is_empty() {
+            return false;
+        }
+        let mut kept: BTreeMap<&str, &Host> = current
+            .hosts
+            .iter()
+            .map(|h| (h.address.as_ref(), h))
+            .collect();
+        let mut hosts = Vec::with_capacity(wanted.len());
+        for address in &wanted {
+            if let Some(host) = kept.remove(address.as_str()) {
+                hosts.push(host.clone());
+                continue;
+            }
+            match endpoint(address) {
+                Ok(e) => hosts.push(Host {
+                    address: Arc::from(address.as_str()),
+                    channel: e.connect_lazy(),
+                }),
+                Err(e) => tracing::warn!(%address, error = %e, "ignoring unusable scheduler host"),
+            }
+        }
+        if hosts.is_empty() {
+            tracing::warn!(announced = ?wanted, "no usable scheduler host announced; keeping the current ones");
+            return false;
+        }
+        let set = HostSet { hosts };
+        let addresses = set.addresses();
+        if addresses == old {
+            return false;
+        }
+        tracing::info!(hosts = ?addresses, "scheduler hosts");
+        self.hosts.send_replace(Arc::new(set));
+        self.addresses.send_replace(addresses);
+        true
+    }
+}
+
+/// daprd's WatchHosts loop, until `stop`: ask a random configured address for the replicas,
+/// publish every list it sends, and reconnect when the stream ends. A Scheduler without
+/// WatchHosts (`Unimplemented`, before Dapr 1.15) means the configured addresses are the
+/// replicas.
+pub(super) async fn discover(
+    configured: Vec<String>,
+    publisher: Publisher,
+    stop: CancellationToken,
+) {
+    if configured.is_empty() {
+        return;
+    }
+    loop {
+        let address = &configured[fastrand::usize(..configured.len())];
+        let retry = match watch_once(address, &publisher, &stop).await {
+            Watched::Stopped => return,
+            Watched::Unimplemented => {
+                tracing::info!(
+                    %address,
+                    "scheduler does not implement WatchHosts; using the configured addresses"
+                );
+                publisher.publish(&configured);
+                // The working set stays published (and its senders alive) until `stop`.
+                stop.cancelled().await;
+                return;
+            }
+            Watched::ConnectFailed => jittered(CONNECT_RETRY.0, CONNECT_RETRY.1),
+            Watched::StreamEnded => STREAM_RETRY,
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(retry) => {}
+        }
+    }
+}
+
+/// How one WatchHosts attempt ended.
+enum Watched {
+    /// `stop` was cancelled.
+    Stopped,
+    /// The Scheduler has no WatchHosts.
+    Unimplemented,
+    /// The call could not be made.
+    ConnectFailed,
+    /// The stream ended or failed after it was open.
+    StreamEnded,
+}
+
+async fn watch_once(address: &str, publisher: &Publisher, stop: &CancellationToken) -> Watched {
+    let channel = match endpoint(address) {
+        Ok(e) => e.connect_lazy(),
+        Err(e) => {
+            // Configured addresses are checked up front; this is for the record only.
+            tracing::warn!(%address, error = %e, "unusable scheduler address");
+            return Watched::ConnectFailed;
+        }
+    };
+    let mut client = client(channel);
+    let opened = tokio::select! {
+        () = stop.cancelled() => return Watched::Stopped,
+        opened = client.watch_hosts(sv1::WatchHostsRequest {}) => opened,
+    };
+    let mut stream = match opened {
+        Ok(response) => response.into_inner(),
+        Err(status) if status.code() == tonic::Code::Unimplemented => {
+            return Watched::Unimplemented;
+        }
+        Err(status) => {
+            tracing::debug!(%address, error = %status, "cannot watch scheduler hosts");
+            return Watched::ConnectFailed;
+        }
+    };
+    let mut first = true;
+    loop {
+        let message = tokio::select! {
+            () = stop.cancelled() => return Watched::Stopped,
+            message = stream.message() => message,
+        };
+        match message {
+            Ok(Some(update)) => {
+                let announced: Vec<&str> =
+                    update.hosts.iter().map(|h| h.address.as_str()).collect();
+                publisher.publish(&announced);
+            }
+            Ok(None) => {
+                tracing::debug!(%address, "scheduler host stream ended");
+                return Watched::StreamEnded;
+            }
+            Err(status) if first && status.code() == tonic::Code::Unimplemented => {
+                return Watched::Unimplemented;
+            }
+            Err(status) => {
+                tracing::debug!(%address, error = %status, "scheduler host stream failed");
+                return Watched::StreamEnded;
+            }
+        }
+        first = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_sorts_trims_and_deduplicates() {
+        assert_eq!(normalize(&["b:1", " a:1", "", "b:1", "  "]), ["a:1", "b:1"]);
+        assert!(normalize::<&str>(&[]).is_empty());
+    }
+
+    #[test]
+    fn diff_names_what_to_open_and_close() {
+        let d = diff(&["a:1", "b:1", "c:1"], &["b:1", "c:1", "d:1"]);
+        assert_eq!(d.added, ["d:1"]);
+        assert_eq!(d.removed, ["a:1"]);
+        assert!(!d.is_empty());
+        assert!(diff(&["a:1"], &["a:1"]).is_empty());
+        let d = diff::<&str, &str>(&[], &["a:1"]);
+        assert_eq!(d.added, ["a:1"]);
+        assert!(d.removed.is_empty());
+        let d = diff::<&str, &str>(&["a:1"], &[]);
+        assert_eq!(d.removed, ["a:1"]);
+    }
+
+    fn publisher() -> (
+        Publisher,
+        watch::Receiver<Arc<HostSet>>,
+        watch::Receiver<Vec<String>>,
+    ) {
+        let (hosts, hosts_rx) = watch::channel(Arc::new(HostSet::default()));
+        let (addresses, addresses_rx) = watch::channel(Vec::new());
+        (Publisher { hosts, addresses }, hosts_rx, addresses_rx)
+    }
+
+    #[tokio::test]
+    async fn publishing_keeps_channels_of_replicas_that_stay_and_ignores_repeats() {
+        let (p, hosts, addresses) = publisher();
+        assert!(p.publish(&["b:2", "a:1"]));
+        assert_eq!(*addresses.borrow(), ["a:1", "b:2"]);
+        let first = hosts.borrow().clone();
+
+        // The same replicas in another order are not a change.
+        assert!(!p.publish(&["a:1", "b:2", "a:1"]));
+        assert!(Arc::ptr_eq(&first, &hosts.borrow()));
+
+        assert!(p.publish(&["b:2", "c:3"]));
+        assert_eq!(*addresses.borrow(), ["b:2", "c:3"]);
+        let b = hosts.borrow().hosts[0].address.clone();
+        assert!(
+            Arc::ptr_eq(&b, &first.hosts[1].address),
+            "b:2 keeps its channel"
+        );
+    }
+
+    /// A Scheduler older than Dapr 1.15: every rpc (WatchHosts included) is Unimplemented.
+    struct Old;
+
+    type Nothing<T> = tokio_stream::Empty<Result<T, tonic::Status>>;
+
+    #[tonic::async_trait]
+    impl sv1::scheduler_server::Scheduler for Old {
+        async fn schedule_job(
+            &self,
+            _: tonic::Request<sv1::ScheduleJobRequest>,
+        ) -> Result<tonic::Response<sv1::ScheduleJobResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+        async fn get_job(
+            &self,
+            _: tonic::Request<sv1::GetJobRequest>,
+        ) -> Result<tonic::Response<sv1::GetJobResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+        async fn delete_job(
+            &self,
+            _: tonic::Request<sv1::DeleteJobRequest>,
+        ) -> Result<tonic::Response<sv1::DeleteJobResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+        type WatchJobsStream = Nothing<sv1::WatchJobsResponse>;
+        async fn watch_jobs(
+            &self,
+            _: tonic::Request<tonic::Streaming<sv1::WatchJobsRequest>>,
+        ) -> Result<tonic::Response<Self::WatchJobsStream>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+        async fn list_jobs(
+            &self,
+            _: tonic::Request<sv1::ListJobsRequest>,
+        ) -> Result<tonic::Response<sv1::ListJobsResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+        type WatchHostsStream = Nothing<sv1::WatchHostsResponse>;
+        async fn watch_hosts(
+            &self,
+            _: tonic::Request<sv1::WatchHostsRequest>,
+        ) -> Result<tonic::Response<Self::WatchHostsStream>, tonic::Status> {
+            Err(tonic::Status::unimplemented("unknown method WatchHosts"))
+        }
+        async fn delete_by_metadata(
+            &self,
+            _: tonic::Request<sv1::DeleteByMetadataRequest>,
+        ) -> Result<tonic::Response<sv1::DeleteByMetadataResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+        async fn delete_by_name_prefix(
+            &self,
+            _: tonic::Request<sv1::DeleteByNamePrefixRequest>,
+        ) -> Result<tonic::Response<sv1::DeleteByNamePrefixResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_scheduler_without_watch_hosts_means_the_configured_addresses() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(sv1::scheduler_server::SchedulerServer::new(Old))
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    stop.clone().cancelled_owned(),
+                ),
+        );
+        let (p, _hosts, mut addresses) = publisher();
+        let configured = vec![address.clone()];
+        let discovery = tokio::spawn(discover(configured, p, stop.clone()));
+        // Discovery gives up watching and publishes what it was given.
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            addresses.wait_for(|a| !a.is_empty()),
+        )
+        .await
+        .expect("the configured addresses are published")
+        .unwrap();
+        assert_eq!(*addresses.borrow(), [address]);
+        stop.cancel();
+        discovery.await.unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_empty_or_unusable_announcement_keeps_the_working_set() {
+        let (p, _hosts, addresses) = publisher();
+        assert!(!p.publish::<&str>(&[]));
+        assert!(addresses.borrow().is_empty());
+        assert!(p.publish(&["a:1"]));
+        assert!(!p.publish::<&str>(&[]));
+        assert!(!p.publish(&["bad host:1"]));
+        assert_eq!(*addresses.borrow(), ["a:1"]);
+    }
+}

@@ -1,0 +1,574 @@
+//! Remote mode: the sidecar forwards the Scheduler calls to Dapr Scheduler replicas (a real
+//! `dapr scheduler` or `jobsd scheduler`) and receives triggers from them, as daprd does
+//! (`dapr-jobs-api.md` §4.1–4.3, `pkg/runtime/scheduler`).
+//!
+//! - [`hosts`]: WatchHosts on a configured address names the replicas; each gets one channel.
+//! - unary calls ([`Remote`] as the [`Scheduler`] seam) go round robin over the replicas,
+//!   wait (up to 30 s) until replicas are known and reachable, and are retried once on
+//!   `Canceled` on the next replica.
+//! - [`watch`]: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
+//!   deliverable; every trigger is delivered to the app and acknowledged on its stream.
+
+mod hosts;
+mod watch;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::{Semaphore, watch as channel};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::transport::Channel;
+
+use super::{Error, Scheduler};
+use crate::clock::Clock;
+use crate::engine::Sink;
+use crate::proto::scheduler as sv1;
+use crate::proto::scheduler::scheduler_client::SchedulerClient;
+use hosts::{Host, HostSet, Publisher};
+
+/// How long one call may take, waiting for replicas included (daprd's `rpcTimeout`).
+const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pause before the one retry of a `Canceled` call (daprd's wrapper: `250ms ± 125ms`).
+const CANCELED_RETRY: (Duration, Duration) =
+    (Duration::from_millis(250), Duration::from_millis(125));
+/// Largest message either way, as daprd dials the Scheduler (`MaxInt32`).
+const MAX_MESSAGE: usize = i32::MAX as usize;
+
+/// Where the replicas are and who this sidecar is.
+#[derive(Debug, Clone)]
+pub struct RemoteConfig {
+    /// `--scheduler-host-address` entries (`host:port`), not empty.
+    pub addresses: Vec<String>,
+    /// This sidecar's app id: the streams ask for its jobs.
+    pub app_id: String,
+    /// The app's namespace.
+    pub namespace: String,
+    /// WatchJobs streams per replica (`--scheduler-job-streams`).
+    pub job_streams: usize,
+}
+
+/// The Scheduler seam over Dapr Scheduler replicas; cheap to clone.
+#[derive(Clone)]
+pub struct Remote {
+    /// State shared with every clone.
+    shared: Arc<Shared>,
+}
+
+/// What the calls read.
+struct Shared {
+    /// The working set of replicas.
+    hosts: channel::Receiver<Arc<HostSet>>,
+    /// The working set as addresses (readiness, metadata).
+    addresses: channel::Receiver<Vec<String>>,
+    /// Round-robin position over the working set.
+    next: AtomicUsize,
+    /// WatchJobs streams open now (shared with the stream holder).
+    open_streams: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("hosts", &*self.shared.addresses.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The background work of a [`Remote`]: host discovery and the job streams. Close it to stop
+/// receiving triggers; calls keep working over the last known replicas.
+#[derive(Debug)]
+pub struct Connections {
+    /// Stops discovery and closes the streams.
+    stop: CancellationToken,
+    /// The discovery and stream-holding tasks.
+    tasks: TaskTracker,
+}
+
+impl Remote {
+    /// Starts discovering replicas from `config.addresses` and, while `deliverable` is true,
+    /// holding WatchJobs streams whose triggers go to `sink`. Must be called within a Tokio
+    /// runtime.
+    pub fn start(
+        config: RemoteConfig,
+        sink: Arc<dyn Sink>,
+        deliverable: channel::Receiver<bool>,
+        clock: Arc<dyn Clock>,
+    ) -> (Remote, Connections) {
+        let (hosts_tx, hosts) = channel::channel(Arc::new(HostSet::default()));
+        let (addresses_tx, addresses) = channel::channel(Vec::new());
+        let stop = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let open_streams = Arc::new(AtomicUsize::new(0));
+        let context = Arc::new(watch::StreamContext {
+            initial: sv1::WatchJobsRequestInitial {
+                app_id: config.app_id,
+                namespace: config.namespace,
+                // Actor reminders come with the actor runtime; until then ask for app jobs only.
+                actor_types: Vec::new(),
+                accept_job_types: vec![sv1::JobTargetType::Job.into()],
+                concurrency_limits: Vec::new(),
+            },
+            sink,
+            clock,
+            in_flight: Arc::new(Semaphore::new(watch::MAX_IN_FLIGHT)),
+            streams_per_host: config.job_streams,
+            open_streams: open_streams.clone(),
+        });
+        tasks.spawn(hosts::discover(
+            config.addresses,
+            Publisher {
+                hosts: hosts_tx,
+                addresses: addresses_tx,
+            },
+            stop.clone(),
+        ));
+        tasks.spawn(watch::hold(
+            context,
+            hosts.clone(),
+            deliverable,
+            stop.clone(),
+        ));
+        tasks.close();
+        let remote = Remote {
+            shared: Arc::new(Shared {
+                hosts,
+                addresses,
+                next: AtomicUsize::new(0),
+                open_streams,
+            }),
+        };
+        (remote, Connections { stop, tasks })
+    }
+
+    /// The addresses of the replicas in use; empty until WatchHosts has named some (the
+    /// sidecar is not ready until then).
+    pub fn hosts(&self) -> channel::Receiver<Vec<String>> {
+        self.shared.addresses.clone()
+    }
+
+    /// WatchJobs streams open now: `--scheduler-job-streams` per replica while the app is
+    /// deliverable, 0 while it is not (or has no `--app-port`). A stream counts once the
+    /// Scheduler has answered it.
+    pub fn job_streams(&self) -> usize {
+        self.shared.open_streams.load(Ordering::Relaxed)
+    }
+
+    /// The next replica round robin, waiting until `deadline` for one to be known.
+    async fn next_host(&self, deadline: Instant) -> Result<Host, Error> {
+        let mut hosts = self.shared.hosts.clone();
+        let waited =
+            tokio::time::timeout_at(deadline, hosts.wait_for(|s| !s.hosts.is_empty())).await;
+        let set = match waited {
+            Ok(Ok(set)) => set.clone(),
+            Ok(Err(_)) => {
+                return Err(Error::new(
+                    tonic::Code::Unavailable,
+                    "scheduler clients are closed",
+                ));
+            }
+            Err(_) => return Err(deadline_exceeded()),
+        };
+        let index = self.shared.next.fetch_add(1, Ordering::Relaxed) % set.hosts.len();
+        Ok(set.hosts[index].clone())
+    }
+
+    /// One unary call with daprd's client semantics: a 30 s deadline; wait-for-ready (a
+    /// replica that cannot be reached is retried, on the next one, until the deadline);
+    /// one retry on `Canceled` on the next replica. Every other status is the answer.
+    async fn call<R, T>(&self, request: R, rpc: Rpc<R, T>) -> Result<T, Error>
+    where
+        R: Clone + Send + 'static,
+    {
+        let deadline = Instant::now() + RPC_TIMEOUT;
+        let mut canceled_retry_left = true;
+        let mut backoff = ConnectBackoff::default();
+        loop {
+            let host = self.next_host(deadline).await?;
+            let mut req = tonic::Request::new(request.clone());
+            req.set_timeout(deadline.saturating_duration_since(Instant::now()));
+            let status =
+                match tokio::time::timeout_at(deadline, rpc(client(host.channel), req)).await {
+                    Err(_) => return Err(deadline_exceeded()),
+                    Ok(Ok(response)) => return Ok(response.into_inner()),
+                    Ok(Err(status)) => status,
+                };
+            let pause = if never_sent(&status) {
+                tracing::debug!(address = %host.address, error = %status, "scheduler not reachable; waiting for it");
+                backoff.next_delay()
+            } else if status.code() == tonic::Code::Cancelled && canceled_retry_left {
+                canceled_retry_left = false;
+                jittered(CANCELED_RETRY.0, CANCELED_RETRY.1)
+            } else {
+                return Err(status.into());
+            };
+            if tokio::time::timeout_at(deadline, tokio::time::sleep(pause))
+                .await
+                .is_err()
+            {
+                return Err(deadline_exceeded());
+            }
+        }
+    }
+}
+
+impl Connections {
+    /// Stops discovery and closes every stream: deliveries in flight finish and are
+    /// acknowledged first. Bounded: returns after a few seconds at most.
+    pub async fn close(self) {
+        self.stop.cancel();
+        let bound = watch::DELIVERY_GRACE + Duration::from_secs(3);
+        if tokio::time::timeout(bound, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("scheduler connections did not close in time");
+        }
+    }
+}
+
+/// One rpc of the Scheduler client, boxed so one retry loop serves all of them.
+type Rpc<R, T> = fn(
+    SchedulerClient<Channel>,
+    tonic::Request<R>,
+) -> BoxFuture<'static, Result<tonic::Response<T>, tonic::Status>>;
+
+#[async_trait::async_trait]
+impl Scheduler for Remote {
+    async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Error> {
+        self.call(req, |mut c, r| {
+            async move { c.schedule_job(r).await }.boxed()
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
+        let response = self
+            .call(req, |mut c, r| async move { c.get_job(r).await }.boxed())
+            .await?;
+        // A replica answering OK without a job breaks the protocol; an empty job is what
+        // Go's nil-tolerant getters would read.
+        Ok(response.job.unwrap_or_default())
+    }
+
+    async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
+        self.call(req, |mut c, r| async move { c.delete_job(r).await }.boxed())
+            .await
+            .map(drop)
+    }
+
+    async fn list_jobs(&self, req: sv1::ListJobsRequest) -> Result<Vec<sv1::NamedJob>, Error> {
+        self.call(req, |mut c, r| async move { c.list_jobs(r).await }.boxed())
+            .await
+            .map(|response| response.jobs)
+    }
+
+    async fn delete_by_name_prefix(
+        &self,
+        req: sv1::DeleteByNamePrefixRequest,
+    ) -> Result<(), Error> {
+        self.call(req, |mut c, r| {
+            async move { c.delete_by_name_prefix(r).await }.boxed()
+        })
+        .await
+        .map(drop)
+    }
+}
+
+/// A Scheduler client over `channel` with daprd's message size limits.
+fn client(channel: Channel) -> SchedulerClient<Channel> {
+    SchedulerClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE)
+}
+
+/// grpc-go's error when a call's context runs out.
+fn deadline_exceeded() -> Error {
+    Error::new(tonic::Code::DeadlineExceeded, "context deadline exceeded")
+}
+
+/// Whether the call failed before it reached the replica (no connection): only then is
+/// retrying safe for a create-only `ScheduleJob`, which is what wait-for-ready retries.
+fn never_sent(status: &tonic::Status) -> bool {
+    let mut cause = std::error::Error::source(status);
+    while let Some(err) = cause {
+        if err.is::<tonic::ConnectError>() {
+            return true;
+        }
+        cause = err.source();
+    }
+    false
+}
+
+/// `base ± spread`, uniformly.
+fn jittered(base: Duration, spread: Duration) -> Duration {
+    let low = base.saturating_sub(spread);
+    let width = (base + spread).saturating_sub(low);
+    let nanos = u64::try_from(width.as_nanos()).unwrap_or(u64::MAX);
+    low + Duration::from_nanos(fastrand::u64(0..=nanos))
+}
+
+/// gRPC's connection backoff as daprd dials the Scheduler: 500 ms, ×1.6 per attempt, up to
+/// 3 s, ±20 % jitter.
+#[derive(Debug)]
+struct ConnectBackoff {
+    /// The next delay before jitter.
+    next: Duration,
+}
+
+impl ConnectBackoff {
+    /// First delay.
+    const BASE: Duration = Duration::from_millis(500);
+    /// Largest delay before jitter.
+    const MAX: Duration = Duration::from_secs(3);
+
+    fn next_delay(&mut self) -> Duration {
+        let current = self.next;
+        self.next = self.next.mul_f64(1.6).min(Self::MAX);
+        jittered(current, current / 5)
+    }
+}
+
+impl Default for ConnectBackoff {
+    fn default() -> Self {
+        Self { next: Self::BASE }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_within_its_bounds() {
+        for _ in 0..10_000 {
+            let d = jittered(Duration::from_millis(500), Duration::from_millis(250));
+            assert!(
+                (Duration::from_millis(250)..=Duration::from_millis(750)).contains(&d),
+                "{d:?}"
+            );
+            let d = jittered(Duration::from_secs(1), Duration::from_millis(500));
+            assert!(
+                (Duration::from_millis(500)..=Duration::from_millis(1500)).contains(&d),
+                "{d:?}"
+            );
+        }
+        // A spread wider than the base never goes below zero.
+        let d = jittered(Duration::from_millis(100), Duration::from_millis(250));
+        assert!(d <= Duration::from_millis(350));
+        assert_eq!(
+            jittered(Duration::from_secs(1), Duration::ZERO),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn jitter_spreads() {
+        let samples: Vec<Duration> = (0..200)
+            .map(|_| jittered(Duration::from_millis(500), Duration::from_millis(250)))
+            .collect();
+        assert!(samples.iter().any(|d| *d < Duration::from_millis(400)));
+        assert!(samples.iter().any(|d| *d > Duration::from_millis(600)));
+    }
+
+    #[test]
+    fn connect_backoff_grows_to_its_cap() {
+        let mut b = ConnectBackoff::default();
+        let first = b.next_delay();
+        assert!((Duration::from_millis(400)..=Duration::from_millis(600)).contains(&first));
+        let mut last = first;
+        for _ in 0..20 {
+            last = b.next_delay();
+            assert!(last <= Duration::from_millis(3600), "{last:?}");
+        }
+        assert!(last >= Duration::from_millis(2400), "{last:?}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_counts_as_never_sent_and_a_status_does_not() {
+        // A port nobody listens on: bind, learn the port, close.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let channel = hosts::endpoint(&address).unwrap().connect_lazy();
+        let status = client(channel)
+            .get_job(sv1::GetJobRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(never_sent(&status), "{status:?}");
+        assert!(!never_sent(&tonic::Status::unavailable("replica says no")));
+    }
+
+    /// Counts calls; `GetJob` is `Canceled` once, `ListJobs` always, `ScheduleJob` is
+    /// `AlreadyExists`; no WatchHosts, so the configured address is the replica.
+    #[derive(Default)]
+    struct Flaky {
+        get: AtomicUsize,
+        list: AtomicUsize,
+        schedule: AtomicUsize,
+    }
+
+    type Nothing<T> = tokio_stream::Empty<Result<T, tonic::Status>>;
+
+    #[tonic::async_trait]
+    impl sv1::scheduler_server::Scheduler for Arc<Flaky> {
+        async fn schedule_job(
+            &self,
+            _: tonic::Request<sv1::ScheduleJobRequest>,
+        ) -> Result<tonic::Response<sv1::ScheduleJobResponse>, tonic::Status> {
+            self.schedule.fetch_add(1, Ordering::SeqCst);
+            Err(tonic::Status::already_exists("job already exists: 'x'"))
+        }
+        async fn get_job(
+            &self,
+            _: tonic::Request<sv1::GetJobRequest>,
+        ) -> Result<tonic::Response<sv1::GetJobResponse>, tonic::Status> {
+            if self.get.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(tonic::Status::cancelled("context canceled"));
+            }
+            Ok(tonic::Response::new(sv1::GetJobResponse {
+                job: Some(sv1::Job {
+                    schedule: Some("@daily".into()),
+                    ..Default::default()
+                }),
+            }))
+        }
+        async fn delete_job(
+            &self,
+            _: tonic::Request<sv1::DeleteJobRequest>,
+        ) -> Result<tonic::Response<sv1::DeleteJobResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+        type WatchJobsStream = Nothing<sv1::WatchJobsResponse>;
+        async fn watch_jobs(
+            &self,
+            _: tonic::Request<tonic::Streaming<sv1::WatchJobsRequest>>,
+        ) -> Result<tonic::Response<Self::WatchJobsStream>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+        async fn list_jobs(
+            &self,
+            _: tonic::Request<sv1::ListJobsRequest>,
+        ) -> Result<tonic::Response<sv1::ListJobsResponse>, tonic::Status> {
+            self.list.fetch_add(1, Ordering::SeqCst);
+            Err(tonic::Status::cancelled("context canceled"))
+        }
+        type WatchHostsStream = Nothing<sv1::WatchHostsResponse>;
+        async fn watch_hosts(
+            &self,
+            _: tonic::Request<sv1::WatchHostsRequest>,
+        ) -> Result<tonic::Response<Self::WatchHostsStream>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+        async fn delete_by_metadata(
+            &self,
+            _: tonic::Request<sv1::DeleteByMetadataRequest>,
+        ) -> Result<tonic::Response<sv1::DeleteByMetadataResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+        async fn delete_by_name_prefix(
+            &self,
+            _: tonic::Request<sv1::DeleteByNamePrefixRequest>,
+        ) -> Result<tonic::Response<sv1::DeleteByNamePrefixResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented(""))
+        }
+    }
+
+    /// A sink that is never called: the app is not deliverable, so no stream opens.
+    struct NoApp;
+
+    #[async_trait::async_trait]
+    impl Sink for NoApp {
+        async fn deliver(&self, _: crate::engine::Trigger) -> crate::engine::TriggerResult {
+            crate::engine::TriggerResult::Undeliverable
+        }
+        fn is_deliverable(&self, _: &str) -> bool {
+            false
+        }
+    }
+
+    #[tokio::test]
+    async fn canceled_is_retried_once_and_other_errors_are_the_answer() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let flaky = Arc::new(Flaky::default());
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(sv1::scheduler_server::SchedulerServer::new(flaky.clone()))
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    stop.clone().cancelled_owned(),
+                ),
+        );
+        let (_deliverable_tx, deliverable) = channel::channel(false);
+        let (remote, connections) = Remote::start(
+            RemoteConfig {
+                addresses: vec![address],
+                app_id: "myapp".into(),
+                namespace: "default".into(),
+                job_streams: 3,
+            },
+            Arc::new(NoApp),
+            deliverable,
+            Arc::new(crate::clock::SystemClock),
+        );
+
+        let job = remote.get_job(sv1::GetJobRequest::default()).await.unwrap();
+        assert_eq!(job.schedule.as_deref(), Some("@daily"));
+        assert_eq!(
+            flaky.get.load(Ordering::SeqCst),
+            2,
+            "one retry after Canceled"
+        );
+
+        let err = remote
+            .list_jobs(sv1::ListJobsRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, tonic::Code::Cancelled);
+        assert_eq!(flaky.list.load(Ordering::SeqCst), 2, "only one retry");
+
+        let err = remote
+            .schedule_job(sv1::ScheduleJobRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "rpc error: code = AlreadyExists desc = job already exists: 'x'"
+        );
+        assert_eq!(flaky.schedule.load(Ordering::SeqCst), 1, "not retried");
+        assert_eq!(remote.job_streams(), 0);
+
+        connections.close().await;
+        stop.cancel();
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_wait_for_hosts_until_the_deadline() {
+        let (_tx, hosts) = channel::channel(Arc::new(HostSet::default()));
+        let (_atx, addresses) = channel::channel(Vec::new());
+        let remote = Remote {
+            shared: Arc::new(Shared {
+                hosts,
+                addresses,
+                next: AtomicUsize::new(0),
+                open_streams: Arc::default(),
+            }),
+        };
+        let started = Instant::now();
+        let err = remote
+            .get_job(sv1::GetJobRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err, deadline_exceeded());
+        assert_eq!(started.elapsed(), RPC_TIMEOUT);
+    }
+}

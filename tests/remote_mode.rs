@@ -1,0 +1,800 @@
+//! Remote mode end to end: a sidecar started with `--scheduler-host-address` in front of an
+//! in-process `jobsd scheduler` replica (memory store, manual clock) and a real HTTP app.
+//! Jobs go through the sidecar's HTTP and gRPC APIs to the replica; triggers come back on the
+//! sidecar's WatchJobs streams, reach the app and are acknowledged.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use common::http;
+use jobsd::app::{Replica, Sidecar};
+use jobsd::clock::{Clock, ManualClock};
+use jobsd::config::{self, AppProtocol};
+use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
+use jobsd::proto::scheduler as sv1;
+use jobsd::proto::scheduler::job_target_metadata::Type as Target;
+use jobsd::proto::scheduler::scheduler_client::SchedulerClient;
+use jobsd::store::{self, Store};
+use tokio::net::TcpListener;
+use tonic::transport::Channel;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+}
+
+/// Polls `check` every 10 ms for up to 10 s; panics with `what` if it never holds.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..1000 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+// ---- the replica -------------------------------------------------------------------------
+
+/// A replica on `listen` over `store`, driven by a manual clock.
+struct Rep {
+    replica: Replica,
+    clock: ManualClock,
+}
+
+impl Rep {
+    async fn start() -> Rep {
+        Self::start_on(
+            "127.0.0.1:0".parse().unwrap(),
+            Arc::new(store::Memory::new()),
+            ManualClock::new(t0()),
+        )
+        .await
+    }
+
+    async fn start_on(listen: SocketAddr, store: Arc<dyn Store>, clock: ManualClock) -> Rep {
+        let cfg = config::Replica {
+            id: "dapr-scheduler-server-0".into(),
+            listen,
+            broadcast_override: None,
+            data_dir: "unused".into(),
+        };
+        let replica = Replica::start_with(cfg, store, Arc::new(clock.clone()))
+            .await
+            .unwrap();
+        Rep { replica, clock }
+    }
+
+    fn address(&self) -> String {
+        self.replica.broadcast_address.clone()
+    }
+
+    async fn client(&self) -> SchedulerClient<Channel> {
+        SchedulerClient::connect(format!("http://{}", self.replica.addr))
+            .await
+            .unwrap()
+    }
+
+    /// Waits until no trigger is out at a stream and nothing is due.
+    async fn settle(&self) {
+        for _ in 0..5000 {
+            let s = self.replica.engine().sync().await.unwrap();
+            if s.outstanding == 0 && s.next_due.is_none_or(|t| t > self.clock.now()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        panic!("replica did not settle");
+    }
+
+    /// Steps the clock to `now + d`, stopping at every fire time on the way.
+    async fn run_for(&self, d: TimeDelta) {
+        let to = self.clock.now() + d;
+        self.settle().await;
+        while let Some(next) = self.replica.engine().sync().await.unwrap().next_due {
+            if next > to {
+                break;
+            }
+            if next > self.clock.now() {
+                self.clock.set(next);
+            }
+            self.settle().await;
+        }
+        self.clock.set(to);
+        self.settle().await;
+    }
+
+    async fn staged(&self) -> usize {
+        self.replica.engine().sync().await.unwrap().staged
+    }
+
+    /// Whether the replica holds job `name` of `myapp`.
+    async fn has(&self, name: &str) -> bool {
+        self.replica
+            .engine()
+            .get_job(sv1::GetJobRequest {
+                name: name.into(),
+                metadata: Some(myapp()),
+            })
+            .await
+            .is_ok()
+    }
+
+    async fn stop(self) -> ManualClock {
+        self.replica.shutdown_token().cancel();
+        self.replica.wait().await.unwrap();
+        self.clock
+    }
+}
+
+fn myapp() -> sv1::JobMetadata {
+    sv1::JobMetadata {
+        app_id: "myapp".into(),
+        namespace: "default".into(),
+        target: Some(sv1::JobTargetMetadata {
+            r#type: Some(Target::Job(sv1::TargetJob {})),
+        }),
+        concurrency_key: None,
+    }
+}
+
+// ---- the app -----------------------------------------------------------------------------
+
+/// What an app received: job name and body.
+type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// Names of the calls an app has started answering.
+type Started = Arc<Mutex<Vec<String>>>;
+
+/// An HTTP app: `POST /job/{name}` answers the status configured for the name (200 by
+/// default), after the delay configured for it; `GET /healthz` answers `healthy`.
+#[derive(Clone)]
+struct HttpApp {
+    started: Started,
+    received: Received,
+    status: Arc<Mutex<HashMap<String, u16>>>,
+    delay: Arc<Mutex<HashMap<String, Duration>>>,
+    healthy: Arc<Mutex<bool>>,
+}
+
+impl HttpApp {
+    fn new() -> Self {
+        HttpApp {
+            started: Started::default(),
+            received: Received::default(),
+            status: Arc::default(),
+            delay: Arc::default(),
+            healthy: Arc::new(Mutex::new(true)),
+        }
+    }
+
+    fn bodies(&self, name: &str) -> Vec<String> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    }
+
+    fn count(&self, name: &str) -> usize {
+        self.bodies(name).len()
+    }
+}
+
+async fn job(State(app): State<HttpApp>, Path(name): Path<String>, body: Bytes) -> StatusCode {
+    app.started.lock().unwrap().push(name.clone());
+    let delay = app.delay.lock().unwrap().get(&name).copied();
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    app.received
+        .lock()
+        .unwrap()
+        .push((name.clone(), body.to_vec()));
+    let code = app
+        .status
+        .lock()
+        .unwrap()
+        .get(&name)
+        .copied()
+        .unwrap_or(200);
+    StatusCode::from_u16(code).unwrap()
+}
+
+async fn healthz(State(app): State<HttpApp>) -> StatusCode {
+    if *app.healthy.lock().unwrap() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+async fn serve_app(app: HttpApp) -> SocketAddr {
+    let router = Router::new()
+        .route("/job/{name}", post(job))
+        .route("/healthz", get(healthz))
+        .with_state(app);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+// ---- the sidecar -------------------------------------------------------------------------
+
+fn sidecar_cfg(hosts: &[String], app: Option<SocketAddr>) -> config::Sidecar {
+    config::Sidecar {
+        app_id: "myapp".into(),
+        namespace: "default".into(),
+        app_address: app,
+        app_protocol: AppProtocol::Http,
+        http_addrs: vec!["127.0.0.1:0".parse().unwrap()],
+        grpc_addrs: vec!["127.0.0.1:0".parse().unwrap()],
+        data_dir: "unused-in-remote-mode".into(),
+        max_body_size: 4 << 20,
+        api_token: None,
+        app_api_token: None,
+        app_max_concurrency: config::DEFAULT_MAX_IN_FLIGHT,
+        health_check: None,
+        resources_paths: Vec::new(),
+        scheduler_hosts: hosts.to_vec(),
+        scheduler_job_streams: 3,
+    }
+}
+
+struct Side {
+    sidecar: Sidecar,
+    http: SocketAddr,
+}
+
+impl Side {
+    async fn start(cfg: config::Sidecar) -> Side {
+        let sidecar = Sidecar::start(cfg).await.unwrap();
+        let http = sidecar.http_addrs[0];
+        Side { sidecar, http }
+    }
+
+    /// Starts in front of `rep` and waits until its streams are open.
+    async fn connected(rep: &Rep, app: SocketAddr) -> Side {
+        let side = Side::start(sidecar_cfg(&[rep.address()], Some(app))).await;
+        side.wait_streams(3).await;
+        side
+    }
+
+    fn streams(&self) -> usize {
+        self.sidecar.remote().unwrap().job_streams()
+    }
+
+    async fn wait_streams(&self, n: usize) {
+        eventually(&format!("{n} job streams"), async || self.streams() == n).await;
+    }
+
+    async fn send(&self, method: &str, path: &str, body: &str) -> common::HttpResponse {
+        http(self.http, method, path, &[], body.as_bytes()).await
+    }
+
+    async fn post(&self, name: &str, body: &str) {
+        let r = self.send("POST", &format!("/v1.0/jobs/{name}"), body).await;
+        assert_eq!(r.status, 204, "{}", r.text());
+    }
+
+    async fn grpc(&self) -> DaprClient<Channel> {
+        DaprClient::connect(format!("http://{}", self.sidecar.grpc_addrs[0]))
+            .await
+            .unwrap()
+    }
+
+    async fn stop(self) {
+        self.sidecar.shutdown_token().cancel();
+        tokio::time::timeout(Duration::from_secs(15), self.sidecar.wait())
+            .await
+            .expect("sidecar stops in bounded time")
+            .unwrap();
+    }
+}
+
+// ---- tests -------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn http_and_grpc_calls_land_in_the_replica() {
+    let rep = Rep::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = sidecar_cfg(&[rep.address()], None);
+    cfg.data_dir = dir.path().join("data");
+    let side = Side::start(cfg).await;
+    assert!(
+        !dir.path().join("data").exists(),
+        "remote mode opens no store"
+    );
+
+    // HTTP: schedule, get, list.
+    side.post(
+        "http-job",
+        r#"{"schedule":"@every 1h","data":{"k":"v"},"ttl":"48h"}"#,
+    )
+    .await;
+    assert!(rep.has("http-job").await);
+    let stored = rep
+        .replica
+        .engine()
+        .get_job(sv1::GetJobRequest {
+            name: "http-job".into(),
+            metadata: Some(myapp()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored.schedule.as_deref(), Some("@every 1h"));
+    assert_eq!(stored.ttl.as_deref(), Some("48h"));
+    let got = side.send("GET", "/v1.0/jobs/http-job", "").await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    let got = got.json();
+    assert_eq!(got["name"], "http-job");
+    assert_eq!(got["schedule"], "@every 1h");
+    assert_eq!(
+        got["data"],
+        serde_json::json!({"@type": "type.googleapis.com/google.protobuf.Value", "value": {"k": "v"}})
+    );
+    assert_eq!(
+        got["failurePolicy"],
+        serde_json::json!({"constant": {"interval": "1s", "maxRetries": 3}})
+    );
+
+    // gRPC: schedule, get, list, delete, delete by prefix.
+    let mut c = side.grpc().await;
+    for name in ["grpc-a", "grpc-b", "other"] {
+        c.schedule_job(rv1::ScheduleJobRequest {
+            job: Some(rv1::Job {
+                name: name.into(),
+                due_time: Some("2030-01-01T00:00:00Z".into()),
+                ..Default::default()
+            }),
+            overwrite: false,
+        })
+        .await
+        .unwrap();
+        assert!(rep.has(name).await, "{name} is on the replica");
+    }
+    let job = c
+        .get_job(rv1::GetJobRequest {
+            name: "grpc-a".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .job
+        .unwrap();
+    assert_eq!(job.due_time.as_deref(), Some("2030-01-01T00:00:00Z"));
+    let mut names: Vec<String> = c
+        .list_jobs(rv1::ListJobsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .jobs
+        .into_iter()
+        .map(|j| j.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["grpc-a", "grpc-b", "http-job", "other"]);
+    c.delete_job(rv1::DeleteJobRequest {
+        name: "other".into(),
+    })
+    .await
+    .unwrap();
+    assert!(!rep.has("other").await);
+    c.delete_jobs_by_prefix(rv1::DeleteJobsByPrefixRequest {
+        name_prefix: Some("grpc-".into()),
+    })
+    .await
+    .unwrap();
+    assert!(!rep.has("grpc-a").await && !rep.has("grpc-b").await);
+
+    // HTTP delete; deleting a missing job is fine too.
+    let del = side.send("DELETE", "/v1.0/jobs/http-job", "").await;
+    assert_eq!(del.status, 204, "{}", del.text());
+    assert!(!rep.has("http-job").await);
+    let del = side.send("DELETE", "/v1.0/jobs/never-was", "").await;
+    assert_eq!(del.status, 204, "{}", del.text());
+
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn replica_errors_map_like_daprd() {
+    let rep = Rep::start().await;
+    let side = Side::start(sidecar_cfg(&[rep.address()], None)).await;
+
+    side.post("dup", r#"{"schedule":"@daily"}"#).await;
+    let again = side
+        .send("POST", "/v1.0/jobs/dup", r#"{"schedule":"@daily"}"#)
+        .await;
+    assert_eq!(again.status, 409, "{}", again.text());
+    let body = again.json();
+    assert_eq!(body["errorCode"], "DAPR_SCHEDULER_SCHEDULE_JOB");
+    assert_eq!(
+        body["message"],
+        "failed to schedule job due to: rpc error: code = AlreadyExists desc = job already exists: 'app||default||myapp||dup'"
+    );
+
+    let missing = side.send("GET", "/v1.0/jobs/nope", "").await;
+    assert_eq!(missing.status, 500, "{}", missing.text());
+    let body = missing.json();
+    assert_eq!(body["errorCode"], "DAPR_SCHEDULER_GET_JOB");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "failed to get job due to: rpc error: code = NotFound desc = job not found: "
+        ),
+        "{message}"
+    );
+
+    // The replica's validation errors come back as Unknown, which daprd turns into 500.
+    let invalid = side
+        .send("POST", "/v1.0/jobs/bad", r#"{"schedule":"not a schedule"}"#)
+        .await;
+    assert_eq!(invalid.status, 500, "{}", invalid.text());
+    assert_eq!(invalid.json()["errorCode"], "DAPR_SCHEDULER_SCHEDULE_JOB");
+
+    // gRPC: AlreadyExists keeps its code.
+    let mut c = side.grpc().await;
+    let status = c
+        .schedule_job(rv1::ScheduleJobRequest {
+            job: Some(rv1::Job {
+                name: "dup".into(),
+                schedule: Some("@daily".into()),
+                ..Default::default()
+            }),
+            overwrite: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::AlreadyExists, "{status:?}");
+
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn healthz_waits_for_the_replicas_and_metadata_lists_them() {
+    // A port with nobody behind it yet.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let side = Side::start(sidecar_cfg(&[port.to_string()], None)).await;
+
+    let health = side.send("GET", "/v1.0/healthz", "").await;
+    assert_eq!(health.status, 500, "{}", health.text());
+    assert_eq!(
+        health.json(),
+        serde_json::json!({"errorCode": "ERR_HEALTH_NOT_READY", "message": "dapr is not ready"})
+    );
+    assert_eq!(
+        side.send("GET", "/v1.0/healthz/outbound", "").await.status,
+        204
+    );
+    let meta = side.send("GET", "/v1.0/metadata", "").await.json();
+    assert_eq!(meta["extended"]["schedulerMode"], "remote");
+    assert_eq!(
+        meta["scheduler"]["connected_addresses"],
+        serde_json::json!([])
+    );
+
+    // The replica comes up on that port: WatchHosts reconnects and names it.
+    let rep = Rep::start_on(port, Arc::new(store::Memory::new()), ManualClock::new(t0())).await;
+    eventually("healthz ready", async || {
+        side.send("GET", "/v1.0/healthz", "").await.status == 204
+    })
+    .await;
+    let meta = side.send("GET", "/v1.0/metadata", "").await.json();
+    assert_eq!(
+        meta["scheduler"]["connected_addresses"],
+        serde_json::json!([rep.address()])
+    );
+
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn a_due_job_reaches_the_app_and_its_ack_finishes_it() {
+    let rep = Rep::start().await;
+    let app = HttpApp::new();
+    let side = Side::connected(&rep, serve_app(app.clone()).await).await;
+
+    side.post("once", r#"{"dueTime":"1s","data":"someData"}"#)
+        .await;
+    side.post("obj", r#"{"dueTime":"1s","data":{"expression":"val"}}"#)
+        .await;
+    side.post("every", r#"{"schedule":"@every 1s","repeats":3}"#)
+        .await;
+    rep.run_for(TimeDelta::seconds(10)).await;
+
+    assert_eq!(app.bodies("once"), [r#""someData""#]);
+    assert_eq!(app.bodies("obj"), [r#"{"expression":"val"}"#]);
+    assert_eq!(app.count("every"), 3);
+    // SUCCESS acks finished the jobs on the replica.
+    for name in ["once", "obj", "every"] {
+        assert!(!rep.has(name).await, "{name} should be done");
+    }
+
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_app_fails_the_ack_and_the_replicas_failure_policy_applies() {
+    let rep = Rep::start().await;
+    let app = HttpApp::new();
+    app.status.lock().unwrap().insert("broken".into(), 500);
+    app.status.lock().unwrap().insert("gone".into(), 404);
+    let side = Side::connected(&rep, serve_app(app.clone()).await).await;
+
+    side.post("broken", r#"{"dueTime":"1s"}"#).await;
+    side.post("gone", r#"{"dueTime":"1s"}"#).await;
+    rep.run_for(TimeDelta::seconds(30)).await;
+
+    // Default policy: constant 1 s × 3 retries = 4 deliveries, then the job is dropped.
+    assert_eq!(app.count("broken"), 4);
+    assert!(!rep.has("broken").await);
+    // 404 is SUCCESS, as in daprd: delivered once.
+    assert_eq!(app.count("gone"), 1);
+    assert!(!rep.has("gone").await);
+
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn two_sidecars_of_one_app_share_its_triggers() {
+    let rep = Rep::start().await;
+    let app_a = HttpApp::new();
+    let app_b = HttpApp::new();
+    let a = Side::connected(&rep, serve_app(app_a.clone()).await).await;
+    let b = Side::connected(&rep, serve_app(app_b.clone()).await).await;
+
+    a.post("tick", r#"{"schedule":"@every 1s","repeats":30}"#)
+        .await;
+    rep.run_for(TimeDelta::seconds(40)).await;
+
+    let (na, nb) = (app_a.count("tick"), app_b.count("tick"));
+    assert_eq!(na + nb, 30, "every trigger delivered once: {na} + {nb}");
+    assert!(na > 0 && nb > 0, "both sidecars receive: {na} / {nb}");
+
+    a.stop().await;
+    b.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn a_restarted_sidecar_reconnects_and_delivery_goes_on() {
+    let rep = Rep::start().await;
+    let app = HttpApp::new();
+    let app_addr = serve_app(app.clone()).await;
+    let side = Side::connected(&rep, app_addr).await;
+    side.post("tick", r#"{"schedule":"@every 1s","repeats":10}"#)
+        .await;
+    rep.run_for(TimeDelta::seconds(3)).await;
+    assert_eq!(app.count("tick"), 3);
+    side.stop().await;
+
+    // No sidecar: the due triggers are staged, not spent.
+    rep.run_for(TimeDelta::seconds(2)).await;
+    assert_eq!(rep.staged().await, 1);
+    assert_eq!(app.count("tick"), 3);
+
+    let side = Side::connected(&rep, app_addr).await;
+    // The staged tick (4 s) and the one missed meanwhile (5 s) are replayed, as in Dapr.
+    eventually("the missed ticks", async || app.count("tick") == 5).await;
+    rep.run_for(TimeDelta::seconds(20)).await;
+    assert_eq!(app.count("tick"), 10);
+    assert!(!rep.has("tick").await);
+
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn streams_and_discovery_reconnect_after_a_replica_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
+    let rep = Rep::start_on(
+        "127.0.0.1:0".parse().unwrap(),
+        store,
+        ManualClock::new(t0()),
+    )
+    .await;
+    let listen = rep.replica.addr;
+    let app = HttpApp::new();
+    let side = Side::connected(&rep, serve_app(app.clone()).await).await;
+    side.post("tick", r#"{"schedule":"@every 1s","repeats":6}"#)
+        .await;
+    rep.run_for(TimeDelta::seconds(2)).await;
+    assert_eq!(app.count("tick"), 2);
+
+    let clock = rep.stop().await;
+    side.wait_streams(0).await;
+    // A call while the replica is down waits for it (gRPC wait-for-ready) instead of failing.
+    let addr = side.http;
+    let waiting = tokio::spawn(async move {
+        http(
+            addr,
+            "POST",
+            "/v1.0/jobs/while-down",
+            &[],
+            br#"{"dueTime":"1s"}"#,
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
+    let rep = Rep::start_on(listen, store, clock).await;
+    let answer = waiting.await.unwrap();
+    assert_eq!(answer.status, 204, "{}", answer.text());
+    side.wait_streams(3).await;
+    rep.run_for(TimeDelta::seconds(10)).await;
+    assert_eq!(app.count("tick"), 6);
+    assert_eq!(app.count("while-down"), 1);
+
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn without_an_app_port_no_streams_are_held_and_jobs_stay_staged() {
+    let rep = Rep::start().await;
+    let idle = Side::start(sidecar_cfg(&[rep.address()], None)).await;
+    eventually("hosts known", async || {
+        idle.send("GET", "/v1.0/healthz", "").await.status == 204
+    })
+    .await;
+    idle.post("waiting", r#"{"dueTime":"1s"}"#).await;
+    rep.run_for(TimeDelta::seconds(10)).await;
+    assert_eq!(idle.streams(), 0);
+    assert_eq!(
+        rep.staged().await,
+        1,
+        "staged, its failure policy untouched"
+    );
+
+    let app = HttpApp::new();
+    let side = Side::connected(&rep, serve_app(app.clone()).await).await;
+    eventually("the staged trigger", async || app.count("waiting") == 1).await;
+    rep.settle().await;
+    assert!(!rep.has("waiting").await);
+
+    idle.stop().await;
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn an_unhealthy_app_closes_the_streams_until_it_recovers() {
+    let rep = Rep::start().await;
+    let app = HttpApp::new();
+    *app.healthy.lock().unwrap() = false;
+    let mut cfg = sidecar_cfg(&[rep.address()], Some(serve_app(app.clone()).await));
+    cfg.health_check = Some(config::HealthCheck {
+        path: "/healthz".into(),
+        interval: Duration::from_millis(20),
+        timeout: Duration::from_millis(500),
+        threshold: 1,
+    });
+    let side = Side::start(cfg).await;
+    eventually("hosts known", async || {
+        side.send("GET", "/v1.0/healthz", "").await.status == 204
+    })
+    .await;
+    side.post("held", r#"{"dueTime":"0s"}"#).await;
+    rep.run_for(TimeDelta::seconds(5)).await;
+    assert_eq!(side.streams(), 0);
+    assert_eq!(rep.staged().await, 1);
+    assert_eq!(app.count("held"), 0);
+
+    *app.healthy.lock().unwrap() = true;
+    side.wait_streams(3).await;
+    eventually("the held trigger", async || app.count("held") == 1).await;
+
+    *app.healthy.lock().unwrap() = false;
+    side.wait_streams(0).await;
+
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn host_list_changes_move_the_streams() {
+    let one = Rep::start().await;
+    let two = Rep::start().await;
+    let app = HttpApp::new();
+    let side = Side::connected(&one, serve_app(app.clone()).await).await;
+
+    // Replica one announces both: streams open to two as well, and its jobs arrive.
+    one.replica.set_hosts(vec![one.address(), two.address()]);
+    side.wait_streams(6).await;
+    let meta = side.send("GET", "/v1.0/metadata", "").await.json();
+    let mut expected = vec![one.address(), two.address()];
+    expected.sort();
+    assert_eq!(
+        meta["scheduler"]["connected_addresses"],
+        serde_json::json!(expected)
+    );
+    let mut c = two.client().await;
+    c.schedule_job(sv1::ScheduleJobRequest {
+        name: "on-two".into(),
+        job: Some(sv1::Job {
+            due_time: Some("0s".into()),
+            ..Default::default()
+        }),
+        metadata: Some(myapp()),
+        overwrite: false,
+    })
+    .await
+    .unwrap();
+    two.run_for(TimeDelta::seconds(1)).await;
+    assert_eq!(app.count("on-two"), 1);
+
+    // Then only two: the streams to one close, and its triggers stay there, staged.
+    one.replica.set_hosts(vec![two.address()]);
+    side.wait_streams(3).await;
+    side.post("on-two-again", r#"{"dueTime":"0s"}"#).await;
+    assert!(two.has("on-two-again").await, "calls go to the new set");
+    two.run_for(TimeDelta::seconds(1)).await;
+    assert_eq!(app.count("on-two-again"), 1);
+    let mut c = one.client().await;
+    c.schedule_job(sv1::ScheduleJobRequest {
+        name: "on-one".into(),
+        job: Some(sv1::Job {
+            due_time: Some("0s".into()),
+            ..Default::default()
+        }),
+        metadata: Some(myapp()),
+        overwrite: false,
+    })
+    .await
+    .unwrap();
+    one.run_for(TimeDelta::seconds(1)).await;
+    assert_eq!(one.staged().await, 1);
+    assert_eq!(app.count("on-one"), 0);
+
+    side.stop().await;
+    one.stop().await;
+    two.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_acknowledges_the_deliveries_in_flight() {
+    let rep = Rep::start().await;
+    let app = HttpApp::new();
+    app.delay
+        .lock()
+        .unwrap()
+        .insert("slow".into(), Duration::from_millis(500));
+    let side = Side::connected(&rep, serve_app(app.clone()).await).await;
+    side.post("slow", r#"{"dueTime":"1s"}"#).await;
+    rep.clock.advance(TimeDelta::seconds(1));
+    // Stop while the app is still answering: the delivery finishes and its ack goes out.
+    eventually("the call at the app", async || {
+        app.started.lock().unwrap().contains(&"slow".to_owned())
+    })
+    .await;
+    side.stop().await;
+    assert_eq!(app.count("slow"), 1);
+    rep.settle().await;
+    assert!(!rep.has("slow").await, "acked before the streams closed");
+    assert_eq!(rep.staged().await, 0);
+
+    rep.stop().await;
+}

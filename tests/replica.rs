@@ -1,0 +1,802 @@
+//! `jobsd scheduler` in-process: a replica on 127.0.0.1:0 over a memory store and a manual
+//! clock, spoken to with the generated `dapr.proto.scheduler.v1` client exactly as daprd
+//! speaks to a Dapr Scheduler (unary calls, WatchJobs streams with acks, WatchHosts).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use jobsd::app::Replica;
+use jobsd::clock::{Clock, ManualClock};
+use jobsd::config;
+use jobsd::proto::scheduler as sv1;
+use jobsd::proto::scheduler::job_target_metadata::Type as Target;
+use jobsd::proto::scheduler::scheduler_client::SchedulerClient;
+use jobsd::proto::scheduler::watch_jobs_request::WatchJobRequestType;
+use jobsd::proto::scheduler::{JobTargetType, WatchJobsRequestResultStatus as Status};
+use jobsd::store::{self, Store};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::Code;
+use tonic::transport::Channel;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+}
+
+/// How long a test waits for something that should arrive.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+fn cfg() -> config::Replica {
+    config::Replica {
+        id: "dapr-scheduler-server-0".into(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        broadcast_override: None,
+        data_dir: "unused".into(),
+    }
+}
+
+struct Running {
+    replica: Replica,
+    clock: ManualClock,
+    client: SchedulerClient<Channel>,
+}
+
+impl Running {
+    async fn start() -> Running {
+        Self::start_on(Arc::new(store::Memory::new()), ManualClock::new(t0())).await
+    }
+
+    async fn start_on(store: Arc<dyn Store>, clock: ManualClock) -> Running {
+        let replica = Replica::start_with(cfg(), store, Arc::new(clock.clone()))
+            .await
+            .unwrap();
+        let client = SchedulerClient::connect(format!("http://{}", replica.addr))
+            .await
+            .unwrap();
+        Running {
+            replica,
+            clock,
+            client,
+        }
+    }
+
+    fn client(&self) -> SchedulerClient<Channel> {
+        self.client.clone()
+    }
+
+    /// Waits until nothing is out at a stream or being written and nothing is due. Only
+    /// for tests whose streams answer every trigger.
+    async fn settle(&self) {
+        for _ in 0..5000 {
+            let s = self.replica.engine().sync().await.unwrap();
+            if s.outstanding == 0 && s.next_due.is_none_or(|t| t > self.clock.now()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        panic!("replica did not settle");
+    }
+
+    /// Steps the clock to `now + d`, stopping at every fire time on the way.
+    async fn run_for(&self, d: TimeDelta) {
+        let to = self.clock.now() + d;
+        self.settle().await;
+        while let Some(next) = self.replica.engine().sync().await.unwrap().next_due {
+            if next > to {
+                break;
+            }
+            if next > self.clock.now() {
+                self.clock.set(next);
+            }
+            self.settle().await;
+        }
+        self.clock.set(to);
+        self.settle().await;
+    }
+
+    async fn staged(&self) -> usize {
+        self.replica.engine().sync().await.unwrap().staged
+    }
+
+    async fn schedule(&self, name: &str, job: sv1::Job) {
+        self.schedule_for(app("myapp"), name, job).await;
+    }
+
+    async fn schedule_for(&self, metadata: sv1::JobMetadata, name: &str, job: sv1::Job) {
+        self.client()
+            .schedule_job(sv1::ScheduleJobRequest {
+                name: name.into(),
+                job: Some(job),
+                metadata: Some(metadata),
+                overwrite: false,
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn exists(&self, name: &str) -> bool {
+        self.client()
+            .get_job(sv1::GetJobRequest {
+                name: name.into(),
+                metadata: Some(app("myapp")),
+            })
+            .await
+            .is_ok()
+    }
+
+    async fn list(&self, metadata: sv1::JobMetadata) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .client()
+            .list_jobs(sv1::ListJobsRequest {
+                metadata: Some(metadata),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .jobs
+            .into_iter()
+            .map(|j| j.name)
+            .collect();
+        names.sort();
+        names
+    }
+
+    async fn stop(self) {
+        self.replica.shutdown_token().cancel();
+        self.replica.wait().await.unwrap();
+    }
+}
+
+fn app(app_id: &str) -> sv1::JobMetadata {
+    sv1::JobMetadata {
+        app_id: app_id.into(),
+        namespace: "default".into(),
+        target: Some(sv1::JobTargetMetadata {
+            r#type: Some(Target::Job(sv1::TargetJob {})),
+        }),
+        concurrency_key: None,
+    }
+}
+
+fn actor(actor_type: &str, id: &str) -> sv1::JobMetadata {
+    sv1::JobMetadata {
+        target: Some(sv1::JobTargetMetadata {
+            r#type: Some(Target::Actor(sv1::TargetActorReminder {
+                id: id.into(),
+                r#type: actor_type.into(),
+            })),
+        }),
+        ..app("myapp")
+    }
+}
+
+fn due_now() -> sv1::Job {
+    sv1::Job {
+        due_time: Some("0s".into()),
+        ..Default::default()
+    }
+}
+
+fn daily() -> sv1::Job {
+    sv1::Job {
+        schedule: Some("@daily".into()),
+        ..Default::default()
+    }
+}
+
+fn initial(
+    app_id: &str,
+    accept: &[JobTargetType],
+    actor_types: &[&str],
+) -> sv1::WatchJobsRequestInitial {
+    sv1::WatchJobsRequestInitial {
+        app_id: app_id.into(),
+        namespace: "default".into(),
+        actor_types: actor_types.iter().map(|s| (*s).to_owned()).collect(),
+        accept_job_types: accept.iter().map(|t| *t as i32).collect(),
+        concurrency_limits: Vec::new(),
+    }
+}
+
+fn ack_msg(id: u64, status: i32) -> sv1::WatchJobsRequest {
+    sv1::WatchJobsRequest {
+        watch_job_request_type: Some(WatchJobRequestType::Result(sv1::WatchJobsRequestResult {
+            id,
+            status,
+        })),
+    }
+}
+
+/// One WatchJobs stream, driven by hand as daprd would.
+struct Watch {
+    tx: mpsc::UnboundedSender<sv1::WatchJobsRequest>,
+    rx: tonic::Streaming<sv1::WatchJobsResponse>,
+}
+
+/// Opens a WatchJobs stream whose first message is `first`.
+async fn open_with(
+    client: &mut SchedulerClient<Channel>,
+    first: sv1::WatchJobsRequest,
+) -> Result<Watch, tonic::Status> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tx.send(first).unwrap();
+    let rx = client
+        .watch_jobs(UnboundedReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    Ok(Watch { tx, rx })
+}
+
+async fn open(r: &Running, init: sv1::WatchJobsRequestInitial) -> Watch {
+    let first = sv1::WatchJobsRequest {
+        watch_job_request_type: Some(WatchJobRequestType::Initial(init)),
+    };
+    open_with(&mut r.client(), first).await.unwrap()
+}
+
+impl Watch {
+    /// The next trigger.
+    async fn next(&mut self) -> sv1::WatchJobsResponse {
+        tokio::time::timeout(PATIENCE, self.rx.message())
+            .await
+            .expect("a trigger within the patience")
+            .expect("stream still open")
+            .expect("a trigger, not the end of the stream")
+    }
+
+    fn ack(&self, id: u64, status: Status) {
+        self.tx.send(ack_msg(id, status as i32)).unwrap();
+    }
+
+    /// Whether nothing arrives for a while.
+    async fn silent(&mut self) -> bool {
+        tokio::time::timeout(Duration::from_millis(200), self.rx.message())
+            .await
+            .is_err()
+    }
+
+    /// Waits for the server to end the stream; its error, if it ended with one.
+    async fn end(&mut self) -> Option<tonic::Status> {
+        loop {
+            match tokio::time::timeout(PATIENCE, self.rx.message())
+                .await
+                .expect("stream ends within the patience")
+            {
+                Ok(Some(_)) => continue,
+                Ok(None) => return None,
+                Err(status) => return Some(status),
+            }
+        }
+    }
+}
+
+type Log = Arc<Mutex<Vec<sv1::WatchJobsResponse>>>;
+
+/// Acks every trigger of `w` with `status` and logs what arrived.
+fn auto_ack(mut w: Watch, status: Status) -> Log {
+    let log = Log::default();
+    let seen = log.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(t)) = w.rx.message().await {
+            let id = t.id;
+            seen.lock().unwrap().push(t);
+            if w.tx.send(ack_msg(id, status as i32)).is_err() {
+                return;
+            }
+        }
+    });
+    log
+}
+
+fn names_and_ids(log: &Log) -> Vec<(String, u64)> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .map(|t| (t.name.clone(), t.id))
+        .collect()
+}
+
+#[tokio::test]
+async fn unary_calls_answer_like_a_dapr_scheduler() {
+    let r = Running::start().await;
+    let mut c = r.client();
+    r.schedule("a", daily()).await;
+    r.schedule("b", daily()).await;
+
+    let err = c
+        .schedule_job(sv1::ScheduleJobRequest {
+            name: "a".into(),
+            job: Some(daily()),
+            metadata: Some(app("myapp")),
+            overwrite: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+    assert_eq!(
+        err.message(),
+        "job already exists: 'app||default||myapp||a'"
+    );
+    c.schedule_job(sv1::ScheduleJobRequest {
+        name: "a".into(),
+        job: Some(sv1::Job {
+            schedule: Some("@hourly".into()),
+            ..Default::default()
+        }),
+        metadata: Some(app("myapp")),
+        overwrite: true,
+    })
+    .await
+    .unwrap();
+
+    let job = c
+        .get_job(sv1::GetJobRequest {
+            name: "a".into(),
+            metadata: Some(app("myapp")),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .job
+        .unwrap();
+    assert_eq!(job.schedule.as_deref(), Some("@hourly"));
+    assert!(job.failure_policy.is_some(), "default policy is stored");
+
+    let err = c
+        .get_job(sv1::GetJobRequest {
+            name: "nope".into(),
+            metadata: Some(app("myapp")),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    assert_eq!(err.message(), "job not found: nope");
+
+    let err = c
+        .schedule_job(sv1::ScheduleJobRequest {
+            name: "m".into(),
+            job: Some(daily()),
+            metadata: None,
+            overwrite: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(err.message(), "missing namespace or appID in request");
+
+    let err = c
+        .schedule_job(sv1::ScheduleJobRequest {
+            name: "bad".into(),
+            job: Some(sv1::Job {
+                schedule: Some("not a schedule".into()),
+                ..Default::default()
+            }),
+            metadata: Some(app("myapp")),
+            overwrite: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unknown, "{err:?}");
+
+    // Names come back without the key prefix, and only the caller's.
+    r.schedule_for(app("other"), "x", daily()).await;
+    assert_eq!(r.list(app("myapp")).await, ["a", "b"]);
+
+    c.delete_job(sv1::DeleteJobRequest {
+        name: "a".into(),
+        metadata: Some(app("myapp")),
+    })
+    .await
+    .unwrap();
+    assert!(!r.exists("a").await);
+    // Deleting what is not there is fine.
+    c.delete_job(sv1::DeleteJobRequest {
+        name: "a".into(),
+        metadata: Some(app("myapp")),
+    })
+    .await
+    .unwrap();
+
+    for name in ["pre-1", "pre-2", "prefix"] {
+        r.schedule(name, daily()).await;
+    }
+    c.delete_by_name_prefix(sv1::DeleteByNamePrefixRequest {
+        name_prefix: "pre-".into(),
+        metadata: Some(app("myapp")),
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.list(app("myapp")).await, ["b", "prefix"]);
+    c.delete_by_name_prefix(sv1::DeleteByNamePrefixRequest {
+        name_prefix: String::new(),
+        metadata: Some(app("myapp")),
+    })
+    .await
+    .unwrap();
+    assert!(r.list(app("myapp")).await.is_empty());
+    assert_eq!(r.list(app("other")).await, ["x"]);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn delete_by_metadata_matches_apps_types_and_actor_ids() {
+    let r = Running::start().await;
+    let mut c = r.client();
+    for (t, id) in [
+        ("Cart", "1"),
+        ("Cart", "12"),
+        ("Cart", "2"),
+        ("Cart", "3"),
+        ("CartItem", "1"),
+    ] {
+        r.schedule_for(actor(t, id), "r", daily()).await;
+    }
+    r.schedule("j", daily()).await;
+    r.schedule_for(app("myapp2"), "j", daily()).await;
+    // Listing by type names each reminder as its owner named it.
+    assert_eq!(r.list(actor("Cart", "")).await, ["r", "r", "r", "r"]);
+
+    let delete = |metadata: sv1::JobMetadata, id_prefix_match: Option<bool>| {
+        let mut c = c.clone();
+        async move {
+            c.delete_by_metadata(sv1::DeleteByMetadataRequest {
+                metadata: Some(metadata),
+                id_prefix_match,
+            })
+            .await
+            .unwrap();
+        }
+    };
+    // An id prefix reaches every id starting with it.
+    delete(actor("Cart", "1"), Some(true)).await;
+    assert!(r.list(actor("Cart", "1")).await.is_empty());
+    assert!(r.list(actor("Cart", "12")).await.is_empty());
+    assert_eq!(r.list(actor("Cart", "2")).await, ["r"]);
+    // Without it, only that id.
+    delete(actor("Cart", "2"), Some(false)).await;
+    assert!(r.list(actor("Cart", "2")).await.is_empty());
+    assert_eq!(r.list(actor("Cart", "3")).await, ["r"]);
+    // A whole type, and not the type that merely starts with its name.
+    delete(actor("Cart", ""), None).await;
+    assert!(r.list(actor("Cart", "")).await.is_empty());
+    assert_eq!(r.list(actor("CartItem", "")).await, ["r"]);
+    // A whole app, and not the app that merely starts with its id.
+    delete(app("myapp"), Some(true)).await;
+    assert!(r.list(app("myapp")).await.is_empty());
+    assert_eq!(r.list(app("myapp2")).await, ["j"]);
+
+    let err = c
+        .delete_by_metadata(sv1::DeleteByMetadataRequest {
+            metadata: None,
+            id_prefix_match: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn watch_jobs_checks_the_initial_message() {
+    let r = Running::start().await;
+    let mut c = r.client();
+    let err = open_with(&mut c, ack_msg(1, 0)).await.err().unwrap();
+    assert_eq!(err.code(), Code::Unknown);
+    assert_eq!(
+        err.message(),
+        "initial request is required on stream connection"
+    );
+
+    let first = |init| sv1::WatchJobsRequest {
+        watch_job_request_type: Some(WatchJobRequestType::Initial(init)),
+    };
+    let err = open_with(&mut c, first(initial("", &[], &[])))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(err.message(), "missing namespace or appID in request");
+
+    let dup = initial(
+        "myapp",
+        &[JobTargetType::ActorReminder, JobTargetType::ActorReminder],
+        &["Cart"],
+    );
+    let err = open_with(&mut c, first(dup)).await.err().unwrap();
+    assert_eq!(err.code(), Code::Unknown);
+    assert_eq!(
+        err.message(),
+        "duplicate target type specified: JOB_TARGET_TYPE_ACTOR_REMINDER"
+    );
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn staged_job_fires_as_soon_as_a_stream_for_its_app_opens() {
+    let r = Running::start().await;
+    let data = prost_types::Any {
+        type_url: "type.googleapis.com/google.protobuf.StringValue".into(),
+        value: b"\n\x05hello".to_vec(),
+    };
+    r.schedule(
+        "now",
+        sv1::Job {
+            data: Some(data.clone()),
+            ..due_now()
+        },
+    )
+    .await;
+    r.settle().await;
+    assert_eq!(r.staged().await, 1, "no stream yet: staged");
+
+    // A stream of another app does not release it.
+    let _other = open(&r, initial("other", &[], &[])).await;
+    r.settle().await;
+    assert_eq!(r.staged().await, 1);
+
+    // No clock step: opening the stream alone fires it.
+    let mut w = open(&r, initial("myapp", &[JobTargetType::Job], &[])).await;
+    let t = w.next().await;
+    assert_eq!((t.name.as_str(), t.id), ("now", 1));
+    assert_eq!(t.data, Some(data));
+    assert_eq!(t.metadata, Some(app("myapp")));
+    w.ack(1, Status::Success);
+    r.settle().await;
+    assert!(!r.exists("now").await, "delivered once and finished");
+
+    // Ids keep counting on the stream.
+    r.schedule("later", due_now()).await;
+    let t = w.next().await;
+    assert_eq!((t.name.as_str(), t.id), ("later", 2));
+    w.ack(2, Status::Success);
+    r.settle().await;
+    assert_eq!(r.staged().await, 0);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn triggers_go_round_robin_across_the_streams_of_an_app() {
+    let r = Running::start().await;
+    let a = auto_ack(open(&r, initial("myapp", &[], &[])).await, Status::Success);
+    let b = auto_ack(
+        open(&r, initial("myapp", &[JobTargetType::Job], &[])).await,
+        Status::Success,
+    );
+    for name in ["j1", "j2", "j3", "j4"] {
+        r.schedule(name, due_now()).await;
+    }
+    r.settle().await;
+    let (a, b) = (names_and_ids(&a), names_and_ids(&b));
+    assert_eq!(a.len(), 2, "{a:?} / {b:?}");
+    assert_eq!(b.len(), 2, "{a:?} / {b:?}");
+    // Each stream numbers its own triggers from 1.
+    for log in [&a, &b] {
+        let mut ids: Vec<u64> = log.iter().map(|(_, id)| *id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [1, 2]);
+    }
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_and_duplicate_acks_are_ignored_and_the_stream_stays_usable() {
+    let r = Running::start().await;
+    let mut w = open(&r, initial("myapp", &[], &[])).await;
+    r.schedule("j", due_now()).await;
+    let t = w.next().await;
+    assert_eq!(t.id, 1);
+    w.ack(99, Status::Success);
+    w.ack(1, Status::Success);
+    w.ack(1, Status::Failed);
+    r.settle().await;
+    assert!(!r.exists("j").await);
+
+    r.schedule("k", due_now()).await;
+    let t = w.next().await;
+    assert_eq!((t.name.as_str(), t.id), ("k", 2));
+    w.ack(2, Status::Success);
+    r.settle().await;
+    assert!(!r.exists("k").await);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn failed_acks_apply_the_failure_policy() {
+    let r = Running::start().await;
+    let log = auto_ack(open(&r, initial("myapp", &[], &[])).await, Status::Failed);
+    r.schedule("f", due_now()).await;
+    r.run_for(TimeDelta::seconds(30)).await;
+    // Default policy: constant 1s, 3 retries.
+    let ids: Vec<u64> = names_and_ids(&log).iter().map(|(_, id)| *id).collect();
+    assert_eq!(ids, [1, 2, 3, 4]);
+    assert!(!r.exists("f").await);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn an_unacked_trigger_moves_to_another_stream_when_its_stream_closes() {
+    let r = Running::start().await;
+    let mut a = open(&r, initial("myapp", &[], &[])).await;
+    let mut b = open(&r, initial("myapp", &[], &[])).await;
+    r.schedule("j", due_now()).await;
+    // The first registered stream takes the first trigger.
+    let t = a.next().await;
+    assert_eq!((t.name.as_str(), t.id), ("j", 1));
+    drop(a);
+
+    let t = b.next().await;
+    assert_eq!((t.name.as_str(), t.id), ("j", 1));
+    b.ack(t.id, Status::Success);
+    r.settle().await;
+    assert!(!r.exists("j").await);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn accepted_job_types_route_jobs_and_reminders() {
+    let r = Running::start().await;
+    // Jobs only: its actor types do not count.
+    let mut jobs = open(&r, initial("myapp", &[JobTargetType::Job], &["Cart"])).await;
+    // Reminders of Cart, from another app hosting that actor type.
+    let mut reminders = open(
+        &r,
+        initial("host", &[JobTargetType::ActorReminder], &["Cart"]),
+    )
+    .await;
+
+    r.schedule_for(actor("Cart", "7"), "remind", due_now())
+        .await;
+    let t = reminders.next().await;
+    assert_eq!((t.name.as_str(), t.id), ("remind", 1));
+    assert_eq!(t.metadata, Some(actor("Cart", "7")));
+    reminders.ack(t.id, Status::Success);
+
+    r.schedule("job", due_now()).await;
+    let t = jobs.next().await;
+    assert_eq!((t.name.as_str(), t.id), ("job", 1));
+    jobs.ack(t.id, Status::Success);
+    r.settle().await;
+    assert!(jobs.silent().await, "no reminder on the jobs-only stream");
+    assert!(
+        reminders.silent().await,
+        "no app job on the reminders stream"
+    );
+
+    // A type nobody registered stays staged.
+    r.schedule_for(actor("Order", "1"), "remind", due_now())
+        .await;
+    r.settle().await;
+    assert_eq!(r.staged().await, 1);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_acks_close_the_stream_and_its_trigger_is_staged() {
+    let r = Running::start().await;
+    let mut w = open(&r, initial("myapp", &[], &[])).await;
+    r.schedule("j", due_now()).await;
+    assert_eq!(w.next().await.id, 1);
+    // A second `initial` carries no result.
+    w.tx.send(sv1::WatchJobsRequest {
+        watch_job_request_type: Some(WatchJobRequestType::Initial(initial("myapp", &[], &[]))),
+    })
+    .unwrap();
+    let err = w.end().await.expect("closed with an error");
+    assert_eq!(err.code(), Code::Unknown);
+    assert_eq!(err.message(), "received nil result from stream");
+    r.settle().await;
+    assert_eq!(r.staged().await, 1);
+
+    // The next stream gets it again (at least once), and an unknown status closes it too.
+    let mut w = open(&r, initial("myapp", &[], &[])).await;
+    let t = w.next().await;
+    assert_eq!((t.name.as_str(), t.id), ("j", 1));
+    w.tx.send(ack_msg(1, 5)).unwrap();
+    let err = w.end().await.expect("closed with an error");
+    assert_eq!(err.message(), "unknown trigger response status: 5");
+    r.settle().await;
+    assert_eq!(r.staged().await, 1);
+    assert!(r.exists("j").await);
+    r.stop().await;
+}
+
+async fn next_hosts(hosts: &mut tonic::Streaming<sv1::WatchHostsResponse>) -> Vec<String> {
+    tokio::time::timeout(PATIENCE, hosts.message())
+        .await
+        .expect("a host list within the patience")
+        .unwrap()
+        .unwrap()
+        .hosts
+        .into_iter()
+        .map(|h| h.address)
+        .collect()
+}
+
+#[tokio::test]
+async fn watch_hosts_sends_the_list_on_subscribe_and_on_change() {
+    let r = Running::start().await;
+    assert_eq!(
+        r.replica.broadcast_address,
+        format!("127.0.0.1:{}", r.replica.addr.port())
+    );
+    let mut hosts = r
+        .client()
+        .watch_hosts(sv1::WatchHostsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        next_hosts(&mut hosts).await,
+        vec![r.replica.broadcast_address.clone()]
+    );
+    r.replica
+        .set_hosts(vec!["10.0.0.1:50006".into(), "10.0.0.2:50006".into()]);
+    assert_eq!(
+        next_hosts(&mut hosts).await,
+        ["10.0.0.1:50006", "10.0.0.2:50006"]
+    );
+    r.stop().await;
+    // Stopping ends the subscription.
+    assert!(
+        tokio::time::timeout(PATIENCE, hosts.message())
+            .await
+            .unwrap()
+            .ok()
+            .flatten()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn grpc_health_reports_the_scheduler_serving() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    let r = Running::start().await;
+    let channel = Channel::from_shared(format!("http://{}", r.replica.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    for service in ["", "dapr.proto.scheduler.v1.Scheduler"] {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        assert_eq!(status, 1, "SERVING for {service:?}");
+    }
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_closes_streams_and_the_unacked_trigger_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
+    let r = Running::start_on(store, ManualClock::new(t0())).await;
+    let mut w = open(&r, initial("myapp", &[], &[])).await;
+    r.schedule("j", due_now()).await;
+    assert_eq!(w.next().await.id, 1);
+    let clock = r.clock.clone();
+    let stopping = tokio::spawn(r.stop());
+    let err = w.end().await.expect("closed with an error");
+    assert_eq!(err.message(), "server is closing");
+    tokio::time::timeout(PATIENCE, stopping)
+        .await
+        .expect("graceful shutdown finishes")
+        .unwrap();
+
+    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
+    let r = Running::start_on(store, clock).await;
+    let mut w = open(&r, initial("myapp", &[], &[])).await;
+    let t = w.next().await;
+    assert_eq!((t.name.as_str(), t.id), ("j", 1));
+    w.ack(1, Status::Success);
+    r.settle().await;
+    assert!(!r.exists("j").await);
+    r.stop().await;
+}

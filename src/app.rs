@@ -1,5 +1,6 @@
-//! Wiring of one role: open the store, build the engine and the API servers, serve until
-//! told to stop, then shut down in order (stop accepting, finish requests, close the store).
+//! Wiring of one role: open the store, build the engine (or, in remote mode, the Scheduler
+//! client) and the API servers, serve until told to stop, then shut down in order (stop
+//! accepting, finish requests, close the store or the job streams).
 //! The sidecar lives here; the scheduler replica ([`Replica`]) in `app/replica.rs`.
 
 mod replica;

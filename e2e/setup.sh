@@ -6,7 +6,10 @@ set -euo pipefail
 # Debian packages the tests need (the list grows with the e2e suites).
 # e2e/jobs_api.sh: python3 + python3-venv for the Dapr Python SDK's venv (`python3 -m venv`
 # fails on Debian without python3-venv), curl for the health checks.
-packages=(ca-certificates curl python3 python3-venv)
+# The etcd store (cargo feature `etcd`, on by default): etcd-client compiles etcd's protos with
+# the system protoc, which needs the well-known types of libprotobuf-dev; its tests and
+# e2e run Debian's etcd 3.4 (`/usr/bin/etcd`).
+packages=(ca-certificates curl python3 python3-venv protobuf-compiler libprotobuf-dev etcd-server)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -17,6 +20,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# Debian's etcd-server package starts a system etcd on 2379; the tests start their own.
+if command -v systemctl >/dev/null && systemctl is-active --quiet etcd 2>/dev/null; then
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" systemctl disable --now etcd || true
 fi
 
 command -v cargo >/dev/null || {

@@ -1,12 +1,21 @@
-//! Figures for the redb store: `cargo run --release --example bench_store [-- --jobs N]`.
+//! Figures for the redb store: `cargo run --release --example bench_store [-- --jobs N]
+//! [--only creates|creates-quick|reads|bulk]`; `JOBSD_BENCH_STORE_CACHE_MIB=M` sets redb's
+//! page cache.
 //!
-//! 1. Durable single-op creates from 16 and 64 concurrent tasks (the API's pattern): ops/s,
-//!    latency percentiles, ops per commit; with and without redb's quick repair.
+//! 1. Durable single-op creates from 16, 64 and 128 concurrent tasks (the API's pattern) into
+//!    an empty store, and into one holding 200,000 and N jobs with random (UUID-like) names:
+//!    ops/s, latency percentiles, ops per commit. `creates-quick`: the same with redb's quick
+//!    repair.
 //! 2. Point reads on the calling task versus through `spawn_blocking`.
 //! 3. Bulk load of N jobs (default 1,000,000) in batches; file size and RSS.
-//! 4. Reopen and a full paged scan (the engine's start), RSS afterwards.
+//! 4. Reopen and a full paged scan (the engine's start) in a fresh process; its RSS.
 //! 5. Reopen after `kill -9` of a writer on that file (redb repair), with and without quick
 //!    repair.
+//!
+//! 6. `--only wal`: step 1's empty-store creates from 16 and 64 tasks with the write-ahead log
+//!    off and on (alternating, twice each).
+//!
+//! Run it on an otherwise idle machine: fsync latency dominates every write figure.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -22,6 +31,10 @@ use prost_types::{Any, Timestamp};
 
 /// Set in the child of step 5: the data dir to write to until killed.
 const CHILD_ENV: &str = "JOBSD_BENCH_STORE_CHILD";
+/// redb page cache in MiB for every step, instead of the default.
+const CACHE_ENV: &str = "JOBSD_BENCH_STORE_CACHE_MIB";
+/// Set in the child of step 4: the data dir to reopen and scan.
+const SCAN_ENV: &str = "JOBSD_BENCH_STORE_SCAN";
 /// Set in the child of step 5 when it must commit with quick repair.
 const CHILD_QUICK_ENV: &str = "JOBSD_BENCH_STORE_CHILD_QUICK";
 
@@ -165,20 +178,21 @@ async fn durable_creates(tasks: usize, options: RedbOptions, label: &str, preloa
         format!("{label}, empty store")
     };
     println!(
-        "{label:>50} {tasks:>3} tasks: {:>6.0} ops/s  p50 {}  p99 {}  p99.9 {}  max {}  {:.1} ops/commit",
+        "{label:>50} {tasks:>3} tasks: {:>6.0} ops/s  p50 {}  p99 {}  p99.9 {}  max {}  {:.1} ops/commit  {} checkpoints",
         all.len() as f64 / elapsed.as_secs_f64(),
         ms(percentile(&all, 0.50)),
         ms(percentile(&all, 0.99)),
         ms(percentile(&all, 0.999)),
         ms(all.last().copied().unwrap_or_default()),
         (stats.ops - before.ops) as f64 / commits.max(1) as f64,
+        stats.checkpoints - before.checkpoints,
     );
 }
 
 /// Step 2: point reads on the task versus in the blocking pool.
 async fn reads() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(Redb::open(dir.path()).expect("open"));
+    let store = Arc::new(Redb::open_with(dir.path(), options_from_env()).expect("open"));
     const N: u64 = 100_000;
     let ops: Vec<Op> = (0..N).map(|i| put(key("r", i), i)).collect();
     store.write(ops).await.expect("load");
@@ -239,7 +253,7 @@ async fn bulk(jobs: u64) {
     );
     let (rss0, _) = rss();
     {
-        let store = Redb::open(dir.path()).expect("open");
+        let store = Redb::open_with(dir.path(), options_from_env()).expect("open");
         let started = Instant::now();
         const BATCH: u64 = 10_000;
         for start in (0..jobs).step_by(BATCH as usize) {
@@ -258,27 +272,14 @@ async fn bulk(jobs: u64) {
         );
         store.close().await.expect("close");
     }
-    let (rss_closed, _) = rss();
-    let started = Instant::now();
-    let store = Redb::open(dir.path()).expect("reopen");
-    let reopened = started.elapsed();
-    let started = Instant::now();
-    let mut scan = store.scan("", 1024).await.expect("scan");
-    let mut count = 0u64;
-    while let Some(page) = scan.next_page().await.expect("page") {
-        count += page.len() as u64;
-    }
-    let scanned = started.elapsed();
-    let (rss2, hwm2) = rss();
-    println!(
-        "reopen {} ; scan {count} jobs (pages of 1024) {:.2} s ({:.0} jobs/s); RSS {rss2:.0} MiB after scan ({rss_closed:.0} MiB before reopen, peak so far {hwm2:.0})",
-        ms(reopened),
-        scanned.as_secs_f64(),
-        count as f64 / scanned.as_secs_f64(),
-    );
-    assert_eq!(count, jobs);
-    drop(store);
-
+    // A fresh process, as at sidecar start: its RSS is what a restart costs.
+    let exe = std::env::current_exe().expect("exe");
+    let output = Command::new(exe)
+        .env(SCAN_ENV, dir.path())
+        .output()
+        .expect("scan child");
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+    assert!(output.status.success(), "scan child failed");
     for quick in [false, true] {
         crash_reopen(dir.path(), quick);
     }
@@ -310,6 +311,44 @@ fn crash_reopen(dir: &Path, quick: bool) {
         ms(reopened)
     );
     drop(store);
+}
+
+/// Default options, with the page cache from `JOBSD_BENCH_STORE_CACHE_MIB` if set (children
+/// inherit it).
+fn options_from_env() -> RedbOptions {
+    let mut options = RedbOptions::default();
+    if let Some(mib) = std::env::var(CACHE_ENV)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        options.cache_size = mib << 20;
+    }
+    options
+}
+
+/// Step 4, in a child: reopen the store in `dir` and scan every job.
+fn scan_child(dir: &str) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let (rss0, _) = rss();
+        let started = Instant::now();
+        let store = Redb::open_with(dir, options_from_env()).expect("reopen");
+        let reopened = started.elapsed();
+        let started = Instant::now();
+        let mut scan = store.scan("", 1024).await.expect("scan");
+        let mut count = 0u64;
+        while let Some(page) = scan.next_page().await.expect("page") {
+            count += page.len() as u64;
+        }
+        let scanned = started.elapsed();
+        let (rss1, hwm1) = rss();
+        println!(
+            "fresh process: reopen {} ; scan {count} jobs (pages of 1024) {:.2} s ({:.0} jobs/s); RSS {rss1:.0} MiB after (peak {hwm1:.0}, {rss0:.0} at start)",
+            ms(reopened),
+            scanned.as_secs_f64(),
+            count as f64 / scanned.as_secs_f64(),
+        );
+    });
 }
 
 /// The child of step 5: single-op durable writes until killed.
@@ -348,6 +387,10 @@ fn main() {
         child(&dir);
         return;
     }
+    if let Ok(dir) = std::env::var(SCAN_ENV) {
+        scan_child(&dir);
+        return;
+    }
     let args: Vec<String> = std::env::args().collect();
     let jobs = args
         .iter()
@@ -372,7 +415,7 @@ fn main() {
         if run("creates") {
             for preload in [0, 200_000, jobs] {
                 for tasks in [16, 64, 128] {
-                    durable_creates(tasks, RedbOptions::default(), "creates", preload).await;
+                    durable_creates(tasks, options_from_env(), "creates", preload).await;
                 }
             }
         }
@@ -380,9 +423,25 @@ fn main() {
             for tasks in [16, 64] {
                 let options = RedbOptions {
                     quick_repair: true,
-                    ..RedbOptions::default()
+                    ..options_from_env()
                 };
                 durable_creates(tasks, options, "creates (quick repair)", 200_000).await;
+            }
+        }
+        if run("wal") {
+            for tasks in [16, 64] {
+                for wal in [false, true, false, true] {
+                    let options = RedbOptions {
+                        wal,
+                        ..options_from_env()
+                    };
+                    let label = if wal {
+                        "creates, WAL on"
+                    } else {
+                        "creates, WAL off"
+                    };
+                    durable_creates(tasks, options, label, 0).await;
+                }
             }
         }
         if run("reads") {

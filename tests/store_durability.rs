@@ -3,21 +3,25 @@
 //!
 //! The crash test re-executes this test binary with `JOBSD_STORE_CRASH_WRITER` set, which
 //! turns `crash_writer_role` into a writer that prints `ack <key>` after each durable write.
+//! With `JOBSD_STORE_CRASH_NO_CHECKPOINT` set the writer never checkpoints its write-ahead log,
+//! so everything it acknowledged must come back from the log.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use jobsd::proto::scheduler as sv1;
 use jobsd::proto::store::stored_job::Begin;
-use jobsd::store::{Op, OpResult, Redb, Store, StoredJob};
+use jobsd::store::{Op, OpResult, Redb, RedbOptions, Store, StoredJob};
 use prost_types::{Any, Timestamp};
 
 /// Data dir of the writer role; its presence selects the role.
 const ROLE_ENV: &str = "JOBSD_STORE_CRASH_WRITER";
 /// Round number, so every round writes new keys.
 const ROUND_ENV: &str = "JOBSD_STORE_CRASH_ROUND";
+/// Set: the writer role never checkpoints (an hour's interval, no size bound).
+const NO_CHECKPOINT_ENV: &str = "JOBSD_STORE_CRASH_NO_CHECKPOINT";
 /// Acknowledgements the parent waits for before it kills the writer.
 const ACKS_BEFORE_KILL: usize = 600;
 /// Concurrent writer tasks in the child.
@@ -72,7 +76,12 @@ fn crash_writer_role() {
         .build()
         .expect("runtime");
     rt.block_on(async move {
-        let store = Arc::new(Redb::open(&dir).expect("open"));
+        let mut options = RedbOptions::default();
+        if std::env::var_os(NO_CHECKPOINT_ENV).is_some() {
+            options.checkpoint_interval = Duration::from_secs(3600);
+            options.checkpoint_bytes = u64::MAX;
+        }
+        let store = Arc::new(Redb::open_with(&dir, options).expect("open"));
         let tasks: Vec<_> = (0..WRITERS)
             .map(|writer| {
                 let store = Arc::clone(&store);
@@ -106,13 +115,40 @@ fn crash_writer_role() {
     });
 }
 
+/// Jobs in the redb file alone (its last durable commit), without replaying the log.
+fn jobs_in_redb_file(dir: &std::path::Path) -> u64 {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let db = redb::Database::create(dir.join("jobsd.redb")).unwrap();
+    let txn = db.begin_read().unwrap();
+    let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("jobs");
+    txn.open_table(def).unwrap().len().unwrap()
+}
+
 #[test]
 fn kill_9_loses_no_acknowledged_write() {
+    kill_9_rounds(false);
+}
+
+#[test]
+fn kill_9_between_checkpoints_loses_no_acknowledged_write() {
+    kill_9_rounds(true);
+}
+
+/// Three rounds of: a writer child acknowledges writes, gets `kill -9`, and the reopened store
+/// must hold every acknowledged key (and at most the writes that were in flight besides).
+fn kill_9_rounds(no_checkpoint: bool) {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
+    // Without checkpoints, let many batches pile up in the log only.
+    let acks_before_kill = if no_checkpoint {
+        10 * ACKS_BEFORE_KILL
+    } else {
+        ACKS_BEFORE_KILL
+    };
     let mut acked: Vec<String> = Vec::new();
     for round in 0..3 {
-        let mut child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        command
             .args([
                 "crash_writer_role",
                 "--exact",
@@ -120,7 +156,11 @@ fn kill_9_loses_no_acknowledged_write() {
                 "--test-threads=1",
             ])
             .env(ROLE_ENV, dir.path())
-            .env(ROUND_ENV, round.to_string())
+            .env(ROUND_ENV, round.to_string());
+        if no_checkpoint {
+            command.env(NO_CHECKPOINT_ENV, "1");
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -132,19 +172,29 @@ fn kill_9_loses_no_acknowledged_write() {
             if let Some(key) = line.strip_prefix("ack ") {
                 acked.push(key.to_owned());
                 this_round += 1;
-                if this_round >= ACKS_BEFORE_KILL {
+                if this_round >= acks_before_kill {
                     break;
                 }
             }
         }
         assert!(
-            this_round >= ACKS_BEFORE_KILL,
+            this_round >= acks_before_kill,
             "round {round}: the writer stopped after {this_round} acks"
         );
         // SIGKILL while the writer is still going: no chance to flush or close.
         child.kill().unwrap();
         child.wait().unwrap();
 
+        let in_redb_file = jobs_in_redb_file(dir.path());
+        if no_checkpoint {
+            // Only the earlier rounds (checkpointed by the reopens below) are in redb itself:
+            // this round's acknowledged writes exist only in the log.
+            assert!(
+                in_redb_file
+                    <= (acked.len() - this_round) as u64 + (WRITERS * BATCH * round) as u64,
+                "round {round}: {in_redb_file} jobs in redb, the log was checkpointed"
+            );
+        }
         let started = Instant::now();
         let store = Redb::open(dir.path()).unwrap();
         let reopened = started.elapsed();
@@ -158,10 +208,21 @@ fn kill_9_loses_no_acknowledged_write() {
         for key in &acked {
             assert!(stored.contains(key.as_str()), "round {round}: lost {key}");
         }
+        // Besides the acknowledged ones, only writes in flight at each kill (one per writer
+        // task) may have made it.
+        let in_flight = WRITERS * BATCH * (round + 1);
+        assert!(
+            stored.len() >= acked.len() && stored.len() <= acked.len() + in_flight,
+            "round {round}: {} stored for {} acked",
+            stored.len(),
+            acked.len()
+        );
         eprintln!(
-            "round {round}: {} acked so far, {} stored, reopen after kill took {reopened:?}",
+            "round {round}: {} acked so far, {} stored ({in_redb_file} in redb before replay, \
+             {} batches replayed), reopen after kill took {reopened:?}",
             acked.len(),
-            stored.len()
+            stored.len(),
+            store.stats().replayed
         );
         drop(store);
     }

@@ -9,13 +9,19 @@
 //! only belongs to the job with its generation, an overwrite resets progress) live in the ops,
 //! so the engine never has to read-then-write and cannot race itself.
 //!
-//! Implementations: [`Redb`] (the embedded durable store, one writer thread that group-commits)
-//! and [`Memory`] (same semantics in a `BTreeMap`, for tests of other modules). Both apply ops
-//! with the same code (`apply.rs`), so their semantics cannot drift apart.
+//! Implementations: [`Redb`] (the embedded durable store, one writer thread that group-commits
+//! through a write-ahead log) and [`Memory`] (same semantics in a `BTreeMap`, for tests of other
+//! modules). Both apply ops with the same code (`apply.rs`), so their semantics cannot drift
+//! apart. [`Etcd`] (cargo feature `etcd`, on by default) keeps go-etcd-cron's key layout in an
+//! etcd cluster for scheduler replicas; it runs the same code over a snapshot of the keys a
+//! batch touches and commits with compare-and-swap.
 
 mod apply;
+#[cfg(feature = "etcd")]
+mod etcd;
 mod memory;
 mod redb;
+mod wal;
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,6 +30,8 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 pub use crate::proto::store::{StoredCounter, StoredJob};
+#[cfg(feature = "etcd")]
+pub use etcd::{Change, Etcd};
 pub use memory::Memory;
 pub use redb::{Redb, RedbOptions, RedbStats};
 

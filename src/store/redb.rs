@@ -6,11 +6,20 @@
 //! applies all of it in arrival order in one transaction, commits once, and then answers every
 //! caller. While it syncs, new requests queue up and form the next batch, so the fsync cost is
 //! shared by everyone who arrived meanwhile.
+//!
+//! With the write-ahead log on ([`RedbOptions::wal`], the default) "commits once" means: append
+//! the batch to the log (`wal.rs`) and `fdatasync` it, then commit the redb transaction without
+//! an fsync. Every [`RedbOptions::checkpoint_interval`] (or [`RedbOptions::checkpoint_bytes`] of
+//! log) a durable redb commit records the last batch number it holds in the `meta` table and
+//! the log starts over. Opening the store applies the batches logged after that number again,
+//! with the same op code, so the outcome equals the one the callers were told.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use ::redb::{
     Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
@@ -20,6 +29,7 @@ use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 
 use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
+use super::wal::{self, Wal};
 use super::{Error, JobScan, LoadedJob, Op, OpResult, ScanItem, Store, StoredCounter, StoredJob};
 
 /// File name inside the data directory.
@@ -29,6 +39,10 @@ pub(crate) const FILE_NAME: &str = "jobsd.redb";
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
 /// `counters`: job key → encoded `StoredCounter`.
 const COUNTERS: TableDefinition<&str, &[u8]> = TableDefinition::new("counters");
+/// `meta`: bookkeeping of the store itself ([`APPLIED_SEQ`]).
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// `meta` key: the last write-ahead-log batch this durable state holds.
+const APPLIED_SEQ: &str = "applied_seq";
 
 /// Tuning of [`Redb`]; the defaults suit the sidecar.
 #[derive(Debug, Clone)]
@@ -37,11 +51,22 @@ pub struct RedbOptions {
     pub max_batch_requests: usize,
     /// Most encoded bytes one commit takes (a single larger request still goes alone).
     pub max_batch_bytes: usize,
-    /// redb's page cache in bytes.
+    /// redb's page cache in bytes. It dominates the process RSS once a scan or the writes
+    /// have touched the file; pages it misses come from the OS page cache.
     pub cache_size: usize,
     /// Make every commit record redb's allocator state, so that reopening after a crash does
-    /// not walk the whole file (redb's "quick repair"). Costs a second fsync per commit.
+    /// not walk the whole file (redb's "quick repair"). Costs a second fsync per durable
+    /// redb commit (per checkpoint with the write-ahead log, per batch without).
     pub quick_repair: bool,
+    /// Make batches durable by appending them to a write-ahead log (one sequential write and
+    /// one `fdatasync`) instead of a durable redb commit (several pages and the header). A log
+    /// left by an earlier run is replayed on open either way.
+    pub wal: bool,
+    /// With the log: longest time a logged batch waits for a durable redb commit (which lets
+    /// the log start over). Bounds the replay work after a crash.
+    pub checkpoint_interval: Duration,
+    /// With the log: log bytes after which a checkpoint happens regardless of the interval.
+    pub checkpoint_bytes: u64,
 }
 
 impl Default for RedbOptions {
@@ -49,8 +74,11 @@ impl Default for RedbOptions {
         RedbOptions {
             max_batch_requests: 4096,
             max_batch_bytes: 16 << 20,
-            cache_size: 256 << 20,
+            cache_size: 64 << 20,
             quick_repair: false,
+            wal: true,
+            checkpoint_interval: Duration::from_millis(500),
+            checkpoint_bytes: 32 << 20,
         }
     }
 }
@@ -58,7 +86,8 @@ impl Default for RedbOptions {
 /// Counters of the writer thread, for tests and metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RedbStats {
-    /// Transactions committed (successfully or not), i.e. fsyncs.
+    /// Batches committed (successfully or not), i.e. fsyncs: of the log with
+    /// [`RedbOptions::wal`], of the database without.
     pub commits: u64,
     /// Write requests (`Store::write` calls) answered by those commits.
     pub requests: u64,
@@ -66,6 +95,10 @@ pub struct RedbStats {
     pub ops: u64,
     /// Commits that failed; every request in them got the error.
     pub failed_commits: u64,
+    /// Durable redb commits that let the write-ahead log start over.
+    pub checkpoints: u64,
+    /// Logged batches applied again when this store was opened (after a crash).
+    pub replayed: u64,
 }
 
 /// [`RedbStats`] as the writer thread updates them.
@@ -79,6 +112,10 @@ struct StatCells {
     ops: AtomicU64,
     /// See [`RedbStats::failed_commits`].
     failed_commits: AtomicU64,
+    /// See [`RedbStats::checkpoints`].
+    checkpoints: AtomicU64,
+    /// See [`RedbStats::replayed`].
+    replayed: AtomicU64,
 }
 
 /// The redb-backed [`Store`]. Open with [`Redb::open`]; dropping it waits for the writer
@@ -87,7 +124,9 @@ pub struct Redb {
     /// The database, shared with the writer thread and running scans; taken out by `close`.
     db: RwLock<Option<Arc<Database>>>,
     /// Requests to the writer thread.
-    tx: mpsc::UnboundedSender<Msg>,
+    // A std channel because the writer must wait with a timeout (the next checkpoint); a send
+    // on it never blocks.
+    tx: std_mpsc::Sender<Msg>,
     /// The writer thread, joined on drop so the file lock is gone when drop returns.
     writer: Mutex<Option<JoinHandle<()>>>,
     /// Shared with the writer thread.
@@ -138,20 +177,36 @@ impl Redb {
                 .and_then(|d| d.sync_all())
                 .map_err(Error::io)?;
         }
-        // Read transactions cannot open a table that was never created.
-        let txn = begin_write(&db, &options)?;
-        txn.open_table(JOBS).map_err(Error::io)?;
-        txn.open_table(COUNTERS).map_err(Error::io)?;
-        txn.commit().map_err(Error::io)?;
+        let stats = Arc::new(StatCells::default());
+        let wal_path = dir.join(wal::FILE_NAME);
+        let (seq, replayed) = recover(&db, &options, &wal_path)?;
+        stats.replayed.store(replayed, Ordering::Relaxed);
+        let wal = if options.wal {
+            Some(Wal::open(&wal_path).map_err(Error::io)?)
+        } else {
+            // Recovery made everything in it durable in redb; a later run with the log on must
+            // not find these records (their seqs would look old, but keep it simple and clean).
+            match std::fs::remove_file(&wal_path) {
+                Ok(()) => std::fs::File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(Error::io)?,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => return Err(Error::io(err)),
+            }
+            None
+        };
 
         let db = Arc::new(db);
-        let stats = Arc::new(StatCells::default());
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = std_mpsc::channel();
         let writer = Writer {
             db: Arc::clone(&db),
             rx,
             stats: Arc::clone(&stats),
             options,
+            wal,
+            seq,
+            dirty_since: None,
+            broken: None,
         };
         let handle = std::thread::Builder::new()
             .name("jobsd-store-writer".into())
@@ -178,6 +233,8 @@ impl Redb {
             requests: self.stats.requests.load(Ordering::Relaxed),
             ops: self.stats.ops.load(Ordering::Relaxed),
             failed_commits: self.stats.failed_commits.load(Ordering::Relaxed),
+            checkpoints: self.stats.checkpoints.load(Ordering::Relaxed),
+            replayed: self.stats.replayed.load(Ordering::Relaxed),
         }
     }
 
@@ -342,6 +399,69 @@ fn produce_scan(
     Ok(())
 }
 
+/// Brings the database up to date with the write-ahead log at `wal_path` and makes that
+/// durable: creates the tables, applies every valid logged batch newer than `meta.applied_seq`
+/// in order, and records the newest batch number seen. Gives that number (the next batch gets
+/// the one after it) and how many batches were applied.
+fn recover(db: &Database, options: &RedbOptions, wal_path: &Path) -> Result<(u64, u64), Error> {
+    let (records, stop) = wal::read_records(wal_path).map_err(Error::io)?;
+    // One transaction: a crash during recovery leaves the files as they were, so the next
+    // open recovers the same way.
+    let txn = begin_write(db, options)?;
+    let mut replayed = 0;
+    let seq;
+    {
+        let mut meta = txn.open_table(META).map_err(Error::io)?;
+        let applied = meta
+            .get(APPLIED_SEQ)
+            .map_err(Error::io)?
+            .map_or(0, |v| v.value());
+        let mut tables = RedbTables {
+            jobs: txn.open_table(JOBS).map_err(Error::io)?,
+            counters: txn.open_table(COUNTERS).map_err(Error::io)?,
+        };
+        // Past every seq in the file, so no leftover record can ever pass for a new one.
+        let newest = records.iter().map(|r| r.seq).max().unwrap_or(0);
+        let mut last = applied;
+        let mut stop = stop;
+        for record in records.into_iter().filter(|r| r.seq > applied) {
+            if record.seq != last + 1 {
+                stop = Some(format!(
+                    "record at {} holds batch {} where {} was expected",
+                    record.offset,
+                    record.seq,
+                    last + 1
+                ));
+                break;
+            }
+            let Some(requests) = record.requests else {
+                stop = Some(format!("record at {} does not decode", record.offset));
+                break;
+            };
+            for ops in requests {
+                // The per-request outcome was already reported to its caller; replay only
+                // needs the same state changes, which the same code on the same state gives.
+                apply::apply_request(&mut tables, ops)?.ok();
+            }
+            last = record.seq;
+            replayed += 1;
+        }
+        if let Some(why) = stop {
+            // Everything before this point was acknowledged; the rest never was (a torn tail)
+            // or is damage nothing can be recovered from.
+            tracing::warn!(
+                wal = %wal_path.display(),
+                replayed,
+                "write-ahead log ends early: {why}"
+            );
+        }
+        seq = newest.max(last);
+        meta.insert(APPLIED_SEQ, seq).map_err(Error::io)?;
+    }
+    txn.commit().map_err(Error::io)?;
+    Ok((seq, replayed))
+}
+
 /// A durable write transaction with the configured repair mode.
 fn begin_write(db: &Database, options: &RedbOptions) -> Result<WriteTransaction, Error> {
     let mut txn = db.begin_write().map_err(Error::io)?;
@@ -356,11 +476,22 @@ struct Writer {
     /// The database; dropped when the thread ends.
     db: Arc<Database>,
     /// Requests from `Redb` handles.
-    rx: mpsc::UnboundedReceiver<Msg>,
+    rx: std_mpsc::Receiver<Msg>,
     /// Shared with `Redb::stats`.
     stats: Arc<StatCells>,
     /// Batch bounds and repair mode.
     options: RedbOptions,
+    /// The write-ahead log, when batches are made durable there.
+    wal: Option<Wal>,
+    /// The number of the last batch logged (batch numbers grow by one and never repeat).
+    seq: u64,
+    /// When the oldest logged batch not yet in a durable redb commit was applied.
+    dirty_since: Option<Instant>,
+    /// Set when the log and redb may disagree (a failed log write, or a redb commit that
+    /// failed after its batch was logged): every later write fails with it, since going on
+    /// could log batches that a replay would apply on top of a different state. Reopening
+    /// replays the log and clears it.
+    broken: Option<Error>,
 }
 
 impl Writer {
@@ -368,8 +499,23 @@ impl Writer {
     fn run(mut self) {
         let mut batch: Vec<WriteReq> = Vec::new();
         loop {
-            let Some(first) = self.rx.blocking_recv() else {
-                break;
+            let first = match self.dirty_since {
+                None => match self.rx.recv() {
+                    Ok(msg) => msg,
+                    Err(std_mpsc::RecvError) => break,
+                },
+                Some(since) => {
+                    let wait = (since + self.options.checkpoint_interval)
+                        .saturating_duration_since(Instant::now());
+                    match self.rx.recv_timeout(wait) {
+                        Ok(msg) => msg,
+                        Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                            self.checkpoint();
+                            continue;
+                        }
+                        Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                }
             };
             let mut bytes = 0;
             let mut close = None;
@@ -394,16 +540,64 @@ impl Writer {
             }
             if !batch.is_empty() {
                 self.commit(&mut batch);
+                if self.checkpoint_due() {
+                    self.checkpoint();
+                }
             }
             if let Some(done) = close {
                 self.shut_down(done);
                 return;
             }
         }
+        // Every handle is gone without a close (cannot happen while `Redb` lives, as its drop
+        // sends one); still leave an empty log behind.
+        self.checkpoint();
+    }
+
+    /// Whether the logged batches should be made durable in redb now.
+    fn checkpoint_due(&self) -> bool {
+        match (&self.wal, self.dirty_since) {
+            (Some(wal), Some(since)) => {
+                since.elapsed() >= self.options.checkpoint_interval
+                    || wal.used() >= self.options.checkpoint_bytes
+            }
+            _ => false,
+        }
+    }
+
+    /// Commits redb durably with the number of the last logged batch, then lets the log start
+    /// over. On failure the log keeps everything and the next checkpoint tries again.
+    fn checkpoint(&mut self) {
+        if self.dirty_since.is_none() {
+            return;
+        }
+        let outcome = (|| {
+            let txn = begin_write(&self.db, &self.options)?;
+            txn.open_table(META)
+                .map_err(Error::io)?
+                .insert(APPLIED_SEQ, self.seq)
+                .map_err(Error::io)?;
+            txn.commit().map_err(Error::io)
+        })();
+        match outcome {
+            Ok(()) => {
+                if let Some(wal) = &mut self.wal {
+                    wal.reset();
+                }
+                self.dirty_since = None;
+                self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(err) => {
+                // Retried after the next batch or interval; meanwhile the log keeps growing
+                // and stays the durable copy.
+                tracing::warn!(error = %err, "store checkpoint failed");
+                self.dirty_since = Some(Instant::now());
+            }
+        }
     }
 
     /// Applies `batch` in one transaction, commits, and answers (and empties) it.
-    fn commit(&self, batch: &mut Vec<WriteReq>) {
+    fn commit(&mut self, batch: &mut Vec<WriteReq>) {
         let ops: usize = batch.iter().map(|req| req.ops.len()).sum();
         if ops == 0 {
             // Nothing to make durable: an fsync would only delay the next batch.
@@ -412,7 +606,11 @@ impl Writer {
             }
             return;
         }
-        let outcome = self.apply(batch);
+        let outcome = match &self.broken {
+            Some(err) => Err(err.clone()),
+            None if self.wal.is_some() => self.apply_logged(batch),
+            None => self.apply(batch),
+        };
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         self.stats
             .requests
@@ -437,26 +635,46 @@ impl Writer {
     /// The per-request results of `batch`, once committed. Takes the requests' ops.
     fn apply(&self, batch: &mut [WriteReq]) -> Result<Vec<Result<Vec<OpResult>, Error>>, Error> {
         let txn = begin_write(&self.db, &self.options)?;
-        let mut results = Vec::with_capacity(batch.len());
-        {
-            let mut tables = RedbTables {
-                jobs: txn.open_table(JOBS).map_err(Error::io)?,
-                counters: txn.open_table(COUNTERS).map_err(Error::io)?,
-            };
-            for req in batch.iter_mut() {
-                let ops = std::mem::take(&mut req.ops);
-                // A backend error leaves the transaction unusable: drop it (abort) and fail
-                // the whole batch, so no request is half applied.
-                results.push(apply::apply_request(&mut tables, ops)?);
-            }
-        }
+        let results = apply_batch(&txn, batch)?;
         txn.commit().map_err(Error::io)?;
         Ok(results)
     }
 
-    /// Refuses what came after the close, releases the database, then reports.
+    /// [`Writer::apply`] through the log: the batch is on disk in the log before redb commits
+    /// it (without an fsync) and before anyone is answered.
+    fn apply_logged(
+        &mut self,
+        batch: &mut [WriteReq],
+    ) -> Result<Vec<Result<Vec<OpResult>, Error>>, Error> {
+        let Some(wal) = &mut self.wal else {
+            return self.apply(batch);
+        };
+        let seq = self.seq + 1;
+        // Encoded first because applying consumes the ops.
+        wal.encode(seq, batch.iter().map(|req| req.ops.as_slice()));
+        // Applied before logging, so that a failing apply (the batch fails, nothing changed)
+        // never leaves a logged batch that a replay would apply.
+        let mut txn = self.db.begin_write().map_err(Error::io)?;
+        txn.set_durability(Durability::None).map_err(Error::io)?;
+        let results = apply_batch(&txn, batch)?;
+        if let Err(err) = wal.write() {
+            let err = Error::io(err);
+            self.broken = Some(err.clone());
+            return Err(err);
+        }
+        self.seq = seq;
+        self.dirty_since.get_or_insert_with(Instant::now);
+        if let Err(err) = txn.commit() {
+            let err = Error::io(err);
+            self.broken = Some(err.clone());
+            return Err(err);
+        }
+        Ok(results)
+    }
+
+    /// Refuses what came after the close, makes everything durable in redb, releases the
+    /// database, then reports.
     fn shut_down(mut self, done: Option<oneshot::Sender<()>>) {
-        self.rx.close();
         let mut waiters = Vec::from_iter(done);
         while let Ok(msg) = self.rx.try_recv() {
             match msg {
@@ -466,11 +684,35 @@ impl Writer {
                 Msg::Close(done) => waiters.extend(done),
             }
         }
+        // A clean stop leaves nothing to replay (and a short next open).
+        self.checkpoint();
+        // Requests sent from now on find the channel closed, or are dropped unanswered with
+        // it: their callers see `Closed` either way.
+        drop(self.rx);
         drop(self.db);
         for done in waiters {
             let _ = done.send(());
         }
     }
+}
+
+/// Applies `batch` in `txn` and gives the per-request results. Takes the requests' ops.
+fn apply_batch(
+    txn: &WriteTransaction,
+    batch: &mut [WriteReq],
+) -> Result<Vec<Result<Vec<OpResult>, Error>>, Error> {
+    let mut results = Vec::with_capacity(batch.len());
+    let mut tables = RedbTables {
+        jobs: txn.open_table(JOBS).map_err(Error::io)?,
+        counters: txn.open_table(COUNTERS).map_err(Error::io)?,
+    };
+    for req in batch.iter_mut() {
+        let ops = std::mem::take(&mut req.ops);
+        // A backend error leaves the transaction unusable: the caller drops it (abort) and
+        // fails the whole batch, so no request is half applied.
+        results.push(apply::apply_request(&mut tables, ops)?);
+    }
+    Ok(results)
 }
 
 /// The two tables of one write transaction.

@@ -1,5 +1,5 @@
-//! One suite of op semantics, run against both backends (`memory::*` and `redb::*`), plus what
-//! only a file can show (reopen, close) and a model check that the two backends agree.
+//! One suite of op semantics, run against every backend (`memory::*`, `redb::*`, `etcd::*`),
+//! plus what only a file can show (reopen, close) and model checks that the backends agree.
 
 use std::sync::Arc;
 
@@ -46,6 +46,15 @@ fn redb(raw: &[Raw<'_>]) -> Fixture {
     Fixture {
         store: Arc::new(store),
         _dir: Some(dir),
+    }
+}
+
+/// An `Etcd` store on the etcd this test process shares, in a namespace of its own.
+#[cfg(feature = "etcd")]
+fn etcd(raw: &[Raw<'_>]) -> Fixture {
+    Fixture {
+        store: super::etcd::testing::shared_store(raw),
+        _dir: None,
     }
 }
 
@@ -584,6 +593,15 @@ macro_rules! suite {
                 }
             )*
         }
+        #[cfg(feature = "etcd")]
+        mod etcd {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::etcd).await;
+                }
+            )*
+        }
     };
 }
 
@@ -733,7 +751,7 @@ mod model {
 
     const KEYS: [&str; 6] = ["a", "a|", "a||b", "ab", "b", "\u{10FFFF}"];
 
-    fn op() -> impl Strategy<Value = Op> {
+    pub(super) fn op() -> impl Strategy<Value = Op> {
         let key = proptest::sample::select(KEYS.to_vec()).prop_map(String::from);
         let generation = 0..3u64;
         prop_oneof![
@@ -786,6 +804,341 @@ mod model {
                     assert_eq!(a, b);
                 }
                 assert_eq!(state(&*m.store).await, state(&*r.store).await);
+            });
+        }
+    }
+
+    #[cfg(feature = "etcd")]
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        /// Requests submitted together (one task polls them in order, so they queue in order
+        /// and share etcd txns) give what memory gives applying them one by one.
+        #[test]
+        fn memory_and_etcd_agree(requests in proptest::collection::vec(
+            proptest::collection::vec(op(), 0..6), 1..10)) {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let m = memory(&[]);
+                let e = etcd(&[]);
+                let mut expected = Vec::new();
+                for ops in &requests {
+                    expected.push(m.store.write(ops.clone()).await.unwrap());
+                }
+                let got = futures_util::future::join_all(
+                    requests.into_iter().map(|ops| e.store.write(ops)),
+                )
+                .await;
+                let got: Vec<Vec<OpResult>> = got.into_iter().map(Result::unwrap).collect();
+                assert_eq!(got, expected);
+                assert_eq!(state(&*m.store).await, state(&*e.store).await);
+            });
+        }
+    }
+}
+
+// ---- the write-ahead log: what a crash between checkpoints leaves ----
+
+mod wal {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::redb::FILE_NAME as DB_FILE;
+    use crate::store::wal::{FILE_NAME as WAL_FILE, read_records};
+
+    /// Options under which nothing is checkpointed while a test runs: every batch stays in the
+    /// log only.
+    fn no_checkpoints() -> RedbOptions {
+        RedbOptions {
+            checkpoint_interval: Duration::from_secs(3600),
+            checkpoint_bytes: u64::MAX,
+            ..RedbOptions::default()
+        }
+    }
+
+    /// A copy of the files of an open, idle store: what `kill -9` at this moment would leave
+    /// (the page cache survives a process kill).
+    fn crash_copy(from: &Path) -> TempDir {
+        let to = tempfile::tempdir().unwrap();
+        for name in [DB_FILE, WAL_FILE] {
+            let src = from.join(name);
+            if src.exists() {
+                std::fs::copy(&src, to.path().join(name)).unwrap();
+            }
+        }
+        to
+    }
+
+    /// Jobs in the redb file alone, as its last durable commit left them.
+    fn jobs_in_redb_file(dir: &Path) -> usize {
+        use ::redb::{ReadableDatabase, ReadableTableMetadata};
+        let db = ::redb::Database::create(dir.join(DB_FILE)).unwrap();
+        let txn = db.begin_read().unwrap();
+        let def: ::redb::TableDefinition<&str, &[u8]> = ::redb::TableDefinition::new("jobs");
+        txn.open_table(def).unwrap().len().unwrap() as usize
+    }
+
+    async fn state(s: &dyn Store) -> Vec<LoadedJob> {
+        scan_all(s, "", 64).await.into_iter().flatten().collect()
+    }
+
+    fn key(i: usize) -> String {
+        format!("app||ns||a||{i:04}")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_see_logged_batches_before_any_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Redb::open_with(dir.path(), no_checkpoints()).unwrap();
+        write1(&s, put("k", job(1, "k"), true)).await;
+        write1(&s, put_counter("k", counter(1, 3))).await;
+        assert_eq!(s.stats().checkpoints, 0);
+        assert_eq!(s.get_job("k").await.unwrap(), Some(job(1, "k")));
+        assert_eq!(s.get_counter("k").await.unwrap(), Some(counter(1, 3)));
+        assert_eq!(keys(&s, "").await, ["k"]);
+        assert_eq!(state(&s).await.len(), 1);
+        // And the batches really are only in the log so far.
+        let crashed = crash_copy(dir.path());
+        assert_eq!(jobs_in_redb_file(crashed.path()), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_crash_between_checkpoints_loses_no_acknowledged_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Arc::new(Redb::open_with(dir.path(), no_checkpoints()).unwrap());
+        let tasks: Vec<_> = (0..8)
+            .map(|t| {
+                let s = Arc::clone(&s);
+                tokio::spawn(async move {
+                    for i in 0..25 {
+                        let k = key(t * 100 + i);
+                        assert_eq!(write1(&*s, put(&k, job(1, &k), true)).await, OpResult::Done);
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let live = state(&*s).await;
+        assert_eq!(live.len(), 200);
+        let crashed = crash_copy(dir.path());
+        assert_eq!(
+            jobs_in_redb_file(crashed.path()),
+            0,
+            "nothing was checkpointed"
+        );
+
+        let r = Redb::open(crashed.path()).unwrap();
+        assert_eq!(r.stats().replayed, s.stats().commits);
+        assert_eq!(state(&r).await, live);
+        // Recovery checkpointed: the redb file alone holds everything now.
+        r.close().await.unwrap();
+        drop(r);
+        assert_eq!(jobs_in_redb_file(crashed.path()), 200);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_crash_after_checkpoints_and_log_restarts_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = RedbOptions {
+            checkpoint_interval: Duration::from_secs(3600),
+            // A checkpoint every few batches, so the log restarts over older records.
+            checkpoint_bytes: 2_000,
+            ..RedbOptions::default()
+        };
+        let s = Redb::open_with(dir.path(), options).unwrap();
+        for i in 0..103 {
+            write1(&s, put(&key(i), job(1, "x"), true)).await;
+        }
+        // The checkpoint after the last batch runs after its answer: let it finish.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let checkpoints = s.stats().checkpoints;
+        assert!(checkpoints > 5, "{checkpoints} checkpoints");
+        let live = state(&s).await;
+        let crashed = crash_copy(dir.path());
+        let r = Redb::open(crashed.path()).unwrap();
+        assert!(r.stats().replayed < 103);
+        assert_eq!(state(&r).await, live);
+    }
+
+    /// Writes 20 single-op batches with no checkpoint and gives the crashed copy.
+    async fn twenty_logged_batches() -> (TempDir, Vec<LoadedJob>) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Redb::open_with(dir.path(), no_checkpoints()).unwrap();
+        for i in 0..20 {
+            write1(&s, put(&key(i), job(1, "x"), true)).await;
+        }
+        let live = state(&s).await;
+        (crash_copy(dir.path()), live)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_corrupt_last_record_is_ignored_and_everything_before_it_kept() {
+        let (crashed, live) = twenty_logged_batches().await;
+        let wal = crashed.path().join(WAL_FILE);
+        let (records, stop) = read_records(&wal).unwrap();
+        assert!(stop.is_none());
+        assert_eq!(records.len(), 20);
+        let last = records.last().unwrap();
+        // Flip one payload byte of the last record, as a torn sector would.
+        let mut bytes = std::fs::read(&wal).unwrap();
+        bytes[(last.offset + last.size - 3) as usize] ^= 0x40;
+        std::fs::write(&wal, bytes).unwrap();
+
+        let r = Redb::open(crashed.path()).unwrap();
+        assert_eq!(r.stats().replayed, 19);
+        assert_eq!(state(&r).await, live[..19]);
+        // Writes go on after the damaged record, and survive another crash.
+        write1(&r, put(&key(500), job(1, "y"), true)).await;
+        let again = crash_copy(crashed.path());
+        drop(r);
+        let r = Redb::open(again.path()).unwrap();
+        assert_eq!(keys(&r, "").await.len(), 20);
+        assert!(r.get_job(&key(500)).await.unwrap().is_some());
+        assert!(r.get_job(&key(19)).await.unwrap().is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_log_cut_inside_its_last_record_keeps_everything_before_it() {
+        let (crashed, live) = twenty_logged_batches().await;
+        let wal = crashed.path().join(WAL_FILE);
+        let (records, _) = read_records(&wal).unwrap();
+        let last = records.last().unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&wal).unwrap();
+        file.set_len(last.offset + last.size - 5).unwrap();
+        drop(file);
+
+        let r = Redb::open(crashed.path()).unwrap();
+        assert_eq!(r.stats().replayed, 19);
+        assert_eq!(state(&r).await, live[..19]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn recovery_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Redb::open_with(dir.path(), no_checkpoints()).unwrap();
+        // Ops whose outcome depends on the state they meet.
+        s.write(vec![
+            put("a", job(1, "a1"), true),
+            put("b", job(1, "b"), true),
+        ])
+        .await
+        .unwrap();
+        s.write(vec![put_counter("a", counter(1, 2))])
+            .await
+            .unwrap();
+        s.write(vec![put("a", job(2, "a2"), false)]).await.unwrap();
+        s.write(vec![put_counter("a", counter(1, 5))])
+            .await
+            .unwrap();
+        s.write(vec![finish("b", 1), put("b", job(3, "b3"), true)])
+            .await
+            .unwrap();
+        s.write(vec![
+            Op::DeletePrefix { prefix: "c".into() },
+            put("c", job(1, "c"), true),
+        ])
+        .await
+        .unwrap();
+        let live = state(&s).await;
+        let crashed = crash_copy(dir.path());
+
+        // A crash during recovery leaves the files unchanged: recover the same copy twice.
+        let twice = crash_copy(crashed.path());
+        let r1 = Redb::open(crashed.path()).unwrap();
+        assert_eq!(r1.stats().replayed, 6);
+        assert_eq!(state(&r1).await, live);
+        let r2 = Redb::open(twice.path()).unwrap();
+        assert_eq!(r2.stats().replayed, 6);
+        assert_eq!(state(&r2).await, live);
+        drop(r2);
+
+        // A crash right after recovery (the old records are still in the log file): nothing is
+        // applied a second time.
+        let after = crash_copy(crashed.path());
+        let r3 = Redb::open(after.path()).unwrap();
+        assert_eq!(r3.stats().replayed, 0);
+        assert_eq!(state(&r3).await, live);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn create_only_keeps_its_meaning_across_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Redb::open_with(dir.path(), no_checkpoints()).unwrap();
+        assert_eq!(
+            write1(&s, put("k", job(1, "first"), true)).await,
+            OpResult::Done
+        );
+        assert_eq!(
+            write1(&s, put_counter("k", counter(1, 4))).await,
+            OpResult::Done
+        );
+        assert_eq!(
+            write1(&s, put("k", job(2, "second"), true)).await,
+            OpResult::AlreadyExists
+        );
+        let crashed = crash_copy(dir.path());
+        let r = Redb::open(crashed.path()).unwrap();
+        assert_eq!(r.stats().replayed, 3);
+        assert_eq!(r.get_job("k").await.unwrap(), Some(job(1, "first")));
+        assert_eq!(r.get_counter("k").await.unwrap(), Some(counter(1, 4)));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn close_leaves_nothing_to_replay_and_the_log_can_be_turned_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Redb::open_with(dir.path(), no_checkpoints()).unwrap();
+        write1(&s, put("k", job(1, "k"), true)).await;
+        s.close().await.unwrap();
+        drop(s);
+        assert_eq!(jobs_in_redb_file(dir.path()), 1);
+
+        // A crashed log is replayed by a store opened without it, which then removes it.
+        let s = Redb::open_with(dir.path(), no_checkpoints()).unwrap();
+        write1(&s, put("l", job(1, "l"), true)).await;
+        let crashed = crash_copy(dir.path());
+        drop(s);
+        let off = RedbOptions {
+            wal: false,
+            ..RedbOptions::default()
+        };
+        let r = Redb::open_with(crashed.path(), off).unwrap();
+        assert_eq!(r.stats().replayed, 1);
+        assert_eq!(keys(&r, "").await, ["k", "l"]);
+        assert!(!crashed.path().join(WAL_FILE).exists());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 16,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+        /// Replaying the log after a crash gives the state the writes produced.
+        #[test]
+        fn replay_after_a_crash_equals_the_model(requests in proptest::collection::vec(
+            proptest::collection::vec(super::model::op(), 0..6), 1..10)) {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let m = memory(&[]);
+                let dir = tempfile::tempdir().unwrap();
+                let r = Redb::open_with(dir.path(), no_checkpoints()).unwrap();
+                for ops in requests {
+                    let a = m.store.write(ops.clone()).await.unwrap();
+                    let b = r.write(ops).await.unwrap();
+                    assert_eq!(a, b);
+                }
+                let crashed = crash_copy(dir.path());
+                let reopened = Redb::open(crashed.path()).unwrap();
+                assert_eq!(state(&*m.store).await, state(&reopened).await);
             });
         }
     }

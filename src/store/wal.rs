@@ -1,0 +1,450 @@
+//! The write-ahead log of the [`Redb`](super::Redb) store.
+//!
+//! A redb durable commit rewrites several B-tree and allocator pages plus the header and
+//! syncs them; an append of the batch to a log and one `fdatasync` costs about half as much.
+//! So the writer thread logs each batch here and syncs it, then applies it to redb with a
+//! non-durable commit, and only every so often makes redb durable (a checkpoint, which also
+//! records the last applied batch number in redb's `meta` table). On open, the batches past
+//! that number are applied again from the log.
+//!
+//! Layout: records one after another from offset 0, each
+//! `[payload length u32][crc32 u32][seq u64][payload]` (little endian), the CRC covering the
+//! seq and the payload. Batch numbers (`seq`) never repeat and grow by one per record. After a
+//! checkpoint the log is written again from offset 0: what is left of older records past the
+//! new end either fails its CRC (a record cut in the middle) or carries a seq that is not the
+//! next one, so a reader stops there. The file is grown in zero-filled, synced chunks and
+//! never shrinks, so an append overwrites allocated blocks and `fdatasync` has no file size or
+//! extent change to journal.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::apply::Prepared;
+
+/// File name inside the data directory.
+pub(crate) const FILE_NAME: &str = "jobsd.wal";
+
+/// Bytes before a record's payload: length, CRC, seq.
+const HEADER: usize = 16;
+/// Size of a new log file; it grows when a record does not fit.
+const INITIAL_LEN: u64 = 4 << 20;
+/// Largest single growth step, so a big log does not double into gigabytes at once.
+const MAX_GROWTH: u64 = 64 << 20;
+/// Largest payload a reader accepts: bounds what a corrupt length can make it allocate.
+const MAX_PAYLOAD: u64 = 1 << 30;
+
+/// An open log positioned for the next append.
+pub(crate) struct Wal {
+    /// The log file.
+    file: File,
+    /// Where the next record goes.
+    offset: u64,
+    /// Length of the file: zero-filled and synced beyond the records.
+    len: u64,
+    /// The record being built, reused between batches.
+    buf: Vec<u8>,
+}
+
+/// One valid record read back from the log.
+pub(crate) struct Record {
+    /// Offset of the record in the file.
+    pub(crate) offset: u64,
+    /// Bytes the record takes (header included).
+    // Read by the tests that damage a record.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) size: u64,
+    /// Its batch number.
+    pub(crate) seq: u64,
+    /// The batch's requests, each a list of ops; `None` when the payload does not decode
+    /// although its CRC matched (a bug or a foreign file).
+    pub(crate) requests: Option<Vec<Vec<Prepared>>>,
+}
+
+impl Wal {
+    /// Opens the log at `path`, creating and preallocating it if needed. The caller reads it
+    /// ([`read_records`]) before appending; appends start at offset 0.
+    pub(crate) fn open(path: &Path) -> io::Result<Wal> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        let len = file.metadata()?.len();
+        let mut wal = Wal {
+            file,
+            offset: 0,
+            len,
+            buf: Vec::new(),
+        };
+        if len < INITIAL_LEN {
+            wal.grow_to(INITIAL_LEN)?;
+            // The new name must survive a power cut along with the records written under it.
+            if let Some(dir) = path.parent() {
+                File::open(dir)?.sync_all()?;
+            }
+        }
+        Ok(wal)
+    }
+
+    /// Bytes of records written since the last [`Wal::reset`].
+    pub(crate) fn used(&self) -> u64 {
+        self.offset
+    }
+
+    /// Encodes the batch `seq` (`requests` in arrival order) as the next record, in memory;
+    /// [`Wal::write`] puts it on disk.
+    pub(crate) fn encode<'a>(&mut self, seq: u64, requests: impl Iterator<Item = &'a [Prepared]>) {
+        let buf = &mut self.buf;
+        buf.clear();
+        buf.extend_from_slice(&[0; HEADER]);
+        let count_at = buf.len();
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        let mut count = 0u32;
+        for ops in requests {
+            count += 1;
+            put_u32(buf, ops.len());
+            for op in ops {
+                encode_op(buf, op);
+            }
+        }
+        buf[count_at..count_at + 4].copy_from_slice(&count.to_le_bytes());
+        let payload_len = (buf.len() - HEADER) as u32;
+        buf[16 - 8..HEADER].copy_from_slice(&seq.to_le_bytes());
+        let crc = crc32(&buf[8..]);
+        buf[0..4].copy_from_slice(&payload_len.to_le_bytes());
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Appends the record built by [`Wal::encode`] and waits until it is on disk.
+    ///
+    /// After an error the log's contents past the last successful write are unknown: the
+    /// caller must not append again (see the writer's poisoning).
+    pub(crate) fn write(&mut self) -> io::Result<()> {
+        let end = self.offset + self.buf.len() as u64;
+        if end > self.len {
+            let step = self.len.clamp(INITIAL_LEN, MAX_GROWTH);
+            self.grow_to(end.div_ceil(step) * step)?;
+        }
+        self.file.write_all_at(&self.buf, self.offset)?;
+        // Data only: the blocks are allocated and the size is fixed, so there is no metadata
+        // that has to reach the disk with it.
+        self.file.sync_data()?;
+        self.offset = end;
+        Ok(())
+    }
+
+    /// Starts writing from offset 0 again. Only after a durable checkpoint that covers every
+    /// record written: the old records are then never replayed (their seqs are not newer).
+    pub(crate) fn reset(&mut self) {
+        self.offset = 0;
+    }
+
+    /// Extends the file with zeros to `len` and syncs it, size included.
+    fn grow_to(&mut self, len: u64) -> io::Result<()> {
+        // Real zeros rather than `set_len` alone: a hole or an unwritten extent would make
+        // every later append allocate or convert blocks, i.e. journal metadata on each sync.
+        const CHUNK: usize = 1 << 20;
+        let zeros = vec![0u8; CHUNK];
+        let mut at = self.len;
+        while at < len {
+            let n = (len - at).min(CHUNK as u64) as usize;
+            self.file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        self.file.sync_all()?;
+        self.len = len;
+        Ok(())
+    }
+}
+
+/// Reads the valid records of the log at `path` from the start, in order, stopping at the
+/// first one that is cut short, fails its CRC or does not carry the seq after its
+/// predecessor's. Also gives why it stopped early, if it did not stop at a clean end (zeros).
+pub(crate) fn read_records(path: &Path) -> io::Result<(Vec<Record>, Option<String>)> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), None)),
+        Err(err) => return Err(err),
+    };
+    let len = file.metadata()?.len();
+    let mut records: Vec<Record> = Vec::new();
+    let mut offset = 0u64;
+    let mut header = [0u8; HEADER];
+    let stop = loop {
+        if offset + HEADER as u64 > len {
+            break None;
+        }
+        file.read_exact_at(&mut header, offset)?;
+        let payload_len = u64::from(u32::from_le_bytes(
+            header[0..4].try_into().unwrap_or_default(),
+        ));
+        let crc = u32::from_le_bytes(header[4..8].try_into().unwrap_or_default());
+        let seq = u64::from_le_bytes(header[8..16].try_into().unwrap_or_default());
+        if payload_len == 0 && crc == 0 && seq == 0 {
+            // Preallocated space: the clean end of the log.
+            break None;
+        }
+        let end = offset + HEADER as u64 + payload_len;
+        if payload_len > MAX_PAYLOAD || end > len {
+            break Some(format!("record at {offset} runs past the end of the file"));
+        }
+        let mut body = vec![0u8; 8 + payload_len as usize];
+        file.read_exact_at(&mut body, offset + 8)?;
+        if crc32(&body) != crc {
+            break Some(format!(
+                "record at {offset} fails its CRC (a torn write, or what is left of an older log)"
+            ));
+        }
+        if let Some(last) = records.last()
+            && last.seq.checked_add(1) != Some(seq)
+        {
+            // Left over from before the last reset: not part of this log.
+            break None;
+        }
+        records.push(Record {
+            offset,
+            size: end - offset,
+            seq,
+            requests: decode_payload(&body[8..]),
+        });
+        offset = end;
+    };
+    Ok((records, stop))
+}
+
+// ---- payload encoding ----
+
+/// Op tags in the payload.
+const PUT_JOB: u8 = 1;
+const DELETE_JOB: u8 = 2;
+const DELETE_PREFIX: u8 = 3;
+const PUT_COUNTER: u8 = 4;
+const FINISH_JOB: u8 = 5;
+
+fn put_u32(buf: &mut Vec<u8>, n: usize) {
+    // Lengths come from in-memory strings and a batch bounded far below 4 GiB.
+    buf.extend_from_slice(&(n as u32).to_le_bytes());
+}
+
+fn put_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
+    put_u32(buf, bytes.len());
+    buf.extend_from_slice(bytes);
+}
+
+fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
+    match op {
+        Prepared::PutJob {
+            key,
+            value,
+            create_only,
+        } => {
+            buf.push(PUT_JOB);
+            buf.push(u8::from(*create_only));
+            put_bytes(buf, key.as_bytes());
+            put_bytes(buf, value);
+        }
+        Prepared::DeleteJob { key } => {
+            buf.push(DELETE_JOB);
+            put_bytes(buf, key.as_bytes());
+        }
+        Prepared::DeletePrefix { prefix } => {
+            buf.push(DELETE_PREFIX);
+            put_bytes(buf, prefix.as_bytes());
+        }
+        Prepared::PutCounter {
+            key,
+            generation,
+            value,
+        } => {
+            buf.push(PUT_COUNTER);
+            put_bytes(buf, key.as_bytes());
+            buf.extend_from_slice(&generation.to_le_bytes());
+            put_bytes(buf, value);
+        }
+        Prepared::FinishJob { key, generation } => {
+            buf.push(FINISH_JOB);
+            put_bytes(buf, key.as_bytes());
+            buf.extend_from_slice(&generation.to_le_bytes());
+        }
+    }
+}
+
+/// Reads a payload back; `None` if it is malformed.
+fn decode_payload(mut p: &[u8]) -> Option<Vec<Vec<Prepared>>> {
+    let count = take_u32(&mut p)?;
+    let mut requests = Vec::with_capacity(count.min(4096));
+    for _ in 0..count {
+        let n = take_u32(&mut p)?;
+        let mut ops = Vec::with_capacity(n.min(4096));
+        for _ in 0..n {
+            ops.push(decode_op(&mut p)?);
+        }
+        requests.push(ops);
+    }
+    p.is_empty().then_some(requests)
+}
+
+fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
+    let tag = take(p, 1)?[0];
+    Some(match tag {
+        PUT_JOB => {
+            let create_only = match take(p, 1)?[0] {
+                0 => false,
+                1 => true,
+                _ => return None,
+            };
+            let key = take_string(p)?;
+            let value = take_bytes(p)?.to_vec();
+            Prepared::PutJob {
+                key,
+                value,
+                create_only,
+            }
+        }
+        DELETE_JOB => Prepared::DeleteJob {
+            key: take_string(p)?,
+        },
+        DELETE_PREFIX => Prepared::DeletePrefix {
+            prefix: take_string(p)?,
+        },
+        PUT_COUNTER => {
+            let key = take_string(p)?;
+            let generation = take_u64(p)?;
+            let value = take_bytes(p)?.to_vec();
+            Prepared::PutCounter {
+                key,
+                generation,
+                value,
+            }
+        }
+        FINISH_JOB => {
+            let key = take_string(p)?;
+            let generation = take_u64(p)?;
+            Prepared::FinishJob { key, generation }
+        }
+        _ => return None,
+    })
+}
+
+fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    if p.len() < n {
+        return None;
+    }
+    let (head, rest) = p.split_at(n);
+    *p = rest;
+    Some(head)
+}
+
+fn take_u32(p: &mut &[u8]) -> Option<usize> {
+    let b = take(p, 4)?;
+    Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
+}
+
+fn take_u64(p: &mut &[u8]) -> Option<u64> {
+    let b = take(p, 8)?;
+    Some(u64::from_le_bytes(b.try_into().ok()?))
+}
+
+fn take_bytes<'a>(p: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let n = take_u32(p)?;
+    take(p, n)
+}
+
+fn take_string(p: &mut &[u8]) -> Option<String> {
+    String::from_utf8(take_bytes(p)?.to_vec()).ok()
+}
+
+// ---- CRC-32 (IEEE, as zlib) ----
+
+/// Byte-at-a-time lookup table, built at compile time.
+const CRC_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+};
+
+/// CRC-32 of `bytes`.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c = CRC_TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
+    }
+    !c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_matches_the_standard_check_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+
+    #[test]
+    fn records_round_trip_and_a_reset_hides_older_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut wal = Wal::open(&path).unwrap();
+        let ops = |k: &str| {
+            vec![
+                Prepared::PutJob {
+                    key: k.into(),
+                    value: vec![1, 2, 3],
+                    create_only: true,
+                },
+                Prepared::PutCounter {
+                    key: k.into(),
+                    generation: 7,
+                    value: vec![9],
+                },
+                Prepared::FinishJob {
+                    key: k.into(),
+                    generation: 7,
+                },
+                Prepared::DeleteJob { key: k.into() },
+                Prepared::DeletePrefix { prefix: k.into() },
+            ]
+        };
+        for seq in 1..=5u64 {
+            let a = ops(&format!("a{seq}"));
+            let b = ops("b");
+            wal.encode(seq, [a.as_slice(), b.as_slice()].into_iter());
+            wal.write().unwrap();
+        }
+        let (records, stop) = read_records(&path).unwrap();
+        assert!(stop.is_none());
+        assert_eq!(
+            records.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5]
+        );
+        let requests = records[2].requests.as_ref().unwrap();
+        assert_eq!(requests.len(), 2);
+        assert!(matches!(&requests[0][0], Prepared::PutJob { key, .. } if key == "a3"));
+        assert_eq!(requests[1].len(), 5);
+
+        // After a reset, a shorter record 6 is followed by the remains of records 2..5.
+        wal.reset();
+        wal.encode(6, std::iter::empty());
+        wal.write().unwrap();
+        let (records, _) = read_records(&path).unwrap();
+        assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [6]);
+    }
+}

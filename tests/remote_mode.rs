@@ -67,6 +67,7 @@ impl Rep {
             listen,
             broadcast_override: None,
             data_dir: "unused".into(),
+            cluster: None,
         };
         let replica = Replica::start_with(cfg, store, Arc::new(clock.clone()))
             .await

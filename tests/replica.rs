@@ -33,6 +33,7 @@ fn cfg() -> config::Replica {
         listen: "127.0.0.1:0".parse().unwrap(),
         broadcast_override: None,
         data_dir: "unused".into(),
+        cluster: None,
     }
 }
 

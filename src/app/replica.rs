@@ -1,9 +1,9 @@
-//! The `jobsd scheduler` role: one Dapr Scheduler replica over the embedded store. The engine
-//! fires into the WatchJobs stream pool; the Scheduler service, gRPC health and reflection
-//! share one port.
+//! The `jobsd scheduler` role: one Dapr Scheduler replica. The engine fires into the WatchJobs
+//! stream pool; the Scheduler service, gRPC health and reflection share one port.
 //!
-//! Single node for now: the host list is this replica alone. Clustering replaces the store
-//! (etcd), partitions the jobs and feeds membership into [`Replica::set_hosts`].
+//! Alone (no `--etcd-endpoints`) it runs over the embedded store and the host list is this
+//! replica. In a cluster the store is etcd, the engine follows it and fires only the
+//! partitions this member owns (`engine::cluster`), and the host list is the live members.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +17,8 @@ use super::{Error, bind};
 use crate::clock::{Clock, SystemClock};
 use crate::config;
 use crate::engine::Engine;
+#[cfg(feature = "etcd")]
+use crate::engine::cluster::{Cluster, ClusterConfig};
 use crate::engine::pool::Pool;
 use crate::engine::server::{self, SchedulerService};
 use crate::store::{self, Store};
@@ -37,8 +39,10 @@ pub struct Replica {
     shutdown: CancellationToken,
     /// The gRPC server task.
     server: JoinHandle<Result<(), Error>>,
-    /// The host list WatchHosts streams; the seam cluster membership will drive.
+    /// The host list WatchHosts streams (the live members in a cluster).
     hosts: watch::Sender<Vec<String>>,
+    /// Leaves the cluster (if any), then closes the streams; awaited before the engine stops.
+    closer: JoinHandle<()>,
     /// The WatchJobs streams, closed before the engine stops.
     pool: Arc<Pool>,
     /// Closed last, once no request can write any more.
@@ -52,18 +56,56 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Opens the durable store in `cfg.data_dir` and starts serving with the system clock.
+    /// Starts serving with the system clock: as a member of the cluster on
+    /// `--etcd-endpoints`, or alone over the durable store in `cfg.data_dir`.
     pub async fn start(cfg: config::Replica) -> Result<Replica, Error> {
+        if let Some(cluster) = &cfg.cluster {
+            #[cfg(feature = "etcd")]
+            {
+                let store =
+                    Arc::new(store::Etcd::connect(&cluster.endpoints, &cluster.namespace).await?);
+                return Self::start_clustered(cfg, store, Arc::new(SystemClock)).await;
+            }
+            #[cfg(not(feature = "etcd"))]
+            {
+                let _ = cluster;
+                return Err(Error::Serve(
+                    "--etcd-endpoints needs a build with the `etcd` feature".to_owned(),
+                ));
+            }
+        }
         let store: Arc<dyn Store> = Arc::new(store::Redb::open(&cfg.data_dir)?);
         Self::start_with(cfg, store, Arc::new(SystemClock)).await
     }
 
-    /// Starts serving over a given store and clock (tests use a memory store and a manual
-    /// clock).
+    /// Starts serving alone over a given store and clock (tests use a memory store and a
+    /// manual clock).
     pub async fn start_with(
         cfg: config::Replica,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
+    ) -> Result<Replica, Error> {
+        Self::launch(cfg, store, clock, None).await
+    }
+
+    /// Starts serving as a member of the cluster on `store`'s etcd (`cfg.cluster` must be
+    /// set).
+    #[cfg(feature = "etcd")]
+    pub async fn start_clustered(
+        cfg: config::Replica,
+        store: Arc<store::Etcd>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Replica, Error> {
+        let dyn_store: Arc<dyn Store> = store.clone();
+        Self::launch(cfg, dyn_store, clock, Some(store)).await
+    }
+
+    async fn launch(
+        cfg: config::Replica,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        #[cfg(feature = "etcd")] etcd: Option<Arc<store::Etcd>>,
+        #[cfg(not(feature = "etcd"))] etcd: Option<std::convert::Infallible>,
     ) -> Result<Replica, Error> {
         // Bound first: a port in use fails before the store is loaded and triggers fire.
         let listener = bind(cfg.listen).await?;
@@ -76,25 +118,58 @@ impl Replica {
         let pool = Arc::new(Pool::new());
         let engine_stop = CancellationToken::new();
         // Triggers due before any daprd connects find no stream and are staged until one does.
-        let (engine, engine_task) =
-            Engine::start(store.clone(), clock, pool.clone(), engine_stop.clone()).await?;
+        let (hosts, hosts_rx) = watch::channel(vec![broadcast_address.clone()]);
+        #[cfg(feature = "etcd")]
+        let (engine, engine_task, cluster) = match (etcd, &cfg.cluster) {
+            (Some(etcd), Some(settings)) => {
+                let (engine, task) =
+                    Engine::follow(store.clone(), clock, pool.clone(), engine_stop.clone());
+                let cluster = Cluster::start(
+                    ClusterConfig {
+                        id: cfg.id.clone(),
+                        address: broadcast_address.clone(),
+                        lease_ttl: settings.lease_ttl,
+                        partitions: settings.partitions,
+                        namespace: settings.namespace.clone(),
+                    },
+                    etcd,
+                    engine.clone(),
+                    hosts.clone(),
+                );
+                (engine, task, Some(cluster))
+            }
+            _ => {
+                let (engine, task) =
+                    Engine::start(store.clone(), clock, pool.clone(), engine_stop.clone()).await?;
+                (engine, task, None)
+            }
+        };
+        #[cfg(not(feature = "etcd"))]
+        let (engine, engine_task) = {
+            let _ = etcd;
+            Engine::start(store.clone(), clock, pool.clone(), engine_stop.clone()).await?
+        };
         pool.attach(engine.clone());
 
         let shutdown = CancellationToken::new();
-        let (hosts, hosts_rx) = watch::channel(vec![broadcast_address.clone()]);
         let extras = server::health_and_reflection().await?;
         let service =
             SchedulerService::new(engine.clone(), pool.clone(), hosts_rx, shutdown.clone())
                 .into_server();
         // Streams never end on their own, and a graceful shutdown waits for them: end them as
-        // soon as the replica is told to stop.
-        tokio::spawn({
+        // soon as the replica is told to stop. A cluster member first hands its partitions
+        // over, once the triggers it sent are acked, so that nothing fires twice.
+        let closer = tokio::spawn({
             let pool = pool.clone();
             let stop = shutdown.clone();
             let reporter = extras.reporter;
             async move {
                 stop.cancelled().await;
                 server::set_not_serving(&reporter).await;
+                #[cfg(feature = "etcd")]
+                if let Some(cluster) = cluster {
+                    cluster.stop().await;
+                }
                 pool.close_all();
             }
         });
@@ -120,6 +195,7 @@ impl Replica {
             listen = %addr,
             broadcast = %broadcast_address,
             data_dir = %cfg.data_dir.display(),
+            cluster = ?cfg.cluster.as_ref().map(|c| &c.endpoints),
             "jobsd scheduler ready"
         );
         Ok(Replica {
@@ -128,6 +204,7 @@ impl Replica {
             shutdown,
             server,
             hosts,
+            closer,
             pool,
             store,
             engine_stop,
@@ -164,6 +241,9 @@ impl Replica {
         }
         // Also reached when the server failed on its own: nothing may stay connected.
         self.shutdown.cancel();
+        if let Err(e) = self.closer.await {
+            tracing::error!(error = %e, "shutdown task failed");
+        }
         self.pool.close_all();
         self.engine_stop.cancel();
         if let Err(e) = self.engine_task.await {

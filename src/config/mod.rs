@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use quantity::parse_quantity;
-pub use replica::{Replica, SchedulerArgs};
+pub use replica::{ClusterSettings, Replica, SchedulerArgs};
 
 /// jobsd: the Dapr Jobs API and scheduler in one binary.
 #[derive(Debug, Parser)]
@@ -190,6 +190,12 @@ pub enum Error {
     /// `--scheduler-job-streams` is 0: the sidecar would never receive a trigger.
     #[error("parameter scheduler-job-streams must be at least 1")]
     NoJobStreams,
+    /// `--lease-ttl` is not a Go duration of at least one second.
+    #[error("invalid lease ttl {0:?}: {1}")]
+    LeaseTtl(String, String),
+    /// `--partitions` is 0.
+    #[error("parameter partitions must be at least 1")]
+    NoPartitions,
 }
 
 /// The environment variables the sidecar reads besides its flags.

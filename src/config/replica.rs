@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
@@ -27,6 +28,20 @@ pub struct SchedulerArgs {
     /// Where the embedded store keeps its data.
     #[arg(long, visible_alias = "etcd-data-dir", default_value = "./data")]
     pub data_dir: PathBuf,
+    /// etcd endpoints (`http://host:port`, comma separated) of a cluster of replicas sharing
+    /// their jobs; empty = a single replica on the embedded store in `--data-dir`.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_endpoints: Vec<String>,
+    /// Namespace of every key in etcd (jobs, counters, members, partitions).
+    #[arg(long, default_value = "dapr")]
+    pub etcd_key_prefix: String,
+    /// TTL of a replica's etcd lease (Go duration, whole seconds): a dead replica's jobs get
+    /// a new owner this long after its last renewal.
+    #[arg(long, default_value = "3s")]
+    pub lease_ttl: String,
+    /// Partitions the jobs are divided into among replicas; the same on every replica.
+    #[arg(long, default_value_t = 256)]
+    pub partitions: u32,
     /// Log level: debug, info, warn, error (or a tracing filter).
     #[arg(long, default_value = "info")]
     pub log_level: String,
@@ -44,8 +59,23 @@ pub struct Replica {
     pub listen: SocketAddr,
     /// `--override-broadcast-host-port`, if given.
     pub broadcast_override: Option<String>,
-    /// Durable store folder.
+    /// Durable store folder (single replica).
     pub data_dir: PathBuf,
+    /// Cluster settings when `--etcd-endpoints` is given.
+    pub cluster: Option<ClusterSettings>,
+}
+
+/// How a replica joins a cluster on etcd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// etcd endpoints.
+    pub endpoints: Vec<String>,
+    /// Key namespace.
+    pub namespace: String,
+    /// Lease TTL.
+    pub lease_ttl: Duration,
+    /// Number of partitions.
+    pub partitions: u32,
 }
 
 impl SchedulerArgs {
@@ -60,7 +90,35 @@ impl SchedulerArgs {
                 .parse()
                 .map_err(|e| Error::ListenAddress(self.listen_address.clone(), e))?,
         };
+        let endpoints: Vec<String> = self
+            .etcd_endpoints
+            .iter()
+            .map(|e| e.trim().to_owned())
+            .filter(|e| !e.is_empty())
+            .collect();
+        let cluster = if endpoints.is_empty() {
+            None
+        } else {
+            let nanos = crate::schedule::duration::parse(&self.lease_ttl)
+                .map_err(|e| Error::LeaseTtl(self.lease_ttl.clone(), e.to_string()))?;
+            if nanos < 1_000_000_000 {
+                return Err(Error::LeaseTtl(
+                    self.lease_ttl.clone(),
+                    "must be at least 1s".to_owned(),
+                ));
+            }
+            if self.partitions == 0 {
+                return Err(Error::NoPartitions);
+            }
+            Some(ClusterSettings {
+                endpoints,
+                namespace: self.etcd_key_prefix.trim_end_matches('/').to_owned(),
+                lease_ttl: Duration::from_nanos(nanos.unsigned_abs()),
+                partitions: self.partitions,
+            })
+        };
         Ok(Replica {
+            cluster,
             id: self.id.clone(),
             listen: SocketAddr::new(ip, self.port),
             broadcast_override: self
@@ -115,6 +173,7 @@ mod tests {
         assert_eq!(r.listen, "0.0.0.0:50006".parse().unwrap());
         assert_eq!(r.broadcast_override, None);
         assert_eq!(r.data_dir, PathBuf::from("./data"));
+        assert_eq!(r.cluster, None);
         assert_eq!(
             r.broadcast_address("0.0.0.0:50006".parse().unwrap()),
             "127.0.0.1:50006"
@@ -155,5 +214,61 @@ mod tests {
             parse(&["--listen-address", "nope"]).validate(),
             Err(Error::ListenAddress(..))
         ));
+    }
+
+    #[test]
+    fn cluster_flags() {
+        let r = parse(&[
+            "--etcd-endpoints",
+            "http://127.0.0.1:2379, http://127.0.0.1:2381",
+        ])
+        .validate()
+        .unwrap();
+        assert_eq!(
+            r.cluster,
+            Some(ClusterSettings {
+                endpoints: vec![
+                    "http://127.0.0.1:2379".to_owned(),
+                    "http://127.0.0.1:2381".to_owned()
+                ],
+                namespace: "dapr".to_owned(),
+                lease_ttl: Duration::from_secs(3),
+                partitions: 256,
+            })
+        );
+        let r = parse(&[
+            "--etcd-endpoints",
+            "127.0.0.1:2379",
+            "--lease-ttl",
+            "2s",
+            "--partitions",
+            "8",
+            "--etcd-key-prefix",
+            "jobs/",
+        ])
+        .validate()
+        .unwrap();
+        let c = r.cluster.unwrap();
+        assert_eq!(
+            (c.lease_ttl, c.partitions, c.namespace.as_str()),
+            (Duration::from_secs(2), 8, "jobs")
+        );
+        // Blank endpoints = single replica.
+        assert_eq!(
+            parse(&["--etcd-endpoints", " "])
+                .validate()
+                .unwrap()
+                .cluster,
+            None
+        );
+        for bad in [
+            &["--lease-ttl", "soon"][..],
+            &["--lease-ttl", "500ms"],
+            &["--partitions", "0"],
+        ] {
+            let mut args = vec!["--etcd-endpoints", "127.0.0.1:2379"];
+            args.extend_from_slice(bad);
+            assert!(parse(&args).validate().is_err(), "{bad:?}");
+        }
     }
 }

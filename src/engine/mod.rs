@@ -2,6 +2,8 @@
 //! the trigger loop) fires them. The same engine serves the embedded sidecar and
 //! `jobsd scheduler` replicas.
 
+#[cfg(feature = "etcd")]
+pub mod cluster;
 pub mod convert;
 pub mod keys;
 pub mod pool;
@@ -24,6 +26,7 @@ pub use sink::{Sink, Trigger, TriggerResult};
 
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
+use crate::proto::store::StoredJob;
 use crate::schedule;
 use crate::store::{self, Op, OpResult, Store};
 
@@ -43,6 +46,9 @@ struct Inner {
     clock: Arc<dyn Clock>,
     /// Tells the trigger loop what was written; `None` for an engine that only stores.
     loop_tx: Option<mpsc::UnboundedSender<Command>>,
+    /// The loop learns of writes from the store's watch instead (a cluster replica: it fires
+    /// only the jobs of its partitions, whichever replica wrote them); see [`Engine::follow`].
+    following: bool,
     /// Serialise writes per key (by shard) so that the loop hears of them in commit order.
     locks: Box<[Mutex<()>]>,
     /// Hashes keys to lock shards.
@@ -52,7 +58,7 @@ struct Inner {
 impl Engine {
     /// An engine that stores jobs but never fires them (nothing is loaded or triggered).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        Self::with_loop(store, clock, None)
+        Self::with_loop(store, clock, None, false)
     }
 
     /// Loads every stored job, then fires jobs into `sink` until `stop` is cancelled. The
@@ -69,19 +75,39 @@ impl Engine {
         let loaded = runner.load().await?;
         tracing::info!(jobs = loaded, "jobs restored");
         let task = tokio::spawn(runner.run(stop));
-        Ok((Self::with_loop(store, clock, Some(tx)), task))
+        Ok((Self::with_loop(store, clock, Some(tx), false), task))
+    }
+
+    /// Fires jobs into `sink` until `stop` is cancelled, but tracks only what it is handed:
+    /// nothing is loaded at start, and writes through this engine's API are not fed to the
+    /// loop. A cluster replica hands it the jobs of the partitions it owns
+    /// ([`Engine::adopt`]), the changes its store watch sees for them
+    /// ([`Engine::observe_put`], [`Engine::observe_delete`]) and lets them go again
+    /// ([`Engine::disown`]).
+    pub fn follow(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        sink: Arc<dyn Sink>,
+        stop: CancellationToken,
+    ) -> (Engine, JoinHandle<()>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx);
+        let task = tokio::spawn(runner.run(stop));
+        (Self::with_loop(store, clock, Some(tx), true), task)
     }
 
     fn with_loop(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         loop_tx: Option<mpsc::UnboundedSender<Command>>,
+        following: bool,
     ) -> Self {
         Engine {
             inner: Arc::new(Inner {
                 store,
                 clock,
                 loop_tx,
+                following,
                 locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
                 hasher: RandomState::new(),
             }),
@@ -90,7 +116,7 @@ impl Engine {
 
     /// Staged triggers under `prefix` fire again: their target can take them now.
     pub fn release(&self, prefix: impl Into<String>) {
-        self.notify(Command::Release(prefix.into()));
+        self.send(Command::Release(prefix.into()));
     }
 
     /// The trigger loop's state, once it has handled everything sent before this call
@@ -105,7 +131,55 @@ impl Engine {
         answer.await.ok()
     }
 
+    /// Fires the loaded jobs from their stored progress (a replica took over their
+    /// partitions). Jobs that can never fire again are deleted.
+    pub fn adopt(&self, jobs: Vec<store::LoadedJob>) {
+        self.send(Command::Adopt(jobs));
+    }
+
+    /// A job version seen in the store: fired from a fresh counter unless the loop already
+    /// tracks this very version. A job that cannot be planned is logged and ignored.
+    pub fn observe_put(&self, key: &str, job: StoredJob) {
+        match convert::plan_of(&job) {
+            Ok(plan) => self.send(Command::Upsert {
+                key: key.into(),
+                job: Box::new(job),
+                plan,
+            }),
+            Err(e) => tracing::error!(key, error = %e, "stored job cannot be planned; skipped"),
+        }
+    }
+
+    /// A job deleted in the store: no longer fired.
+    pub fn observe_delete(&self, key: &str) {
+        self.send(Command::Remove(key.into()));
+    }
+
+    /// Stops firing every job whose key `owns` accepts. Resolves once none of them has a
+    /// trigger out any more (their results are written), so that another replica can take
+    /// them over without firing a tick twice; resolves at once when the loop has stopped.
+    pub fn disown(
+        &self,
+        owns: impl Fn(&str) -> bool + Send + 'static,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (reply, done) = tokio::sync::oneshot::channel();
+        self.send(Command::Disown {
+            owns: Box::new(owns),
+            reply,
+        });
+        async move {
+            let _ = done.await;
+        }
+    }
+
+    /// Tells the loop about a write made through this engine's API (not when following).
     fn notify(&self, cmd: Command) {
+        if !self.inner.following {
+            self.send(cmd);
+        }
+    }
+
+    fn send(&self, cmd: Command) {
         if let Some(tx) = &self.inner.loop_tx {
             // A closed loop means the engine is stopping: the write is durable and the job
             // is loaded again at the next start.

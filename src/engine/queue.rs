@@ -98,16 +98,16 @@ impl Jobs {
 
     /// Forgets every entry whose key starts with `prefix`.
     pub fn remove_prefix(&mut self, prefix: &str) -> usize {
-        let keys: Vec<Arc<str>> = self
-            .entries
-            .keys()
-            .filter(|k| k.starts_with(prefix))
-            .cloned()
-            .collect();
+        let keys = self.keys_where(|k| k.starts_with(prefix));
         for key in &keys {
             self.remove(key);
         }
         keys.len()
+    }
+
+    /// Keys of every entry `pred` accepts.
+    pub fn keys_where(&self, pred: impl Fn(&str) -> bool) -> Vec<Arc<str>> {
+        self.entries.keys().filter(|k| pred(k)).cloned().collect()
     }
 
     /// The earliest queued fire time.

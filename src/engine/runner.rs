@@ -16,7 +16,7 @@ use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Outcome, Plan};
-use crate::store::{Op, OpResult, Store};
+use crate::store::{LoadedJob, Op, OpResult, Store};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -57,6 +57,18 @@ pub enum Command {
     Persisted(Vec<Persisted>),
     /// Answer with the loop's state once every earlier command is handled.
     Sync(oneshot::Sender<Stats>),
+    /// Jobs this loop now fires (a cluster replica took over their partitions), with their
+    /// stored progress.
+    Adopt(Vec<LoadedJob>),
+    /// Stop firing the jobs whose key `owns` accepts: queued and staged ones are dropped at
+    /// once, ones with a trigger out are dropped once its result is written. `reply` is
+    /// answered when none is left.
+    Disown {
+        /// Which keys to let go.
+        owns: Box<dyn Fn(&str) -> bool + Send>,
+        /// Answered once nothing of them is in flight any more.
+        reply: oneshot::Sender<()>,
+    },
 }
 
 /// A snapshot of the trigger loop.
@@ -100,6 +112,8 @@ pub struct Runner {
     outstanding: usize,
     /// Shared metadata per owner.
     owners: Owners,
+    /// Keys being disowned that still had a trigger out, and who waits for them.
+    disowning: Vec<(Vec<Arc<str>>, oneshot::Sender<()>)>,
 }
 
 impl Runner {
@@ -121,6 +135,7 @@ impl Runner {
             pending: Vec::new(),
             outstanding: 0,
             owners: Owners::default(),
+            disowning: Vec::new(),
         }
     }
 
@@ -130,33 +145,7 @@ impl Runner {
         let mut scan = self.store.scan("", LOAD_PAGE).await?;
         let mut finished = Vec::new();
         while let Some(page) = scan.next_page().await? {
-            self.jobs.reserve(page.len());
-            for loaded in page {
-                let key: Arc<str> = loaded.key.into();
-                let plan = match convert::plan_of(&loaded.job) {
-                    Ok(plan) => plan,
-                    Err(e) => {
-                        tracing::error!(key = %key, error = %e, "stored job cannot be planned; skipped");
-                        continue;
-                    }
-                };
-                let counter = loaded
-                    .counter
-                    .as_ref()
-                    .map(convert::counter_of)
-                    .unwrap_or_default();
-                let generation = loaded.job.generation;
-                let at = plan.fire_time(&counter);
-                if at.is_none() {
-                    finished.push(Op::FinishJob {
-                        key: key.to_string(),
-                        generation,
-                    });
-                    continue;
-                }
-                let entry = self.entry_of(&key, loaded.job, plan, counter);
-                self.jobs.insert(key, entry, at);
-            }
+            finished.extend(self.adopt(page));
         }
         if !finished.is_empty() {
             tracing::info!(
@@ -166,6 +155,41 @@ impl Runner {
             self.store.write(finished).await?;
         }
         Ok(self.jobs.len())
+    }
+
+    /// Tracks loaded jobs from their stored progress; gives the ops deleting those that can
+    /// never fire again.
+    fn adopt(&mut self, jobs: Vec<LoadedJob>) -> Vec<Op> {
+        let mut finished = Vec::new();
+        self.jobs.reserve(jobs.len());
+        for loaded in jobs {
+            let key: Arc<str> = loaded.key.into();
+            let plan = match convert::plan_of(&loaded.job) {
+                Ok(plan) => plan,
+                Err(e) => {
+                    tracing::error!(key = %key, error = %e, "stored job cannot be planned; skipped");
+                    continue;
+                }
+            };
+            let counter = loaded
+                .counter
+                .as_ref()
+                .map(convert::counter_of)
+                .unwrap_or_default();
+            let generation = loaded.job.generation;
+            let at = plan.fire_time(&counter);
+            if at.is_none() {
+                self.jobs.remove(&key);
+                finished.push(Op::FinishJob {
+                    key: key.to_string(),
+                    generation,
+                });
+                continue;
+            }
+            let entry = self.entry_of(&key, loaded.job, plan, counter);
+            self.jobs.insert(key, entry, at);
+        }
+        finished
     }
 
     /// Runs until `stop` is cancelled, then waits (bounded) for answers in flight.
@@ -194,6 +218,7 @@ impl Runner {
                                 Err(_) => break,
                             }
                         }
+                        self.settle_disowning();
                     }
                     None => break,
                 },
@@ -227,6 +252,15 @@ impl Runner {
     fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Upsert { key, job, plan } => {
+                if self
+                    .jobs
+                    .get(&key)
+                    .is_some_and(|e| e.generation == job.generation)
+                {
+                    // Seen already (a cluster replica hears of its own writes through its
+                    // watch too): keep the progress.
+                    return;
+                }
                 let counter = Counter::default();
                 let at = plan.fire_time(&counter);
                 let generation = job.generation;
@@ -276,6 +310,29 @@ impl Runner {
                     outstanding: self.outstanding + usize::from(!self.pending.is_empty()),
                     next_due: self.jobs.next_due(),
                 });
+            }
+            Command::Adopt(jobs) => {
+                let finished = self.adopt(jobs);
+                if !finished.is_empty() {
+                    self.write_detached(finished);
+                }
+            }
+            Command::Disown { owns, reply } => {
+                let keys = self.jobs.keys_where(|k| owns(k));
+                let mut busy = Vec::new();
+                for key in keys {
+                    match self.jobs.get(&key).map(|e| e.state) {
+                        Some(State::InFlight | State::Persisting) => busy.push(key),
+                        _ => {
+                            self.jobs.remove(&key);
+                        }
+                    }
+                }
+                if busy.is_empty() {
+                    let _ = reply.send(());
+                } else {
+                    self.disowning.push((busy, reply));
+                }
             }
             Command::Persisted(done) => {
                 self.outstanding = self.outstanding.saturating_sub(1);
@@ -351,6 +408,42 @@ impl Runner {
             metadata: self.owners.intern(&prefix, metadata),
             state: State::Persisting,
         }
+    }
+
+    /// Drops disowned entries whose trigger came back (their result is written, or they
+    /// were queued again), and answers whoever waits for a set that is now empty.
+    fn settle_disowning(&mut self) {
+        if self.disowning.is_empty() {
+            return;
+        }
+        let jobs = &mut self.jobs;
+        for (keys, _) in &mut self.disowning {
+            keys.retain(|key| match jobs.get(key).map(|e| e.state) {
+                Some(State::InFlight | State::Persisting) => true,
+                Some(_) => {
+                    jobs.remove(key);
+                    false
+                }
+                None => false,
+            });
+        }
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.disowning)
+            .into_iter()
+            .partition(|(keys, _)| keys.is_empty());
+        self.disowning = waiting;
+        for (_, reply) in done {
+            let _ = reply.send(());
+        }
+    }
+
+    /// Writes `ops` without waiting for them (deletes of jobs that cannot fire again).
+    fn write_detached(&self, ops: Vec<Op>) {
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.write(ops).await {
+                tracing::error!(error = %e, "could not delete finished jobs");
+            }
+        });
     }
 
     fn fire_due(&mut self) {

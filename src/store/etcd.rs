@@ -190,6 +190,11 @@ impl Etcd {
         tokio_stream::wrappers::ReceiverStream::new(rx)
     }
 
+    /// The etcd client (for the cluster's membership keys, next to the store's).
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
     /// Fails with `Closed` once closed.
     fn check_open(&self) -> Result<(), Error> {
         if self.inner.closed.load(Ordering::Acquire) {

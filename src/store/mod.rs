@@ -18,7 +18,7 @@
 
 mod apply;
 #[cfg(feature = "etcd")]
-mod etcd;
+pub(crate) mod etcd;
 mod memory;
 mod redb;
 mod wal;

@@ -1,0 +1,162 @@
+//! One etcd lease kept alive in the background, and whether it can still be trusted.
+//!
+//! etcd-client's keep-alive stream dies with its connection and does not come back; this
+//! keeper opens a new one after any error. The lease counts as alive only while the last
+//! renewal is recent enough that etcd cannot have expired it yet: past that point another
+//! replica may already own what the lease held, so the holder must stop acting on it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use etcd_client::Client;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Pause before a new keep-alive stream after an error.
+const RECONNECT: Duration = Duration::from_millis(200);
+
+/// A granted lease and its keeper task.
+pub struct Lease {
+    /// etcd's lease id.
+    id: i64,
+    /// The TTL etcd granted.
+    ttl: Duration,
+    /// What the keeper reports.
+    state: Arc<State>,
+    /// Stops the keeper.
+    stop: CancellationToken,
+    /// The keeper.
+    task: JoinHandle<()>,
+}
+
+/// The keeper's view of the lease.
+struct State {
+    /// When etcd last confirmed the lease (or granted it).
+    renewed: std::sync::Mutex<Instant>,
+    /// etcd said the lease is gone.
+    expired: AtomicBool,
+}
+
+impl Lease {
+    /// Grants a lease of `ttl` (whole seconds, at least 1) and keeps it alive.
+    pub async fn grant(client: &Client, ttl: Duration) -> Result<Lease, etcd_client::Error> {
+        let secs = i64::try_from(ttl.as_millis().div_ceil(1000))
+            .unwrap_or(i64::MAX)
+            .max(1);
+        let granted = client.clone().lease_grant(secs, None).await?;
+        let ttl = Duration::from_secs(u64::try_from(granted.ttl().max(1)).unwrap_or(1));
+        let state = Arc::new(State {
+            renewed: std::sync::Mutex::new(Instant::now()),
+            expired: AtomicBool::new(false),
+        });
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(keep_alive(
+            client.clone(),
+            granted.id(),
+            ttl,
+            state.clone(),
+            stop.clone(),
+        ));
+        Ok(Lease {
+            id: granted.id(),
+            ttl,
+            state,
+            stop,
+            task,
+        })
+    }
+
+    /// etcd's id of the lease.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// Whether the lease certainly still exists: etcd has not said it expired, and it renewed
+    /// it less than two thirds of the TTL ago (a renewal is due every third).
+    pub fn alive(&self) -> bool {
+        if self.state.expired.load(Ordering::Acquire) {
+            return false;
+        }
+        let renewed = *self
+            .state
+            .renewed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        renewed.elapsed() < self.ttl * 2 / 3
+    }
+
+    /// Stops renewing and revokes the lease, which deletes every key attached to it at once
+    /// (bounded: a revoke that cannot reach etcd leaves the lease to expire).
+    pub async fn revoke(mut self, client: &Client) {
+        self.stop.cancel();
+        let task = std::mem::replace(&mut self.task, tokio::spawn(async {}));
+        let _ = task.await;
+        let mut client = client.clone();
+        match tokio::time::timeout(Duration::from_secs(2), client.lease_revoke(self.id)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not revoke the cluster lease"),
+            Err(_) => tracing::warn!("revoking the cluster lease timed out"),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Renews the lease every third of its TTL, over a new stream after any error, until told to
+/// stop or etcd says the lease is gone.
+async fn keep_alive(
+    client: Client,
+    id: i64,
+    ttl: Duration,
+    state: Arc<State>,
+    stop: CancellationToken,
+) {
+    let every = (ttl / 3).max(Duration::from_millis(100));
+    let mut client = client;
+    loop {
+        let opened = tokio::select! {
+            () = stop.cancelled() => return,
+            opened = tokio::time::timeout(every, client.lease_keep_alive(id)) => opened,
+        };
+        if let Ok(Ok((mut keeper, mut stream))) = opened {
+            loop {
+                if keeper.keep_alive().await.is_err() {
+                    break;
+                }
+                let answer = tokio::select! {
+                    () = stop.cancelled() => return,
+                    answer = tokio::time::timeout(every, stream.message()) => answer,
+                };
+                match answer {
+                    Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
+                        *state
+                            .renewed
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+                    }
+                    Ok(Ok(Some(_))) => {
+                        tracing::warn!(lease = id, "cluster lease expired");
+                        state.expired.store(true, Ordering::Release);
+                        return;
+                    }
+                    _ => break,
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(every) => {}
+                }
+            }
+        }
+        tracing::debug!(lease = id, "lease keep-alive stream lost; reopening");
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(RECONNECT) => {}
+        }
+    }
+}

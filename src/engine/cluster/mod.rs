@@ -1,0 +1,556 @@
+//! Scheduler replicas sharing one etcd: each job is fired by exactly one live replica, and a
+//! dead replica's jobs are taken over within its lease TTL while the others keep firing.
+//!
+//! # Keys (under the store's namespace, `dapr` by default)
+//!
+//! - `members/<id>` = the replica's broadcast address, attached to its lease: the live
+//!   members, and the host list WatchHosts streams to sidecars.
+//! - `partitions/<p>` = the owning member's id, attached to the owner's lease.
+//!
+//! # Ownership
+//!
+//! Jobs fall into `--partitions` partitions by a stable hash of their key. Every member
+//! computes the same assignment of partitions to live members (rendezvous hashing), takes the
+//! free partitions assigned to it (create-if-absent txn with its lease) and gives back the ones
+//! assigned elsewhere: it stops firing their jobs, waits until their triggers in flight are
+//! answered and written, then deletes the partition key, so that the next owner reads the
+//! final counters. A member that dies leaves its keys to expire with its lease; the others
+//! then take its partitions over. Nobody else stops: only the moving partitions change hands
+//! (no stop-the-world rebalance, unlike Dapr's `partition_id % total`).
+//!
+//! A member whose lease cannot be renewed for two thirds of the TTL lets go of everything at
+//! once, before etcd can hand its partitions to someone else, and joins again with a new lease
+//! once etcd answers.
+//!
+//! # Feeding the engine
+//!
+//! The engine follows the store ([`Engine::follow`]): a taken partition's jobs are read with
+//! their counters and adopted; after that, the jobs watch feeds it every put and delete of an
+//! owned partition newer than the revision the partition was read at.
+
+mod lease;
+mod partition;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use futures_util::{Stream, StreamExt};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use self::lease::Lease;
+pub use self::partition::{owner_of, partition_of, share_of};
+use super::Engine;
+use crate::store::{Change, Etcd};
+
+/// Jobs read per page when a partition is taken.
+const LOAD_PAGE: usize = 4096;
+/// How long giving a partition back waits for its triggers in flight.
+const RELEASE_WAIT: Duration = Duration::from_secs(5);
+/// Partitions taken or given back concurrently.
+const PARALLEL_TXNS: usize = 16;
+
+/// Settings of one member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// The replica's `--id`; unique among live members (a second process with the same id
+    /// waits until the first is gone, as in Dapr).
+    pub id: String,
+    /// The address sidecars reach this replica at (WatchHosts).
+    pub address: String,
+    /// TTL of the member's lease: how long a dead replica's jobs wait for a new owner.
+    pub lease_ttl: Duration,
+    /// Number of partitions; every member must use the same.
+    pub partitions: u32,
+    /// Key namespace, the same as the store's (`dapr`).
+    pub namespace: String,
+}
+
+/// A running member: stop it to leave the cluster cleanly.
+pub struct Cluster {
+    /// Stops the member loop.
+    stop: CancellationToken,
+    /// The member loop; it leaves the cluster before it ends.
+    task: JoinHandle<()>,
+}
+
+impl Cluster {
+    /// Joins the cluster of `store` and keeps this replica's share of the jobs in `engine`
+    /// (an engine that follows the store). Live members' addresses are published on `hosts`.
+    pub fn start(
+        cfg: ClusterConfig,
+        store: Arc<Etcd>,
+        engine: Engine,
+        hosts: watch::Sender<Vec<String>>,
+    ) -> Cluster {
+        let stop = CancellationToken::new();
+        let ns = cfg.namespace.trim_end_matches('/');
+        let member = Member {
+            client: store.client(),
+            members_prefix: format!("{ns}/members/"),
+            partitions_prefix: format!("{ns}/partitions/"),
+            member_key: format!("{ns}/members/{}", cfg.id),
+            cfg,
+            store,
+            engine,
+            hosts,
+            lease: None,
+            registered: false,
+            owned: BTreeSet::new(),
+            loaded_at: HashMap::new(),
+        };
+        let task = tokio::spawn(member.run(stop.clone()));
+        Cluster { stop, task }
+    }
+
+    /// Leaves the cluster: stops firing, waits (bounded) for triggers in flight, and revokes
+    /// the lease so that the other members take the partitions over at once.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        if let Err(e) = self.task.await {
+            tracing::error!(error = %e, "cluster member failed");
+        }
+    }
+}
+
+/// The jobs watch as the member loop holds it.
+type Changes = Pin<Box<dyn Stream<Item = Change> + Send>>;
+
+/// One member's state; owned by its loop.
+struct Member {
+    cfg: ClusterConfig,
+    client: Client,
+    store: Arc<Etcd>,
+    engine: Engine,
+    hosts: watch::Sender<Vec<String>>,
+    /// `<ns>/members/`.
+    members_prefix: String,
+    /// `<ns>/partitions/`.
+    partitions_prefix: String,
+    /// `<ns>/members/<id>`.
+    member_key: String,
+    /// The lease everything of this member hangs on; `None` until granted (again).
+    lease: Option<Lease>,
+    /// The member key is ours under the current lease.
+    registered: bool,
+    /// Partitions whose jobs the engine fires.
+    owned: BTreeSet<u32>,
+    /// Revision each owned partition was read at; older watch events are already in it.
+    loaded_at: HashMap<u32, i64>,
+}
+
+impl Member {
+    async fn run(mut self, stop: CancellationToken) {
+        let Some(mut changes) = self.watch_from_now(&stop).await else {
+            return;
+        };
+        let period =
+            (self.cfg.lease_ttl / 6).clamp(Duration::from_millis(100), Duration::from_secs(1));
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                change = changes.next() => match change {
+                    Some(Change::Resync { compact_revision }) => {
+                        tracing::warn!(compact_revision, "jobs watch fell behind etcd's history; reloading owned partitions");
+                        match self.resync(&stop).await {
+                            Some(fresh) => changes = fresh,
+                            None => break,
+                        }
+                    }
+                    Some(change) => self.apply(change),
+                    None => {
+                        if stop.is_cancelled() {
+                            break;
+                        }
+                        tracing::warn!("jobs watch ended; reloading owned partitions");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        match self.resync(&stop).await {
+                            Some(fresh) => changes = fresh,
+                            None => break,
+                        }
+                    }
+                },
+                _ = tick.tick() => self.reconcile().await,
+            }
+        }
+        self.leave().await;
+    }
+
+    /// A jobs watch from the current revision (retrying until etcd answers or we stop).
+    async fn watch_from_now(&self, stop: &CancellationToken) -> Option<Changes> {
+        let revision = tokio::select! {
+            () = stop.cancelled() => return None,
+            r = self.store.revision() => match r {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the etcd revision; cluster member stops");
+                    return None;
+                }
+            },
+        };
+        Some(Box::pin(self.store.watch_jobs(revision + 1)))
+    }
+
+    /// Reads every owned partition again and watches from now on.
+    async fn resync(&mut self, stop: &CancellationToken) -> Option<Changes> {
+        let owned = std::mem::take(&mut self.owned);
+        self.disown(&owned, true).await;
+        let changes = self.watch_from_now(stop).await?;
+        let revision = self.store.revision().await.ok()?;
+        if !self.load(&owned, revision).await {
+            // What could not be read is given back; the next round takes it again.
+            self.give_back(&owned).await;
+        }
+        Some(changes)
+    }
+
+    /// A job change seen by the watch: passed on if its partition is ours and newer than
+    /// what we read.
+    fn apply(&self, change: Change) {
+        let (key, revision) = match &change {
+            Change::Put {
+                key, mod_revision, ..
+            }
+            | Change::Delete {
+                key, mod_revision, ..
+            } => (key, *mod_revision),
+            Change::Resync { .. } => return,
+        };
+        let p = partition_of(key, self.cfg.partitions);
+        if !self.owned.contains(&p) || self.loaded_at.get(&p).is_some_and(|at| revision <= *at) {
+            return;
+        }
+        match change {
+            Change::Put { key, job, .. } => self.engine.observe_put(&key, *job),
+            Change::Delete { key, .. } => self.engine.observe_delete(&key),
+            Change::Resync { .. } => {}
+        }
+    }
+
+    /// One round: keep the lease, be a member, publish the members, give back what is no
+    /// longer ours and take what is.
+    async fn reconcile(&mut self) {
+        if self.lease.as_ref().is_some_and(|l| !l.alive()) {
+            tracing::warn!(
+                partitions = self.owned.len(),
+                "cluster lease not renewed in time; letting go of every partition"
+            );
+            let owned = std::mem::take(&mut self.owned);
+            // No waiting: etcd may hand them to another member any moment now.
+            drop(self.disown(&owned, false));
+            self.lease = None;
+            self.registered = false;
+        }
+        let lease_id = match &self.lease {
+            Some(lease) => lease.id(),
+            None => match Lease::grant(&self.client, self.cfg.lease_ttl).await {
+                Ok(lease) => {
+                    let id = lease.id();
+                    self.lease = Some(lease);
+                    id
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot get a cluster lease from etcd; retrying");
+                    return;
+                }
+            },
+        };
+        if !self.registered && !self.register(lease_id).await {
+            return;
+        }
+        let Some((members, holders)) = self.read_cluster().await else {
+            return;
+        };
+        if !members.contains_key(&self.cfg.id) {
+            tracing::warn!("our member key is gone; joining again");
+            self.registered = false;
+            return;
+        }
+        let addresses: Vec<String> = members.values().cloned().collect();
+        self.hosts.send_if_modified(|hosts| {
+            if *hosts == addresses {
+                return false;
+            }
+            tracing::info!(members = ?addresses, "cluster members changed");
+            *hosts = addresses;
+            true
+        });
+        let ids: Vec<String> = members.into_keys().collect();
+        let share = share_of(&self.cfg.id, &ids, self.cfg.partitions);
+
+        // Partitions we fire but no longer hold (our key expired or was deleted).
+        let lost: BTreeSet<u32> = self
+            .owned
+            .iter()
+            .copied()
+            .filter(|p| holders.get(p) != Some(&lease_id))
+            .collect();
+        if !lost.is_empty() {
+            tracing::warn!(count = lost.len(), "partitions lost to another member");
+            self.owned.retain(|p| !lost.contains(p));
+            self.disown(&lost, false).await;
+        }
+
+        let surplus: BTreeSet<u32> = self.owned.difference(&share).copied().collect();
+        if !surplus.is_empty() {
+            self.owned.retain(|p| !surplus.contains(p));
+            self.give_back(&surplus).await;
+            tracing::info!(
+                count = surplus.len(),
+                owned = self.owned.len(),
+                "gave partitions back"
+            );
+        }
+
+        let free: Vec<u32> = share
+            .iter()
+            .copied()
+            .filter(|p| !self.owned.contains(p) && !holders.contains_key(p))
+            .collect();
+        if !free.is_empty() {
+            self.take(free, lease_id).await;
+        }
+    }
+
+    /// Writes the member key under our lease; `false` while another process holds it.
+    async fn register(&mut self, lease_id: i64) -> bool {
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                self.member_key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([TxnOp::put(
+                self.member_key.clone(),
+                self.cfg.address.clone(),
+                Some(PutOptions::new().with_lease(lease_id)),
+            )])
+            .or_else([TxnOp::get(self.member_key.clone(), None)]);
+        let resp = match self.client.clone().txn(txn).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot register with etcd; retrying");
+                return false;
+            }
+        };
+        if !resp.succeeded() {
+            let holder = resp.op_responses().into_iter().find_map(|op| match op {
+                TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.lease()),
+                _ => None,
+            });
+            if holder != Some(lease_id) {
+                tracing::info!(
+                    id = %self.cfg.id,
+                    "another live replica holds this id; waiting for it to go"
+                );
+                return false;
+            }
+        }
+        tracing::info!(id = %self.cfg.id, address = %self.cfg.address, "joined the cluster");
+        self.registered = true;
+        true
+    }
+
+    /// Live members (id → address, sorted by id) and partition holders (partition → lease),
+    /// read at one revision.
+    async fn read_cluster(&self) -> Option<(BTreeMap<String, String>, HashMap<u32, i64>)> {
+        let txn = Txn::new().and_then([
+            TxnOp::get(
+                self.members_prefix.clone(),
+                Some(GetOptions::new().with_prefix()),
+            ),
+            TxnOp::get(
+                self.partitions_prefix.clone(),
+                Some(GetOptions::new().with_prefix()),
+            ),
+        ]);
+        let resp = match self.client.clone().txn(txn).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the cluster state from etcd");
+                return None;
+            }
+        };
+        let mut members = BTreeMap::new();
+        let mut holders = HashMap::new();
+        for op in resp.op_responses() {
+            let TxnOpResponse::Get(get) = op else {
+                continue;
+            };
+            for kv in get.kvs() {
+                let Ok(key) = kv.key_str() else { continue };
+                if let Some(id) = key.strip_prefix(&self.members_prefix) {
+                    members.insert(id.to_owned(), kv.value_str().unwrap_or_default().to_owned());
+                } else if let Some(p) = key
+                    .strip_prefix(&self.partitions_prefix)
+                    .and_then(|p| p.parse::<u32>().ok())
+                {
+                    holders.insert(p, kv.lease());
+                }
+            }
+        }
+        Some((members, holders))
+    }
+
+    /// Takes the free partitions `free` under our lease and loads their jobs.
+    async fn take(&mut self, free: Vec<u32>, lease_id: i64) {
+        let client = self.client.clone();
+        let prefix = self.partitions_prefix.clone();
+        let id = self.cfg.id.clone();
+        let results: Vec<Option<(u32, i64)>> = futures_util::stream::iter(free)
+            .map(|p| {
+                let mut client = client.clone();
+                let key = format!("{prefix}{p}");
+                let id = id.clone();
+                async move {
+                    let txn = Txn::new()
+                        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                        .and_then([TxnOp::put(
+                            key,
+                            id,
+                            Some(PutOptions::new().with_lease(lease_id)),
+                        )]);
+                    match client.txn(txn).await {
+                        Ok(resp) if resp.succeeded() => {
+                            Some((p, resp.header().map_or(0, |h| h.revision())))
+                        }
+                        Ok(_) => None,
+                        Err(e) => {
+                            tracing::warn!(partition = p, error = %e, "cannot take partition");
+                            None
+                        }
+                    }
+                }
+            })
+            .buffer_unordered(PARALLEL_TXNS)
+            .collect()
+            .await;
+        let taken: BTreeSet<u32> = results.iter().flatten().map(|(p, _)| *p).collect();
+        if taken.is_empty() {
+            return;
+        }
+        // Everything up to the last take is in the read below; newer changes come from the
+        // watch.
+        let revision = results.iter().flatten().map(|(_, r)| *r).max().unwrap_or(0);
+        if self.load(&taken, revision).await {
+            tracing::info!(
+                count = taken.len(),
+                owned = self.owned.len(),
+                "took partitions"
+            );
+        } else {
+            self.give_back(&taken).await;
+        }
+    }
+
+    /// Reads the jobs of `partitions` with their counters and hands them to the engine;
+    /// they count as owned from `revision` on. `false` (nothing owned) if the read failed.
+    async fn load(&mut self, partitions: &BTreeSet<u32>, revision: i64) -> bool {
+        use crate::store::Store;
+        let count = self.cfg.partitions;
+        let read = async {
+            let mut scan = self.store.scan("", LOAD_PAGE).await?;
+            let mut jobs = 0usize;
+            while let Some(page) = scan.next_page().await? {
+                let mine: Vec<_> = page
+                    .into_iter()
+                    .filter(|j| partitions.contains(&partition_of(&j.key, count)))
+                    .collect();
+                jobs += mine.len();
+                if !mine.is_empty() {
+                    self.engine.adopt(mine);
+                }
+            }
+            Ok::<usize, crate::store::Error>(jobs)
+        };
+        match read.await {
+            Ok(jobs) => {
+                tracing::debug!(partitions = partitions.len(), jobs, "partitions loaded");
+                for p in partitions {
+                    self.owned.insert(*p);
+                    self.loaded_at.insert(*p, revision);
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the jobs of taken partitions");
+                self.disown(partitions, true).await;
+                false
+            }
+        }
+    }
+
+    /// Stops firing `partitions`' jobs and deletes their keys if they are still ours, so the
+    /// members they belong to can take them.
+    async fn give_back(&mut self, partitions: &BTreeSet<u32>) {
+        self.disown(partitions, true).await;
+        let Some(lease_id) = self.lease.as_ref().map(Lease::id) else {
+            return;
+        };
+        let client = self.client.clone();
+        let prefix = self.partitions_prefix.clone();
+        futures_util::stream::iter(partitions.iter().copied())
+            .map(|p| {
+                let mut client = client.clone();
+                let key = format!("{prefix}{p}");
+                async move {
+                    let txn = Txn::new()
+                        .when([Compare::lease(key.clone(), CompareOp::Equal, lease_id)])
+                        .and_then([TxnOp::delete(key, None)]);
+                    if let Err(e) = client.txn(txn).await {
+                        tracing::warn!(partition = p, error = %e, "cannot give partition back");
+                    }
+                }
+            })
+            .buffer_unordered(PARALLEL_TXNS)
+            .collect::<Vec<()>>()
+            .await;
+        for p in partitions {
+            self.loaded_at.remove(p);
+        }
+    }
+
+    /// Tells the engine to stop firing `partitions`' jobs; with `wait`, until their triggers
+    /// in flight are answered and written (bounded).
+    fn disown(
+        &self,
+        partitions: &BTreeSet<u32>,
+        wait: bool,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let set = partitions.clone();
+        let count = self.cfg.partitions;
+        let empty = set.is_empty();
+        let done = (!empty).then(|| {
+            self.engine
+                .disown(move |key| set.contains(&partition_of(key, count)))
+        });
+        async move {
+            if let (Some(done), true) = (done, wait)
+                && tokio::time::timeout(RELEASE_WAIT, done).await.is_err()
+            {
+                tracing::warn!("triggers still out after giving partitions back");
+            }
+        }
+    }
+
+    /// Leaves the cluster: lets go of every partition once its triggers are answered, then
+    /// revokes the lease, which deletes our keys at once.
+    async fn leave(mut self) {
+        let owned = std::mem::take(&mut self.owned);
+        self.disown(&owned, true).await;
+        if let Some(lease) = self.lease.take() {
+            lease.revoke(&self.client).await;
+        }
+        tracing::info!(id = %self.cfg.id, "left the cluster");
+    }
+}
+
+#[cfg(test)]
+mod tests;

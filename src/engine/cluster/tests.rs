@@ -1,0 +1,295 @@
+//! Members of one cluster on a real etcd (Debian's `etcd-server`), in real time: every job
+//! fires on exactly one member, and a member's share moves when it leaves or dies.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::clock::SystemClock;
+use crate::engine::{Sink, Trigger, TriggerResult};
+use crate::proto::scheduler as sv1;
+use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::store::etcd::testing;
+
+/// Lease TTL of the test members (etcd may round it up).
+const TTL: Duration = Duration::from_secs(2);
+/// Upper bound for anything to happen.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Deliveries seen by every member: job name → (member, when) per delivery.
+#[derive(Default)]
+struct Log(Mutex<HashMap<String, Vec<(usize, Instant)>>>);
+
+impl Log {
+    fn count(&self, name: &str) -> usize {
+        self.0.lock().unwrap().get(name).map_or(0, Vec::len)
+    }
+    fn snapshot(&self) -> HashMap<String, Vec<(usize, Instant)>> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A member's sink: records and acks.
+struct Recorder {
+    member: usize,
+    log: Arc<Log>,
+}
+
+#[async_trait::async_trait]
+impl Sink for Recorder {
+    async fn deliver(&self, trigger: Trigger) -> TriggerResult {
+        self.log
+            .0
+            .lock()
+            .unwrap()
+            .entry(trigger.name.to_string())
+            .or_default()
+            .push((self.member, Instant::now()));
+        TriggerResult::Success
+    }
+    fn is_deliverable(&self, _key: &str) -> bool {
+        true
+    }
+}
+
+struct Node {
+    engine: Engine,
+    cluster: Option<Cluster>,
+    engine_stop: CancellationToken,
+    hosts: watch::Receiver<Vec<String>>,
+}
+
+async fn node(member: usize, namespace: &str, log: &Arc<Log>) -> Node {
+    let endpoint = testing::shared().endpoint();
+    let store = Arc::new(Etcd::connect(&[endpoint], namespace).await.unwrap());
+    let engine_stop = CancellationToken::new();
+    let sink = Arc::new(Recorder {
+        member,
+        log: log.clone(),
+    });
+    let (engine, _task) = Engine::follow(
+        store.clone(),
+        Arc::new(SystemClock),
+        sink,
+        engine_stop.clone(),
+    );
+    let (hosts, rx) = watch::channel(Vec::new());
+    let cluster = Cluster::start(
+        ClusterConfig {
+            id: format!("s{member}"),
+            address: format!("127.0.0.1:{}", 50_000 + member),
+            lease_ttl: TTL,
+            partitions: 16,
+            namespace: namespace.to_owned(),
+        },
+        store,
+        engine.clone(),
+        hosts,
+    );
+    Node {
+        engine,
+        cluster: Some(cluster),
+        engine_stop,
+        hosts: rx,
+    }
+}
+
+fn request(name: &str, job: sv1::Job) -> sv1::ScheduleJobRequest {
+    sv1::ScheduleJobRequest {
+        name: name.into(),
+        job: Some(job),
+        metadata: Some(sv1::JobMetadata {
+            app_id: "myapp".into(),
+            namespace: "default".into(),
+            target: Some(sv1::JobTargetMetadata {
+                r#type: Some(Target::Job(sv1::TargetJob {})),
+            }),
+            concurrency_key: None,
+        }),
+        overwrite: false,
+    }
+}
+
+async fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every member knows all three, and all partitions are held.
+async fn settle(nodes: &[Node]) {
+    wait_for("all members to see each other", || {
+        nodes.iter().all(|n| n.hosts.borrow().len() == nodes.len())
+    })
+    .await;
+    // Shares settle a round or two after membership does.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_one_shot_fires_once_across_members() {
+    let namespace = testing::fresh_namespace();
+    let log = Arc::new(Log::default());
+    let mut nodes = Vec::new();
+    for m in 0..3 {
+        nodes.push(node(m, &namespace, &log).await);
+    }
+    settle(&nodes).await;
+    let mut hosts = nodes[0].hosts.borrow().clone();
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        ["127.0.0.1:50000", "127.0.0.1:50001", "127.0.0.1:50002"]
+    );
+
+    for i in 0..60 {
+        // Through any member's API: the owner fires it whoever stored it.
+        nodes[i % 3]
+            .engine
+            .schedule_job(request(
+                &format!("once-{i}"),
+                sv1::Job {
+                    due_time: Some("1s".into()),
+                    ..Default::default()
+                },
+            ))
+            .await
+            .unwrap();
+    }
+    wait_for("60 deliveries", || {
+        (0..60).all(|i| log.count(&format!("once-{i}")) >= 1)
+    })
+    .await;
+    // Late duplicates would show within a second.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = log.snapshot();
+    let mut by_member = [0usize; 3];
+    for i in 0..60 {
+        let d = &seen[&format!("once-{i}")];
+        assert_eq!(d.len(), 1, "once-{i} delivered {} times", d.len());
+        by_member[d[0].0] += 1;
+    }
+    assert!(
+        by_member.iter().filter(|c| **c > 0).count() >= 2,
+        "the jobs were not shared: {by_member:?}"
+    );
+    // Finished one-shots are deleted from etcd.
+    let left = nodes[0]
+        .engine
+        .list_jobs(sv1::ListJobsRequest {
+            metadata: request("x", sv1::Job::default()).metadata,
+        })
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{} jobs left", left.len());
+    for n in &mut nodes {
+        n.cluster.take().unwrap().stop().await;
+        n.engine_stop.cancel();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_share_moves_when_it_leaves_or_dies() {
+    let namespace = testing::fresh_namespace();
+    let log = Arc::new(Log::default());
+    let mut nodes = Vec::new();
+    for m in 0..3 {
+        nodes.push(node(m, &namespace, &log).await);
+    }
+    settle(&nodes).await;
+    let names: Vec<String> = (0..24).map(|i| format!("every-{i}")).collect();
+    for name in &names {
+        nodes[0]
+            .engine
+            .schedule_job(request(
+                name,
+                sv1::Job {
+                    schedule: Some("@every 1s".into()),
+                    ..Default::default()
+                },
+            ))
+            .await
+            .unwrap();
+    }
+    wait_for("every job firing", || {
+        names.iter().all(|n| log.count(n) >= 2)
+    })
+    .await;
+    let owner_of_job = |name: &str| log.snapshot()[name].last().unwrap().0;
+    let victims: Vec<String> = names
+        .iter()
+        .filter(|n| owner_of_job(n) == 2)
+        .cloned()
+        .collect();
+    assert!(!victims.is_empty(), "member 2 owns nothing");
+
+    // Member 2 dies: its tasks stop without a word, its lease is left to expire.
+    let dead = nodes.pop().unwrap();
+    dead.cluster.unwrap().task.abort();
+    dead.engine_stop.cancel();
+    let died = Instant::now();
+    let before: HashMap<String, usize> =
+        victims.iter().map(|n| (n.clone(), log.count(n))).collect();
+    wait_for("the dead member's jobs to fire again", || {
+        victims.iter().all(|n| log.count(n) >= before[n] + 2)
+    })
+    .await;
+    let took = died.elapsed();
+    assert!(
+        took <= TTL + Duration::from_secs(4),
+        "takeover took {took:?}"
+    );
+    // Nobody stopped meanwhile, and nobody fires a job twice per tick: over 3 s, about 3
+    // deliveries of each job, never 2 members at once.
+    let start = log.snapshot();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let end = log.snapshot();
+    for name in &names {
+        let new = end[name].len() - start[name].len();
+        assert!((2..=4).contains(&new), "{name}: {new} deliveries in 3 s");
+        let members: std::collections::BTreeSet<usize> = end[name][start[name].len()..]
+            .iter()
+            .map(|(m, _)| *m)
+            .collect();
+        assert_eq!(members.len(), 1, "{name} fired by {members:?}");
+    }
+    wait_for("the host list to drop the dead member", || {
+        nodes.iter().all(|n| n.hosts.borrow().len() == 2)
+    })
+    .await;
+
+    // Member 1 leaves cleanly: its share moves at once (no lease to wait for).
+    let leaving = nodes.pop().unwrap();
+    let moved: Vec<String> = names
+        .iter()
+        .filter(|n| owner_of_job(n) == 1)
+        .cloned()
+        .collect();
+    let left_at = Instant::now();
+    leaving.cluster.unwrap().stop().await;
+    leaving.engine_stop.cancel();
+    let before: HashMap<String, usize> = moved.iter().map(|n| (n.clone(), log.count(n))).collect();
+    wait_for("the leaver's jobs to fire again", || {
+        moved.iter().all(|n| log.count(n) > before[n])
+    })
+    .await;
+    assert!(
+        left_at.elapsed() < TTL + Duration::from_secs(1),
+        "handover took {:?}",
+        left_at.elapsed()
+    );
+    for name in &names {
+        assert_eq!(owner_of_job(name), 0, "{name} not on the last member");
+    }
+    for n in &mut nodes {
+        n.cluster.take().unwrap().stop().await;
+        n.engine_stop.cancel();
+    }
+}

@@ -245,8 +245,11 @@ impl Member {
             let owned = std::mem::take(&mut self.owned);
             // No waiting: etcd may hand them to another member any moment now.
             drop(self.disown(&owned, false));
-            self.lease = None;
             self.registered = false;
+            // If etcd is back (or was only slow), free our keys now rather than at expiry.
+            if let Some(lease) = self.lease.take() {
+                lease.revoke(&self.client).await;
+            }
         }
         let lease_id = match &self.lease {
             Some(lease) => lease.id(),

@@ -8,10 +8,10 @@ use jobsd::config::{Cli, Command, Env};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-// Measured on trigger bursts: 36-37k -> 48k deliveries/s against glibc malloc (see
-// e2e/bench/RESULTS.md).
+// jemalloc: server CPU per durable create 54 -> 36-41 µs, trigger bursts 38k -> 43-48k
+// deliveries/s against the mimalloc crate (e2e/bench/RESULTS.md).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Exit code for bad flags (BSD `EX_USAGE`).
 const EX_USAGE: u8 = 64;

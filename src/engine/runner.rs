@@ -391,6 +391,11 @@ impl Runner {
     }
 
     fn entry_of(&mut self, key: &str, job: StoredJob, plan: Plan, counter: Counter) -> Entry {
+        // A new entry replaces one being disowned (the partition came back, e.g. after the
+        // lease was lost): letting go of the old one must not drop the new one.
+        for (keys, _) in &mut self.disowning {
+            keys.retain(|k| &**k != key);
+        }
         let metadata = job.metadata.unwrap_or_default();
         let prefix = super::keys::owner_prefix(&metadata).unwrap_or_default();
         // The name is what follows the owner's prefix (names may contain `||`).

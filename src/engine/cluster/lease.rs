@@ -87,18 +87,33 @@ impl Lease {
         renewed.elapsed() < self.ttl * 2 / 3
     }
 
-    /// Stops renewing and revokes the lease, which deletes every key attached to it at once
-    /// (bounded: a revoke that cannot reach etcd leaves the lease to expire).
-    pub async fn revoke(mut self, client: &Client) {
+    /// Stops renewing and revokes the lease, which deletes every key attached to it at once.
+    /// `false` if etcd could not be told (the lease then expires on its own; [`revoke_id`]
+    /// can try again later).
+    pub async fn revoke(mut self, client: &Client) -> bool {
         self.stop.cancel();
         let task = std::mem::replace(&mut self.task, tokio::spawn(async {}));
         let _ = task.await;
-        let mut client = client.clone();
-        match tokio::time::timeout(Duration::from_secs(2), client.lease_revoke(self.id)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "could not revoke the cluster lease"),
-            Err(_) => tracing::warn!("revoking the cluster lease timed out"),
+        revoke_id(client, self.id).await
+    }
+}
+
+/// Revokes lease `id` (bounded wait); `true` once etcd no longer has it.
+pub async fn revoke_id(client: &Client, id: i64) -> bool {
+    let mut client = client.clone();
+    match tokio::time::timeout(Duration::from_secs(2), client.lease_revoke(id)).await {
+        Ok(Ok(_)) => true,
+        // Already expired or revoked.
+        Ok(Err(etcd_client::Error::GRpcStatus(status)))
+            if status.message().contains("requested lease not found") =>
+        {
+            true
         }
+        Ok(Err(e)) => {
+            tracing::debug!(lease = id, error = %e, "could not revoke the cluster lease");
+            false
+        }
+        Err(_) => false,
     }
 }
 

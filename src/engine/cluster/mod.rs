@@ -100,6 +100,7 @@ impl Cluster {
             hosts,
             lease: None,
             registered: false,
+            stale_lease: None,
             owned: BTreeSet::new(),
             loaded_at: HashMap::new(),
         };
@@ -137,6 +138,9 @@ struct Member {
     lease: Option<Lease>,
     /// The member key is ours under the current lease.
     registered: bool,
+    /// A lease we stopped trusting that etcd may still hold (with our keys): revoked before
+    /// joining again, so that the member key and partitions are free at once.
+    stale_lease: Option<i64>,
     /// Partitions whose jobs the engine fires.
     owned: BTreeSet<u32>,
     /// Revision each owned partition was read at; older watch events are already in it.
@@ -246,10 +250,20 @@ impl Member {
             // No waiting: etcd may hand them to another member any moment now.
             drop(self.disown(&owned, false));
             self.registered = false;
-            // If etcd is back (or was only slow), free our keys now rather than at expiry.
+            // Free our keys now rather than at expiry: if etcd cannot be told yet (it is
+            // down), tell it as soon as it answers again.
             if let Some(lease) = self.lease.take() {
-                lease.revoke(&self.client).await;
+                let id = lease.id();
+                if !lease.revoke(&self.client).await {
+                    self.stale_lease = Some(id);
+                }
             }
+        }
+        if let Some(id) = self.stale_lease {
+            if !lease::revoke_id(&self.client, id).await {
+                return;
+            }
+            self.stale_lease = None;
         }
         let lease_id = match &self.lease {
             Some(lease) => lease.id(),
@@ -548,8 +562,10 @@ impl Member {
     async fn leave(mut self) {
         let owned = std::mem::take(&mut self.owned);
         self.disown(&owned, true).await;
-        if let Some(lease) = self.lease.take() {
-            lease.revoke(&self.client).await;
+        if let Some(lease) = self.lease.take()
+            && !lease.revoke(&self.client).await
+        {
+            tracing::warn!("could not revoke the cluster lease; it expires on its own");
         }
         tracing::info!(id = %self.cfg.id, "left the cluster");
     }

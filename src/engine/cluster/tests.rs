@@ -21,16 +21,30 @@ const TTL: Duration = Duration::from_secs(2);
 /// Upper bound for anything to happen.
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// Deliveries seen by every member: job name → (member, when) per delivery.
+/// One delivery: which member, and the nominal time of the tick.
+type Delivery = (usize, chrono::DateTime<chrono::Utc>);
+
+/// Deliveries seen by every member: job name → deliveries in arrival order.
 #[derive(Default)]
-struct Log(Mutex<HashMap<String, Vec<(usize, Instant)>>>);
+struct Log(Mutex<HashMap<String, Vec<Delivery>>>);
 
 impl Log {
     fn count(&self, name: &str) -> usize {
         self.0.lock().unwrap().get(name).map_or(0, Vec::len)
     }
-    fn snapshot(&self) -> HashMap<String, Vec<(usize, Instant)>> {
+    fn snapshot(&self) -> HashMap<String, Vec<Delivery>> {
         self.0.lock().unwrap().clone()
+    }
+    /// Every job's last delivered tick is at most 1.5 s old: missed ticks (replayed one after
+    /// the other after a takeover) are caught up.
+    fn caught_up(&self, names: &[String]) -> bool {
+        let recent = chrono::Utc::now() - chrono::TimeDelta::milliseconds(1500);
+        let log = self.0.lock().unwrap();
+        names.iter().all(|n| {
+            log.get(n)
+                .and_then(|d| d.last())
+                .is_some_and(|(_, at)| *at >= recent)
+        })
     }
 }
 
@@ -49,7 +63,7 @@ impl Sink for Recorder {
             .unwrap()
             .entry(trigger.name.to_string())
             .or_default()
-            .push((self.member, Instant::now()));
+            .push((self.member, trigger.scheduled_at));
         TriggerResult::Success
     }
     fn is_deliverable(&self, _key: &str) -> bool {
@@ -126,6 +140,68 @@ async fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
+/// Once missed ticks are caught up, each job fires about once a second, each tick once
+/// (a partition may change hands meanwhile, but never fires on two members at once).
+async fn once_per_tick(log: &Log, names: &[String]) {
+    wait_for("missed ticks to be caught up", || log.caught_up(names)).await;
+    let start = log.snapshot();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let end = log.snapshot();
+    for name in names {
+        let new = &end[name][start[name].len()..];
+        assert!(
+            (2..=4).contains(&new.len()),
+            "{name}: {} deliveries in 3 s",
+            new.len()
+        );
+        let ticks: std::collections::BTreeSet<_> = new.iter().map(|(_, at)| at).collect();
+        assert_eq!(
+            ticks.len(),
+            new.len(),
+            "{name}: a tick fired twice: {new:?}"
+        );
+        let members: std::collections::BTreeSet<usize> = new.iter().map(|(m, _)| *m).collect();
+        assert_eq!(members.len(), 1, "{name} fired by {members:?}");
+    }
+}
+
+/// Three members in a fresh namespace of the shared etcd, settled.
+async fn three_members() -> (Arc<Log>, Vec<Node>) {
+    let namespace = testing::fresh_namespace();
+    let log = Arc::new(Log::default());
+    let mut nodes = Vec::new();
+    for m in 0..3 {
+        nodes.push(node(m, &namespace, &log).await);
+    }
+    settle(&nodes).await;
+    (log, nodes)
+}
+
+/// Every member leaves, then stops firing.
+async fn stop_all(nodes: Vec<Node>) {
+    for mut n in nodes {
+        n.cluster.take().unwrap().stop().await;
+        n.engine_stop.cancel();
+    }
+}
+
+/// Stores `count` `@every 1s` jobs through `engine` and waits until each fired twice.
+async fn every_second(engine: &Engine, count: usize, log: &Log) -> Vec<String> {
+    let names: Vec<String> = (0..count).map(|i| format!("every-{i}")).collect();
+    for name in &names {
+        let job = sv1::Job {
+            schedule: Some("@every 1s".into()),
+            ..Default::default()
+        };
+        engine.schedule_job(request(name, job)).await.unwrap();
+    }
+    wait_for("every job firing", || {
+        names.iter().all(|n| log.count(n) >= 2)
+    })
+    .await;
+    names
+}
+
 /// Every member knows all three, and all partitions are held.
 async fn settle(nodes: &[Node]) {
     wait_for("all members to see each other", || {
@@ -138,13 +214,7 @@ async fn settle(nodes: &[Node]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_one_shot_fires_once_across_members() {
-    let namespace = testing::fresh_namespace();
-    let log = Arc::new(Log::default());
-    let mut nodes = Vec::new();
-    for m in 0..3 {
-        nodes.push(node(m, &namespace, &log).await);
-    }
-    settle(&nodes).await;
+    let (log, nodes) = three_members().await;
     let mut hosts = nodes[0].hosts.borrow().clone();
     hosts.sort();
     assert_eq!(
@@ -192,39 +262,13 @@ async fn each_one_shot_fires_once_across_members() {
         .await
         .unwrap();
     assert!(left.is_empty(), "{} jobs left", left.len());
-    for n in &mut nodes {
-        n.cluster.take().unwrap().stop().await;
-        n.engine_stop.cancel();
-    }
+    stop_all(nodes).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_members_share_moves_when_it_leaves_or_dies() {
-    let namespace = testing::fresh_namespace();
-    let log = Arc::new(Log::default());
-    let mut nodes = Vec::new();
-    for m in 0..3 {
-        nodes.push(node(m, &namespace, &log).await);
-    }
-    settle(&nodes).await;
-    let names: Vec<String> = (0..24).map(|i| format!("every-{i}")).collect();
-    for name in &names {
-        nodes[0]
-            .engine
-            .schedule_job(request(
-                name,
-                sv1::Job {
-                    schedule: Some("@every 1s".into()),
-                    ..Default::default()
-                },
-            ))
-            .await
-            .unwrap();
-    }
-    wait_for("every job firing", || {
-        names.iter().all(|n| log.count(n) >= 2)
-    })
-    .await;
+    let (log, mut nodes) = three_members().await;
+    let names = every_second(&nodes[0].engine, 24, &log).await;
     let owner_of_job = |name: &str| log.snapshot()[name].last().unwrap().0;
     let victims: Vec<String> = names
         .iter()
@@ -249,20 +293,7 @@ async fn a_members_share_moves_when_it_leaves_or_dies() {
         took <= TTL + Duration::from_secs(4),
         "takeover took {took:?}"
     );
-    // Nobody stopped meanwhile, and nobody fires a job twice per tick: over 3 s, about 3
-    // deliveries of each job, never 2 members at once.
-    let start = log.snapshot();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let end = log.snapshot();
-    for name in &names {
-        let new = end[name].len() - start[name].len();
-        assert!((2..=4).contains(&new), "{name}: {new} deliveries in 3 s");
-        let members: std::collections::BTreeSet<usize> = end[name][start[name].len()..]
-            .iter()
-            .map(|(m, _)| *m)
-            .collect();
-        assert_eq!(members.len(), 1, "{name} fired by {members:?}");
-    }
+    once_per_tick(&log, &names).await;
     wait_for("the host list to drop the dead member", || {
         nodes.iter().all(|n| n.hosts.borrow().len() == 2)
     })
@@ -291,14 +322,12 @@ async fn a_members_share_moves_when_it_leaves_or_dies() {
     for name in &names {
         assert_eq!(owner_of_job(name), 0, "{name} not on the last member");
     }
-    for n in &mut nodes {
-        n.cluster.take().unwrap().stop().await;
-        n.engine_stop.cancel();
-    }
+    stop_all(nodes).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_carry_on_after_etcd_restarts() {
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("jobsd=debug").try_init();
     // Its own etcd: the shared one must stay up for the other tests.
     let mut etcd = tokio::task::spawn_blocking(testing::EtcdServer::start)
         .await
@@ -309,24 +338,7 @@ async fn members_carry_on_after_etcd_restarts() {
         nodes.push(node_on(etcd.endpoint(), m, "restart", &log).await);
     }
     settle(&nodes).await;
-    let names: Vec<String> = (0..8).map(|i| format!("every-{i}")).collect();
-    for name in &names {
-        nodes[1]
-            .engine
-            .schedule_job(request(
-                name,
-                sv1::Job {
-                    schedule: Some("@every 1s".into()),
-                    ..Default::default()
-                },
-            ))
-            .await
-            .unwrap();
-    }
-    wait_for("every job firing", || {
-        names.iter().all(|n| log.count(n) >= 2)
-    })
-    .await;
+    let names = every_second(&nodes[1].engine, 8, &log).await;
 
     // etcd goes away for a while and comes back on the same data: the lease keep-alives and
     // the jobs watch reconnect by themselves, and every job fires again, once per tick.
@@ -343,13 +355,7 @@ async fn members_carry_on_after_etcd_restarts() {
         names.iter().all(|n| log.count(n) >= back[n] + 2)
     })
     .await;
-    let start = log.snapshot();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let end = log.snapshot();
-    for name in &names {
-        let new = end[name].len() - start[name].len();
-        assert!((2..=4).contains(&new), "{name}: {new} deliveries in 3 s");
-    }
+    once_per_tick(&log, &names).await;
     // A job stored after the restart is fired too.
     nodes[0]
         .engine
@@ -363,10 +369,7 @@ async fn members_carry_on_after_etcd_restarts() {
         .await
         .unwrap();
     wait_for("the new job", || log.count("after") == 1).await;
-    for n in &mut nodes {
-        n.cluster.take().unwrap().stop().await;
-        n.engine_stop.cancel();
-    }
+    stop_all(nodes).await;
     tokio::task::spawn_blocking(move || etcd.kill())
         .await
         .unwrap();

@@ -327,7 +327,10 @@ async fn a_members_share_moves_when_it_leaves_or_dies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_carry_on_after_etcd_restarts() {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("jobsd=debug").try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("jobsd=debug")
+        .try_init();
     // Its own etcd: the shared one must stay up for the other tests.
     let mut etcd = tokio::task::spawn_blocking(testing::EtcdServer::start)
         .await

@@ -5,27 +5,22 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::routing::{get, post};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use common::app::{self, HttpApp};
+use common::clockwork;
 use common::http;
 use jobsd::app::{Replica, Sidecar};
-use jobsd::clock::{Clock, ManualClock};
+use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
 use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
 use jobsd::proto::scheduler as sv1;
 use jobsd::proto::scheduler::job_target_metadata::Type as Target;
 use jobsd::proto::scheduler::scheduler_client::SchedulerClient;
 use jobsd::store::{self, Store};
-use tokio::net::TcpListener;
 use tonic::transport::Channel;
 
 fn t0() -> DateTime<Utc> {
@@ -85,33 +80,14 @@ impl Rep {
             .unwrap()
     }
 
-    /// Waits until no trigger is out at a stream and nothing is due.
+    /// Waits until nothing is out or being written and nothing is due.
     async fn settle(&self) {
-        for _ in 0..5000 {
-            let s = self.replica.engine().sync().await.unwrap();
-            if s.outstanding == 0 && s.next_due.is_none_or(|t| t > self.clock.now()) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("replica did not settle");
+        clockwork::settle(self.replica.engine(), &self.clock).await;
     }
 
     /// Steps the clock to `now + d`, stopping at every fire time on the way.
     async fn run_for(&self, d: TimeDelta) {
-        let to = self.clock.now() + d;
-        self.settle().await;
-        while let Some(next) = self.replica.engine().sync().await.unwrap().next_due {
-            if next > to {
-                break;
-            }
-            if next > self.clock.now() {
-                self.clock.set(next);
-            }
-            self.settle().await;
-        }
-        self.clock.set(to);
-        self.settle().await;
+        clockwork::run_for(self.replica.engine(), &self.clock, d).await;
     }
 
     async fn staged(&self) -> usize {
@@ -149,88 +125,6 @@ fn myapp() -> sv1::JobMetadata {
 }
 
 // ---- the app -----------------------------------------------------------------------------
-
-/// What an app received: job name and body.
-type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
-
-/// Names of the calls an app has started answering.
-type Started = Arc<Mutex<Vec<String>>>;
-
-/// An HTTP app: `POST /job/{name}` answers the status configured for the name (200 by
-/// default), after the delay configured for it; `GET /healthz` answers `healthy`.
-#[derive(Clone)]
-struct HttpApp {
-    started: Started,
-    received: Received,
-    status: Arc<Mutex<HashMap<String, u16>>>,
-    delay: Arc<Mutex<HashMap<String, Duration>>>,
-    healthy: Arc<Mutex<bool>>,
-}
-
-impl HttpApp {
-    fn new() -> Self {
-        HttpApp {
-            started: Started::default(),
-            received: Received::default(),
-            status: Arc::default(),
-            delay: Arc::default(),
-            healthy: Arc::new(Mutex::new(true)),
-        }
-    }
-
-    fn bodies(&self, name: &str) -> Vec<String> {
-        self.received
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
-            .collect()
-    }
-
-    fn count(&self, name: &str) -> usize {
-        self.bodies(name).len()
-    }
-}
-
-async fn job(State(app): State<HttpApp>, Path(name): Path<String>, body: Bytes) -> StatusCode {
-    app.started.lock().unwrap().push(name.clone());
-    let delay = app.delay.lock().unwrap().get(&name).copied();
-    if let Some(delay) = delay {
-        tokio::time::sleep(delay).await;
-    }
-    app.received
-        .lock()
-        .unwrap()
-        .push((name.clone(), body.to_vec()));
-    let code = app
-        .status
-        .lock()
-        .unwrap()
-        .get(&name)
-        .copied()
-        .unwrap_or(200);
-    StatusCode::from_u16(code).unwrap()
-}
-
-async fn healthz(State(app): State<HttpApp>) -> StatusCode {
-    if *app.healthy.lock().unwrap() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    }
-}
-
-async fn serve_app(app: HttpApp) -> SocketAddr {
-    let router = Router::new()
-        .route("/job/{name}", post(job))
-        .route("/healthz", get(healthz))
-        .with_state(app);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    addr
-}
 
 // ---- the sidecar -------------------------------------------------------------------------
 
@@ -512,7 +406,7 @@ async fn healthz_waits_for_the_replicas_and_metadata_lists_them() {
 async fn a_due_job_reaches_the_app_and_its_ack_finishes_it() {
     let rep = Rep::start().await;
     let app = HttpApp::new();
-    let side = Side::connected(&rep, serve_app(app.clone()).await).await;
+    let side = Side::connected(&rep, app::serve(app.clone()).await).await;
 
     side.post("once", r#"{"dueTime":"1s","data":"someData"}"#)
         .await;
@@ -540,7 +434,7 @@ async fn a_failing_app_fails_the_ack_and_the_replicas_failure_policy_applies() {
     let app = HttpApp::new();
     app.status.lock().unwrap().insert("broken".into(), 500);
     app.status.lock().unwrap().insert("gone".into(), 404);
-    let side = Side::connected(&rep, serve_app(app.clone()).await).await;
+    let side = Side::connected(&rep, app::serve(app.clone()).await).await;
 
     side.post("broken", r#"{"dueTime":"1s"}"#).await;
     side.post("gone", r#"{"dueTime":"1s"}"#).await;
@@ -562,8 +456,8 @@ async fn two_sidecars_of_one_app_share_its_triggers() {
     let rep = Rep::start().await;
     let app_a = HttpApp::new();
     let app_b = HttpApp::new();
-    let a = Side::connected(&rep, serve_app(app_a.clone()).await).await;
-    let b = Side::connected(&rep, serve_app(app_b.clone()).await).await;
+    let a = Side::connected(&rep, app::serve(app_a.clone()).await).await;
+    let b = Side::connected(&rep, app::serve(app_b.clone()).await).await;
 
     a.post("tick", r#"{"schedule":"@every 1s","repeats":30}"#)
         .await;
@@ -582,7 +476,7 @@ async fn two_sidecars_of_one_app_share_its_triggers() {
 async fn a_restarted_sidecar_reconnects_and_delivery_goes_on() {
     let rep = Rep::start().await;
     let app = HttpApp::new();
-    let app_addr = serve_app(app.clone()).await;
+    let app_addr = app::serve(app.clone()).await;
     let side = Side::connected(&rep, app_addr).await;
     side.post("tick", r#"{"schedule":"@every 1s","repeats":10}"#)
         .await;
@@ -618,7 +512,7 @@ async fn streams_and_discovery_reconnect_after_a_replica_restart() {
     .await;
     let listen = rep.replica.addr;
     let app = HttpApp::new();
-    let side = Side::connected(&rep, serve_app(app.clone()).await).await;
+    let side = Side::connected(&rep, app::serve(app.clone()).await).await;
     side.post("tick", r#"{"schedule":"@every 1s","repeats":6}"#)
         .await;
     rep.run_for(TimeDelta::seconds(2)).await;
@@ -671,7 +565,7 @@ async fn without_an_app_port_no_streams_are_held_and_jobs_stay_staged() {
     );
 
     let app = HttpApp::new();
-    let side = Side::connected(&rep, serve_app(app.clone()).await).await;
+    let side = Side::connected(&rep, app::serve(app.clone()).await).await;
     eventually("the staged trigger", async || app.count("waiting") == 1).await;
     rep.settle().await;
     assert!(!rep.has("waiting").await);
@@ -686,7 +580,7 @@ async fn an_unhealthy_app_closes_the_streams_until_it_recovers() {
     let rep = Rep::start().await;
     let app = HttpApp::new();
     *app.healthy.lock().unwrap() = false;
-    let mut cfg = sidecar_cfg(&[rep.address()], Some(serve_app(app.clone()).await));
+    let mut cfg = sidecar_cfg(&[rep.address()], Some(app::serve(app.clone()).await));
     cfg.health_check = Some(config::HealthCheck {
         path: "/healthz".into(),
         interval: Duration::from_millis(20),
@@ -720,7 +614,7 @@ async fn host_list_changes_move_the_streams() {
     let one = Rep::start().await;
     let two = Rep::start().await;
     let app = HttpApp::new();
-    let side = Side::connected(&one, serve_app(app.clone()).await).await;
+    let side = Side::connected(&one, app::serve(app.clone()).await).await;
 
     // Replica one announces both: streams open to two as well, and its jobs arrive.
     one.replica.set_hosts(vec![one.address(), two.address()]);
@@ -783,7 +677,7 @@ async fn shutdown_acknowledges_the_deliveries_in_flight() {
         .lock()
         .unwrap()
         .insert("slow".into(), Duration::from_millis(500));
-    let side = Side::connected(&rep, serve_app(app.clone()).await).await;
+    let side = Side::connected(&rep, app::serve(app.clone()).await).await;
     side.post("slow", r#"{"dueTime":"1s"}"#).await;
     rep.clock.advance(TimeDelta::seconds(1));
     // Stop while the app is still answering: the delivery finishes and its ack goes out.

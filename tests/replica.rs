@@ -2,12 +2,15 @@
 //! clock, spoken to with the generated `dapr.proto.scheduler.v1` client exactly as daprd
 //! speaks to a Dapr Scheduler (unary calls, WatchJobs streams with acks, WatchHosts).
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use common::clockwork;
 use jobsd::app::Replica;
-use jobsd::clock::{Clock, ManualClock};
+use jobsd::clock::ManualClock;
 use jobsd::config;
 use jobsd::proto::scheduler as sv1;
 use jobsd::proto::scheduler::job_target_metadata::Type as Target;
@@ -66,34 +69,14 @@ impl Running {
         self.client.clone()
     }
 
-    /// Waits until nothing is out at a stream or being written and nothing is due. Only
-    /// for tests whose streams answer every trigger.
+    /// Waits until nothing is out or being written and nothing is due.
     async fn settle(&self) {
-        for _ in 0..5000 {
-            let s = self.replica.engine().sync().await.unwrap();
-            if s.outstanding == 0 && s.next_due.is_none_or(|t| t > self.clock.now()) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("replica did not settle");
+        clockwork::settle(self.replica.engine(), &self.clock).await;
     }
 
     /// Steps the clock to `now + d`, stopping at every fire time on the way.
     async fn run_for(&self, d: TimeDelta) {
-        let to = self.clock.now() + d;
-        self.settle().await;
-        while let Some(next) = self.replica.engine().sync().await.unwrap().next_due {
-            if next > to {
-                break;
-            }
-            if next > self.clock.now() {
-                self.clock.set(next);
-            }
-            self.settle().await;
-        }
-        self.clock.set(to);
-        self.settle().await;
+        clockwork::run_for(self.replica.engine(), &self.clock, d).await;
     }
 
     async fn staged(&self) -> usize {

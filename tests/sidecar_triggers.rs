@@ -1,19 +1,17 @@
 //! The whole sidecar in-process: jobs scheduled through the real HTTP/gRPC API fire on a
 //! manual clock and reach real HTTP and gRPC apps through the real delivery channels.
 
-use std::collections::HashMap;
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::routing::{get, post};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use common::app::{self, HttpApp};
+use common::clockwork;
 use jobsd::app::Sidecar;
-use jobsd::clock::{Clock, ManualClock};
+use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
 use jobsd::proto::runtime::app_callback_server::{AppCallback, AppCallbackServer};
 use jobsd::proto::runtime::{JobEventRequest, JobEventResponse};
@@ -22,52 +20,6 @@ use tokio::net::TcpListener;
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
-}
-
-/// What an app received: job name and body (HTTP) or data bytes (gRPC).
-type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
-
-/// An HTTP app: `POST /job/{name}` answers the status configured for the name (200 by
-/// default); `GET /healthz` answers `health`.
-#[derive(Clone, Default)]
-struct HttpApp {
-    received: Received,
-    status: Arc<Mutex<HashMap<String, u16>>>,
-    healthy: Arc<Mutex<bool>>,
-}
-
-async fn job(State(app): State<HttpApp>, Path(name): Path<String>, body: Bytes) -> StatusCode {
-    app.received
-        .lock()
-        .unwrap()
-        .push((name.clone(), body.to_vec()));
-    let code = app
-        .status
-        .lock()
-        .unwrap()
-        .get(&name)
-        .copied()
-        .unwrap_or(200);
-    StatusCode::from_u16(code).unwrap()
-}
-
-async fn healthz(State(app): State<HttpApp>) -> StatusCode {
-    if *app.healthy.lock().unwrap() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    }
-}
-
-async fn serve_http_app(app: HttpApp) -> SocketAddr {
-    let router = Router::new()
-        .route("/job/{name}", post(job))
-        .route("/healthz", get(healthz))
-        .with_state(app);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    addr
 }
 
 /// A gRPC app implementing `AppCallback.OnJobEvent`.
@@ -185,41 +137,14 @@ impl Running {
         self.client.send("GET", &url, "").await.0 == 200
     }
 
-    /// Waits until nothing is out at the app or being written and nothing is due.
+    /// Waits until nothing is out or being written and nothing is due.
     async fn settle(&self) {
-        for _ in 0..5000 {
-            let s = self.sidecar.engine().unwrap().sync().await.unwrap();
-            if s.outstanding == 0 && s.next_due.is_none_or(|t| t > self.clock.now()) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("sidecar did not settle");
+        clockwork::settle(self.sidecar.engine().unwrap(), &self.clock).await;
     }
 
     /// Steps the clock to `now + d`, stopping at every fire time on the way.
     async fn run_for(&self, d: TimeDelta) {
-        let to = self.clock.now() + d;
-        self.settle().await;
-        while let Some(next) = self
-            .sidecar
-            .engine()
-            .unwrap()
-            .sync()
-            .await
-            .unwrap()
-            .next_due
-        {
-            if next > to {
-                break;
-            }
-            if next > self.clock.now() {
-                self.clock.set(next);
-            }
-            self.settle().await;
-        }
-        self.clock.set(to);
-        self.settle().await;
+        clockwork::run_for(self.sidecar.engine().unwrap(), &self.clock, d).await;
     }
 
     async fn stop(self) {
@@ -228,22 +153,12 @@ impl Running {
     }
 }
 
-fn bodies(received: &Received, name: &str) -> Vec<String> {
-    received
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(n, _)| n == name)
-        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
-        .collect()
-}
-
 #[tokio::test]
 async fn http_app_gets_jobs_with_daprd_bodies_and_results_apply() {
-    let app = HttpApp::default();
+    let app = HttpApp::new();
     app.status.lock().unwrap().insert("gone".into(), 404);
     app.status.lock().unwrap().insert("broken".into(), 500);
-    let addr = serve_http_app(app.clone()).await;
+    let addr = app::serve(app.clone()).await;
     let r = Running::start(
         cfg(Some(addr), AppProtocol::Http),
         Arc::new(store::Memory::new()),
@@ -261,15 +176,15 @@ async fn http_app_gets_jobs_with_daprd_bodies_and_results_apply() {
         .await;
     r.run_for(TimeDelta::seconds(30)).await;
 
-    assert_eq!(bodies(&app.received, "str"), [r#""someData""#]);
-    assert_eq!(bodies(&app.received, "obj"), [r#"{"expression":"val"}"#]);
-    assert_eq!(bodies(&app.received, "num"), ["123"]);
-    assert_eq!(bodies(&app.received, "none"), [""]);
+    assert_eq!(app.bodies("str"), [r#""someData""#]);
+    assert_eq!(app.bodies("obj"), [r#"{"expression":"val"}"#]);
+    assert_eq!(app.bodies("num"), ["123"]);
+    assert_eq!(app.bodies("none"), [""]);
     // 404 counts as success: delivered once, job gone.
-    assert_eq!(bodies(&app.received, "gone").len(), 1);
+    assert_eq!(app.bodies("gone").len(), 1);
     // 500 fails every attempt: the default policy delivers 4 times, then gives up.
-    assert_eq!(bodies(&app.received, "broken").len(), 4);
-    assert_eq!(bodies(&app.received, "every").len(), 3);
+    assert_eq!(app.bodies("broken").len(), 4);
+    assert_eq!(app.bodies("every").len(), 3);
     for name in ["str", "gone", "broken", "every"] {
         assert!(
             !r.exists(name).await,
@@ -319,20 +234,20 @@ async fn without_app_port_triggers_are_staged_until_restart_with_an_app() {
     let clock = r.clock.clone();
     r.stop().await;
 
-    let app = HttpApp::default();
-    let addr = serve_http_app(app.clone()).await;
+    let app = HttpApp::new();
+    let addr = app::serve(app.clone()).await;
     let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
     let r = Running::start_at(cfg(Some(addr), AppProtocol::Http), store, clock).await;
     r.run_for(TimeDelta::seconds(1)).await;
-    assert_eq!(bodies(&app.received, "waiting").len(), 1);
+    assert_eq!(app.bodies("waiting").len(), 1);
     r.stop().await;
 }
 
 #[tokio::test]
 async fn unhealthy_app_holds_triggers_until_it_recovers() {
-    let app = HttpApp::default();
+    let app = HttpApp::new();
     *app.healthy.lock().unwrap() = false;
-    let addr = serve_http_app(app.clone()).await;
+    let addr = app::serve(app.clone()).await;
     let mut c = cfg(Some(addr), AppProtocol::Http);
     c.health_check = Some(config::HealthCheck {
         path: "/healthz".into(),
@@ -343,27 +258,27 @@ async fn unhealthy_app_holds_triggers_until_it_recovers() {
     let r = Running::start(c, Arc::new(store::Memory::new())).await;
     r.post("held", r#"{"dueTime":"0s"}"#).await;
     r.run_for(TimeDelta::seconds(5)).await;
-    assert!(bodies(&app.received, "held").is_empty());
+    assert!(app.bodies("held").is_empty());
     assert_eq!(r.sidecar.engine().unwrap().sync().await.unwrap().staged, 1);
 
     *app.healthy.lock().unwrap() = true;
     // The probe loop runs on real time; wait (bounded) for the release.
     for _ in 0..500 {
-        if !bodies(&app.received, "held").is_empty() {
+        if !app.bodies("held").is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     r.settle().await;
-    assert_eq!(bodies(&app.received, "held").len(), 1);
+    assert_eq!(app.bodies("held").len(), 1);
     r.stop().await;
 }
 
 #[tokio::test]
 async fn acked_one_shot_is_not_redelivered_after_restart_on_redb() {
     let dir = tempfile::tempdir().unwrap();
-    let app = HttpApp::default();
-    let addr = serve_http_app(app.clone()).await;
+    let app = HttpApp::new();
+    let addr = app::serve(app.clone()).await;
     let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
     let r = Running::start(cfg(Some(addr), AppProtocol::Http), store).await;
     r.post("once", r#"{"dueTime":"1s"}"#).await;
@@ -372,14 +287,14 @@ async fn acked_one_shot_is_not_redelivered_after_restart_on_redb() {
     r.run_for(TimeDelta::seconds(2)).await;
     let clock = r.clock.clone();
     r.stop().await;
-    assert_eq!(bodies(&app.received, "once").len(), 1);
-    assert_eq!(bodies(&app.received, "tick").len(), 2);
+    assert_eq!(app.bodies("once").len(), 1);
+    assert_eq!(app.bodies("tick").len(), 2);
 
     let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
     let r = Running::start_at(cfg(Some(addr), AppProtocol::Http), store, clock).await;
     r.run_for(TimeDelta::seconds(10)).await;
-    assert_eq!(bodies(&app.received, "once").len(), 1);
-    assert_eq!(bodies(&app.received, "tick").len(), 5);
+    assert_eq!(app.bodies("once").len(), 1);
+    assert_eq!(app.bodies("tick").len(), 5);
     r.stop().await;
 }
 
@@ -406,9 +321,9 @@ spec:
 "#,
     )
     .unwrap();
-    let app = HttpApp::default();
+    let app = HttpApp::new();
     app.status.lock().unwrap().insert("flaky".into(), 503);
-    let addr = serve_http_app(app.clone()).await;
+    let addr = app::serve(app.clone()).await;
     let mut c = cfg(Some(addr), AppProtocol::Http);
     c.resources_paths = vec![dir.path().to_owned()];
     let r = Running::start(c, Arc::new(store::Memory::new())).await;
@@ -416,6 +331,6 @@ spec:
         .await;
     r.run_for(TimeDelta::seconds(1)).await;
     // One trigger, dropped after failing: 1 call + 2 resiliency retries.
-    assert_eq!(bodies(&app.received, "flaky").len(), 3);
+    assert_eq!(app.bodies("flaky").len(), 3);
     r.stop().await;
 }

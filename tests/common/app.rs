@@ -1,0 +1,97 @@
+//! A real HTTP app for the sidecar tests: records every `POST /job/{name}` and answers the
+//! status configured per name, optionally after a delay; `GET /healthz` answers `healthy`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+
+/// What an app received: job name and body.
+pub type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// Names of the calls an app has started answering.
+pub type Started = Arc<Mutex<Vec<String>>>;
+
+/// An HTTP app: `POST /job/{name}` answers the status configured for the name (200 by
+/// default), after the delay configured for it; `GET /healthz` answers `healthy`.
+#[derive(Clone)]
+pub struct HttpApp {
+    pub started: Started,
+    pub received: Received,
+    pub status: Arc<Mutex<HashMap<String, u16>>>,
+    pub delay: Arc<Mutex<HashMap<String, Duration>>>,
+    pub healthy: Arc<Mutex<bool>>,
+}
+
+impl HttpApp {
+    pub fn new() -> Self {
+        HttpApp {
+            started: Started::default(),
+            received: Received::default(),
+            status: Arc::default(),
+            delay: Arc::default(),
+            healthy: Arc::new(Mutex::new(true)),
+        }
+    }
+
+    pub fn bodies(&self, name: &str) -> Vec<String> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    }
+
+    pub fn count(&self, name: &str) -> usize {
+        self.bodies(name).len()
+    }
+}
+
+async fn job(State(app): State<HttpApp>, Path(name): Path<String>, body: Bytes) -> StatusCode {
+    app.started.lock().unwrap().push(name.clone());
+    let delay = app.delay.lock().unwrap().get(&name).copied();
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    app.received
+        .lock()
+        .unwrap()
+        .push((name.clone(), body.to_vec()));
+    let code = app
+        .status
+        .lock()
+        .unwrap()
+        .get(&name)
+        .copied()
+        .unwrap_or(200);
+    StatusCode::from_u16(code).unwrap()
+}
+
+async fn healthz(State(app): State<HttpApp>) -> StatusCode {
+    if *app.healthy.lock().unwrap() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+/// Serves `app` on a free loopback port.
+pub async fn serve(app: HttpApp) -> SocketAddr {
+    let router = Router::new()
+        .route("/job/{name}", post(job))
+        .route("/healthz", get(healthz))
+        .with_state(app);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}

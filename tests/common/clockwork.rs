@@ -1,0 +1,38 @@
+//! Driving an engine on a manual clock: wait until it is idle, and step the clock through
+//! every fire time so that each tick fires at its own instant.
+
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use jobsd::clock::{Clock, ManualClock};
+use jobsd::engine::Engine;
+
+/// Waits until nothing is out (at the app or a stream) or being written and nothing is due.
+/// Only for tests whose receivers answer every trigger.
+pub async fn settle(engine: &Engine, clock: &ManualClock) {
+    for _ in 0..5000 {
+        let s = engine.sync().await.expect("the trigger loop runs");
+        if s.outstanding == 0 && s.next_due.is_none_or(|t| t > clock.now()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("the engine did not settle");
+}
+
+/// Steps the clock to `now + d`, stopping at every fire time on the way.
+pub async fn run_for(engine: &Engine, clock: &ManualClock, d: TimeDelta) {
+    let to = clock.now() + d;
+    settle(engine, clock).await;
+    while let Some(next) = engine.sync().await.expect("the trigger loop runs").next_due {
+        if next > to {
+            break;
+        }
+        if next > clock.now() {
+            clock.set(next);
+        }
+        settle(engine, clock).await;
+    }
+    clock.set(to);
+    settle(engine, clock).await;
+}

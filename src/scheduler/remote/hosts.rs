@@ -307,78 +307,12 @@ mod tests {
         );
     }
 
-    /// A Scheduler older than Dapr 1.15: every rpc (WatchHosts included) is Unimplemented.
-    struct Old;
-
-    type Nothing<T> = tokio_stream::Empty<Result<T, tonic::Status>>;
-
-    #[tonic::async_trait]
-    impl sv1::scheduler_server::Scheduler for Old {
-        async fn schedule_job(
-            &self,
-            _: tonic::Request<sv1::ScheduleJobRequest>,
-        ) -> Result<tonic::Response<sv1::ScheduleJobResponse>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-        async fn get_job(
-            &self,
-            _: tonic::Request<sv1::GetJobRequest>,
-        ) -> Result<tonic::Response<sv1::GetJobResponse>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-        async fn delete_job(
-            &self,
-            _: tonic::Request<sv1::DeleteJobRequest>,
-        ) -> Result<tonic::Response<sv1::DeleteJobResponse>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-        type WatchJobsStream = Nothing<sv1::WatchJobsResponse>;
-        async fn watch_jobs(
-            &self,
-            _: tonic::Request<tonic::Streaming<sv1::WatchJobsRequest>>,
-        ) -> Result<tonic::Response<Self::WatchJobsStream>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-        async fn list_jobs(
-            &self,
-            _: tonic::Request<sv1::ListJobsRequest>,
-        ) -> Result<tonic::Response<sv1::ListJobsResponse>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-        type WatchHostsStream = Nothing<sv1::WatchHostsResponse>;
-        async fn watch_hosts(
-            &self,
-            _: tonic::Request<sv1::WatchHostsRequest>,
-        ) -> Result<tonic::Response<Self::WatchHostsStream>, tonic::Status> {
-            Err(tonic::Status::unimplemented("unknown method WatchHosts"))
-        }
-        async fn delete_by_metadata(
-            &self,
-            _: tonic::Request<sv1::DeleteByMetadataRequest>,
-        ) -> Result<tonic::Response<sv1::DeleteByMetadataResponse>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-        async fn delete_by_name_prefix(
-            &self,
-            _: tonic::Request<sv1::DeleteByNamePrefixRequest>,
-        ) -> Result<tonic::Response<sv1::DeleteByNamePrefixResponse>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-    }
-
     #[tokio::test]
     async fn a_scheduler_without_watch_hosts_means_the_configured_addresses() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap().to_string();
+        // A Scheduler older than Dapr 1.15: every rpc (WatchHosts included) is Unimplemented.
+        let old = super::super::fake::serve(Arc::default()).await;
+        let address = old.address.clone();
         let stop = CancellationToken::new();
-        let server = tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(sv1::scheduler_server::SchedulerServer::new(Old))
-                .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(listener),
-                    stop.clone().cancelled_owned(),
-                ),
-        );
         let (p, _hosts, mut addresses) = publisher();
         let configured = vec![address.clone()];
         let discovery = tokio::spawn(discover(configured, p, stop.clone()));
@@ -393,7 +327,7 @@ mod tests {
         assert_eq!(*addresses.borrow(), [address]);
         stop.cancel();
         discovery.await.unwrap();
-        server.await.unwrap().unwrap();
+        old.stop().await;
     }
 
     #[tokio::test]

@@ -9,6 +9,8 @@
 //! - [`watch`]: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
 //!   deliverable; every trigger is delivered to the app and acknowledged on its stream.
 
+#[cfg(test)]
+mod fake;
 mod hosts;
 mod watch;
 
@@ -405,81 +407,6 @@ mod tests {
         assert!(!never_sent(&tonic::Status::unavailable("replica says no")));
     }
 
-    /// Counts calls; `GetJob` is `Canceled` once, `ListJobs` always, `ScheduleJob` is
-    /// `AlreadyExists`; no WatchHosts, so the configured address is the replica.
-    #[derive(Default)]
-    struct Flaky {
-        get: AtomicUsize,
-        list: AtomicUsize,
-        schedule: AtomicUsize,
-    }
-
-    type Nothing<T> = tokio_stream::Empty<Result<T, tonic::Status>>;
-
-    #[tonic::async_trait]
-    impl sv1::scheduler_server::Scheduler for Arc<Flaky> {
-        async fn schedule_job(
-            &self,
-            _: tonic::Request<sv1::ScheduleJobRequest>,
-        ) -> Result<tonic::Response<sv1::ScheduleJobResponse>, tonic::Status> {
-            self.schedule.fetch_add(1, Ordering::SeqCst);
-            Err(tonic::Status::already_exists("job already exists: 'x'"))
-        }
-        async fn get_job(
-            &self,
-            _: tonic::Request<sv1::GetJobRequest>,
-        ) -> Result<tonic::Response<sv1::GetJobResponse>, tonic::Status> {
-            if self.get.fetch_add(1, Ordering::SeqCst) == 0 {
-                return Err(tonic::Status::cancelled("context canceled"));
-            }
-            Ok(tonic::Response::new(sv1::GetJobResponse {
-                job: Some(sv1::Job {
-                    schedule: Some("@daily".into()),
-                    ..Default::default()
-                }),
-            }))
-        }
-        async fn delete_job(
-            &self,
-            _: tonic::Request<sv1::DeleteJobRequest>,
-        ) -> Result<tonic::Response<sv1::DeleteJobResponse>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-        type WatchJobsStream = Nothing<sv1::WatchJobsResponse>;
-        async fn watch_jobs(
-            &self,
-            _: tonic::Request<tonic::Streaming<sv1::WatchJobsRequest>>,
-        ) -> Result<tonic::Response<Self::WatchJobsStream>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-        async fn list_jobs(
-            &self,
-            _: tonic::Request<sv1::ListJobsRequest>,
-        ) -> Result<tonic::Response<sv1::ListJobsResponse>, tonic::Status> {
-            self.list.fetch_add(1, Ordering::SeqCst);
-            Err(tonic::Status::cancelled("context canceled"))
-        }
-        type WatchHostsStream = Nothing<sv1::WatchHostsResponse>;
-        async fn watch_hosts(
-            &self,
-            _: tonic::Request<sv1::WatchHostsRequest>,
-        ) -> Result<tonic::Response<Self::WatchHostsStream>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-        async fn delete_by_metadata(
-            &self,
-            _: tonic::Request<sv1::DeleteByMetadataRequest>,
-        ) -> Result<tonic::Response<sv1::DeleteByMetadataResponse>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-        async fn delete_by_name_prefix(
-            &self,
-            _: tonic::Request<sv1::DeleteByNamePrefixRequest>,
-        ) -> Result<tonic::Response<sv1::DeleteByNamePrefixResponse>, tonic::Status> {
-            Err(tonic::Status::unimplemented(""))
-        }
-    }
-
     /// A sink that is never called: the app is not deliverable, so no stream opens.
     struct NoApp;
 
@@ -495,18 +422,22 @@ mod tests {
 
     #[tokio::test]
     async fn canceled_is_retried_once_and_other_errors_are_the_answer() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap().to_string();
-        let flaky = Arc::new(Flaky::default());
-        let stop = CancellationToken::new();
-        let server = tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(sv1::scheduler_server::SchedulerServer::new(flaky.clone()))
-                .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(listener),
-                    stop.clone().cancelled_owned(),
-                ),
-        );
+        // `GetJob` is `Canceled` once, `ListJobs` always, `ScheduleJob` is `AlreadyExists`;
+        // no WatchHosts, so the configured address is the replica.
+        let flaky = Arc::new(fake::Fake {
+            on_schedule: Some(|_| Err(tonic::Status::already_exists("job already exists: 'x'"))),
+            on_get: Some(|n| match n {
+                0 => Err(tonic::Status::cancelled("context canceled")),
+                _ => Ok(sv1::Job {
+                    schedule: Some("@daily".into()),
+                    ..Default::default()
+                }),
+            }),
+            on_list: Some(|_| Err(tonic::Status::cancelled("context canceled"))),
+            ..Default::default()
+        });
+        let served = fake::serve(flaky.clone()).await;
+        let address = served.address.clone();
         let (_deliverable_tx, deliverable) = channel::channel(false);
         let (remote, connections) = Remote::start(
             RemoteConfig {
@@ -547,8 +478,7 @@ mod tests {
         assert_eq!(remote.job_streams(), 0);
 
         connections.close().await;
-        stop.cancel();
-        server.await.unwrap().unwrap();
+        served.stop().await;
     }
 
     #[tokio::test(start_paused = true)]

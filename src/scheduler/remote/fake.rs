@@ -1,0 +1,144 @@
+//! A Scheduler server for the client's tests: counts the calls it gets and answers
+//! `ScheduleJob`, `GetJob` and `ListJobs` as programmed (by call number); every other rpc,
+//! and any rpc left unprogrammed, is `Unimplemented`, as a Scheduler older than Dapr 1.15
+//! answers WatchHosts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+use crate::proto::scheduler as sv1;
+
+/// What a programmed rpc answers to its n-th call (counting from 0).
+type Answer<T> = Option<fn(usize) -> Result<T, Status>>;
+
+/// The fake replica; see the module doc.
+#[derive(Default)]
+pub(super) struct Fake {
+    /// `ScheduleJob` calls so far.
+    pub schedule: AtomicUsize,
+    /// `GetJob` calls so far.
+    pub get: AtomicUsize,
+    /// `ListJobs` calls so far.
+    pub list: AtomicUsize,
+    /// `ScheduleJob`'s answer.
+    pub on_schedule: Answer<()>,
+    /// `GetJob`'s answer.
+    pub on_get: Answer<sv1::Job>,
+    /// `ListJobs`' answer.
+    pub on_list: Answer<Vec<sv1::NamedJob>>,
+}
+
+/// A running fake: its address, and how to stop it.
+pub(super) struct Served {
+    /// `127.0.0.1:<port>`.
+    pub address: String,
+    stop: CancellationToken,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl Served {
+    /// Stops the server and waits for it.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.server.await.unwrap().unwrap();
+    }
+}
+
+/// Serves `fake` on a free loopback port.
+pub(super) async fn serve(fake: Arc<Fake>) -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(sv1::scheduler_server::SchedulerServer::new(fake))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                stop.clone().cancelled_owned(),
+            ),
+    );
+    Served {
+        address,
+        stop,
+        server,
+    }
+}
+
+/// Counts a call and gives the programmed answer.
+fn answer<T, U>(
+    calls: &AtomicUsize,
+    program: Answer<T>,
+    wrap: impl FnOnce(T) -> U,
+) -> Result<Response<U>, Status> {
+    let n = calls.fetch_add(1, Ordering::SeqCst);
+    match program {
+        Some(answer) => answer(n).map(|t| Response::new(wrap(t))),
+        None => Err(Status::unimplemented("")),
+    }
+}
+
+type Nothing<T> = tokio_stream::Empty<Result<T, Status>>;
+
+#[tonic::async_trait]
+impl sv1::scheduler_server::Scheduler for Arc<Fake> {
+    async fn schedule_job(
+        &self,
+        _: Request<sv1::ScheduleJobRequest>,
+    ) -> Result<Response<sv1::ScheduleJobResponse>, Status> {
+        answer(&self.schedule, self.on_schedule, |()| {
+            sv1::ScheduleJobResponse {}
+        })
+    }
+    async fn get_job(
+        &self,
+        _: Request<sv1::GetJobRequest>,
+    ) -> Result<Response<sv1::GetJobResponse>, Status> {
+        answer(&self.get, self.on_get, |job| sv1::GetJobResponse {
+            job: Some(job),
+        })
+    }
+    async fn delete_job(
+        &self,
+        _: Request<sv1::DeleteJobRequest>,
+    ) -> Result<Response<sv1::DeleteJobResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+    type WatchJobsStream = Nothing<sv1::WatchJobsResponse>;
+    async fn watch_jobs(
+        &self,
+        _: Request<tonic::Streaming<sv1::WatchJobsRequest>>,
+    ) -> Result<Response<Self::WatchJobsStream>, Status> {
+        Err(Status::unimplemented(""))
+    }
+    async fn list_jobs(
+        &self,
+        _: Request<sv1::ListJobsRequest>,
+    ) -> Result<Response<sv1::ListJobsResponse>, Status> {
+        answer(&self.list, self.on_list, |jobs| sv1::ListJobsResponse {
+            jobs,
+        })
+    }
+    type WatchHostsStream = Nothing<sv1::WatchHostsResponse>;
+    async fn watch_hosts(
+        &self,
+        _: Request<sv1::WatchHostsRequest>,
+    ) -> Result<Response<Self::WatchHostsStream>, Status> {
+        Err(Status::unimplemented("unknown method WatchHosts"))
+    }
+    async fn delete_by_metadata(
+        &self,
+        _: Request<sv1::DeleteByMetadataRequest>,
+    ) -> Result<Response<sv1::DeleteByMetadataResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+    async fn delete_by_name_prefix(
+        &self,
+        _: Request<sv1::DeleteByNamePrefixRequest>,
+    ) -> Result<Response<sv1::DeleteByNamePrefixResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+}

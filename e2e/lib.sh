@@ -339,3 +339,27 @@ e2e_venv() {
   fi
   exec {lock_fd}>&-
 }
+
+# e2e_tally_phase LABEL OUT RC ARRAY: adds the closing `N passed, M failed` line of a checks
+# phase's output file OUT to the globals total_passed / total_failed (a missing closing line,
+# or a non-zero exit RC with no failure counted, counts as one failure) and appends
+# "LABEL (exit RC)" to the array named ARRAY when RC is not 0 (124: the phase timed out).
+e2e_tally_phase() {
+  local label="$1" out="$2" rc="$3" closing passed failed
+  local -n _failures="$4"
+  closing="$(tail -n 1 "$out")"
+  if [[ "$closing" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+    passed="${BASH_REMATCH[1]}"
+    failed="${BASH_REMATCH[2]}"
+  else
+    passed=0
+    failed=1
+  fi
+  [ "$rc" -eq 0 ] || [ "$failed" -gt 0 ] || failed=1
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  if [ "$rc" -ne 0 ]; then
+    [ "$rc" -ne 124 ] || e2e_log "phase $label timed out after ${PHASE_TIMEOUT}s"
+    _failures+=("$label (exit $rc)")
+  fi
+}

@@ -59,22 +59,7 @@ run_phase() {
     timeout -k 5 "$PHASE_TIMEOUT" "$E2E_PY" "$PY_DIR/trigger_checks.py" "$@"
   e2e_wait_spawned "$E2E_SPAWNED" || rc=$?
   cat "$out"
-  local closing passed failed
-  closing="$(tail -n 1 "$out")"
-  if [[ "$closing" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-    passed="${BASH_REMATCH[1]}"
-    failed="${BASH_REMATCH[2]}"
-  else
-    passed=0
-    failed=1
-  fi
-  [ "$rc" -eq 0 ] || [ "$failed" -gt 0 ] || failed=1
-  total_passed=$((total_passed + passed))
-  total_failed=$((total_failed + failed))
-  if [ "$rc" -ne 0 ]; then
-    [ "$rc" -ne 124 ] || e2e_log "phase $label timed out after ${PHASE_TIMEOUT}s"
-    failures+=("$label (exit $rc)")
-  fi
+  e2e_tally_phase "$label" "$out" "$rc" failures
   if [ -n "$JOBSD_PID" ] && _proc_gone "$JOBSD_PID"; then
     _dump_log
     e2e_fail "jobsd died during phase $label"

@@ -1,0 +1,304 @@
+#!/usr/bin/env bash
+# End-to-end suite: a scheduler cluster (issue 5). Debian's etcd on loopback, 3 `jobsd scheduler`
+# replicas sharing it (--lease-ttl 3s), 2 sidecars with the same app id in front of one recording
+# HTTP app (e2e/python/trigger_http_app.py, which listens with a backlog fit for bursts).
+# Sidecar 1 is given every replica's address, sidecar 2 only the first one's (it learns
+# the others through WatchHosts). The checks are in e2e/python/cluster_checks.py:
+#
+#   1. replicas SERVING (grpc.health.v1), sidecars healthy and connected to all 3 replicas,
+#      each replica owning a share of the partitions (read from etcd);
+#   2. 200 `@every 1s` jobs and 800 one-shots due 4–15 s ahead, scheduled through both sidecars;
+#   3. `kill -9` of replica s2 ~8 s in: every one-shot delivered (and answered 200, so acked),
+#      in time or within kill + 6 s; duplicates few and only around the kill; every @every job
+#      resumes with no gap over 6 s (lease 3 s + takeover) and fires once a second afterwards,
+#      while the jobs of s1 and s3 never pause over 2.5 s; exactly s2's partitions changed owner;
+#   4. s2 restarted with the same --id: the same partitions move back to it, its jobs with no
+#      gap over 6 s, the others' with none over 2.5 s, and no double firing (≤ 5 + 2 deliveries
+#      per job in the last 5 s of 8); 100 new one-shots delivered at least once with ≤ 2
+#      duplicates; finished one-shots never fire again;
+#   5. GET /v1.0/jobs lists exactly the 200 @every jobs; all deleted; the list is empty on both
+#      sidecars and the jobs stop firing; every process still alive, no panic logged, sidecars
+#      and replicas exit 0 on SIGTERM.
+#
+# Every wait is bounded; etcd, the replicas, the sidecars and the app are killed on exit.
+# Runnable from any directory; exits non-zero on any failure and closes with
+# `cluster: N passed, M failed`. Settings (environment): ETCD_BIN (/usr/bin/etcd), JOBSD_BIN
+# (a prebuilt jobsd instead of the release build), E2E_KEEP_TMP=1 (keep the temp dir — etcd
+# data, logs, the app's event log — of a failed run).
+set -euo pipefail
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=e2e/lib.sh
+source "$E2E_DIR/lib.sh"
+
+trap e2e_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+ETCD_BIN="${ETCD_BIN:-/usr/bin/etcd}"
+LEASE_TTL=3s
+REPLICAS=3
+# The replica killed and restarted (1-based); not s1, the only address sidecar 2 is given.
+VICTIM=2
+# Upper bound for one Python phase, in seconds (the longest normally takes ~20 s).
+PHASE_TIMEOUT=90
+# Upper bound for etcd, a replica or a sidecar to become ready.
+START_TIMEOUT=30
+PY_DIR="$E2E_DIR/python"
+APP_ID=clusterapp
+
+suite_start=$SECONDS
+[ -x "$ETCD_BIN" ] || {
+  e2e_fail "no etcd at $ETCD_BIN: run e2e/setup.sh (Debian etcd-server) or set ETCD_BIN"
+  exit 1
+}
+jobsd_build
+e2e_venv "$PY_DIR/requirements.txt"
+
+e2e_mktemp
+work="$E2E_TMP"
+
+total_passed=0
+total_failed=0
+failures=()
+
+# run_phase LABEL ARGS...: run cluster_checks.py ARGS; add its counts to the totals. A phase
+# that crashes, times out or prints no closing line counts as a failure.
+run_phase() {
+  local label="$1"
+  shift
+  local out="$work/phase-$label.out" rc=0
+  e2e_log "phase $label: cluster_checks.py $*"
+  # In the background and waited for, so that a signal to this script is acted on at once.
+  e2e_spawn "$out" env CLUSTER_SIDECARS="$sidecar_addrs" CLUSTER_ETCD="$etcd_url" \
+    CLUSTER_ETCD_PREFIX=dapr CLUSTER_VICTIM="s$VICTIM" CLUSTER_APP_ID="$APP_ID" PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 timeout -k 5 "$PHASE_TIMEOUT" "$E2E_PY" "$PY_DIR/cluster_checks.py" "$@"
+  e2e_wait_spawned "$E2E_SPAWNED" || rc=$?
+  cat "$out"
+  e2e_tally_phase "$label" "$out" "$rc" failures
+  return 0
+}
+
+# shell_check LABEL CMD...: a check done by this script, counted with the Python ones.
+shell_check() {
+  local label="$1"
+  shift
+  if "$@"; then
+    total_passed=$((total_passed + 1))
+    echo "ok   shell/$label"
+  else
+    total_failed=$((total_failed + 1))
+    failures+=("$label")
+    echo "FAIL shell/$label"
+  fi
+}
+
+alive() { ! _proc_gone "$1"; }
+
+no_panic_in_logs() {
+  local f bad=0
+  for f in "$@"; do
+    if grep -n -i 'panicked' "$f" >&2; then
+      e2e_log "a panic is logged (above) in $f"
+      bad=1
+    fi
+  done
+  [ "$bad" -eq 0 ]
+}
+
+# stop_exits_0 PID NAME: SIGTERM PID; it must exit 0 within E2E_STOP_TIMEOUT seconds.
+stop_exits_0() {
+  local pid="$1" name="$2" rc=0 deadline=$((SECONDS + E2E_STOP_TIMEOUT))
+  kill -TERM "$pid" 2>/dev/null || true
+  until _proc_gone "$pid"; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      e2e_log "$name (pid $pid) still running ${E2E_STOP_TIMEOUT}s after SIGTERM"
+      e2e_unspawn "$pid"
+      return 1
+    fi
+    sleep 0.1
+  done
+  wait "$pid" || rc=$?
+  _e2e_forget "$pid"
+  [ "$rc" -eq 0 ] || e2e_log "$name (pid $pid) exited with status $rc after SIGTERM"
+  [ "$rc" -eq 0 ]
+}
+
+# wait_http URL WANT PID NAME: wait until GET URL answers WANT (status code); fail after
+# START_TIMEOUT seconds or as soon as PID has exited.
+wait_http() {
+  local url="$1" want="$2" pid="$3" name="$4" deadline=$((SECONDS + START_TIMEOUT)) status=""
+  while :; do
+    status="$(_http_status "$url")"
+    [ "$status" = "$want" ] && return 0
+    if _proc_gone "$pid"; then
+      e2e_fail "$name (pid $pid) exited before GET $url answered $want"
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      e2e_fail "$name: GET $url → ${status:-nothing}, not $want, after ${START_TIMEOUT}s"
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+dump_logs() {
+  local f
+  for f in "$work"/etcd.log "$work"/replica-*.log "$work"/sidecar-*.log "$work"/app.log; do
+    [ -f "$f" ] || continue
+    echo "----- $f (last ${1:-60} lines) -----" >&2
+    tail -n "${1:-60}" "$f" >&2
+  done
+}
+
+# ---------------------------------------------------------------- ports
+mapfile -t ports < <(free_ports 9)
+[ "${#ports[@]}" -eq 9 ] || {
+  e2e_fail "could not pick free ports"
+  exit 1
+}
+etcd_client_port="${ports[0]}"
+etcd_peer_port="${ports[1]}"
+replica_ports=("${ports[2]}" "${ports[3]}" "${ports[4]}")
+sidecar_http_ports=("${ports[5]}" "${ports[6]}")
+sidecar_grpc_ports=("${ports[7]}" "${ports[8]}")
+etcd_url="http://127.0.0.1:$etcd_client_port"
+replica_addrs=()
+for ((i = 0; i < REPLICAS; i++)); do replica_addrs+=("127.0.0.1:${replica_ports[$i]}"); done
+sidecar_addrs="127.0.0.1:${sidecar_http_ports[0]},127.0.0.1:${sidecar_http_ports[1]}"
+
+# ---------------------------------------------------------------- etcd
+t_build_done=$SECONDS
+peer_url="http://127.0.0.1:$etcd_peer_port"
+e2e_spawn "$work/etcd.log" "$ETCD_BIN" --name default --data-dir "$work/etcd" \
+  --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+  --listen-peer-urls "$peer_url" --initial-advertise-peer-urls "$peer_url" \
+  --initial-cluster "default=$peer_url"
+etcd_pid=$E2E_SPAWNED
+deadline=$((SECONDS + START_TIMEOUT))
+until curl -s --max-time 2 "$etcd_url/health" 2>/dev/null | grep -q '"health":"true"'; do
+  if _proc_gone "$etcd_pid" || [ "$SECONDS" -ge "$deadline" ]; then
+    dump_logs 40
+    e2e_fail "etcd not healthy on $etcd_url"
+    exit 1
+  fi
+  sleep 0.1
+done
+e2e_log "etcd $("$ETCD_BIN" --version | head -1 | sed 's/.*: //') (pid $etcd_pid) on $etcd_url"
+
+# ---------------------------------------------------------------- replicas
+replica_pids=()
+# start_replica I: start replica s<I+1> on its port (again, after a kill: same --id and port).
+start_replica() {
+  local i="$1" log="$work/replica-s$(($1 + 1)).log"
+  echo "=== start $(date -u +%H:%M:%S.%N)" >>"$log"
+  e2e_spawn "$log" env NO_COLOR=1 "$JOBSD_BIN" scheduler --etcd-endpoints "$etcd_url" \
+    --id "s$((i + 1))" --listen-address 127.0.0.1 --port "${replica_ports[$i]}" \
+    --lease-ttl "$LEASE_TTL" --log-level info
+  replica_pids[i]=$E2E_SPAWNED
+  e2e_log "replica s$((i + 1)) (pid $E2E_SPAWNED) on ${replica_addrs[$i]}"
+}
+
+# wait_serving ADDR...: every replica answers grpc.health.v1 SERVING (bounded).
+wait_serving() {
+  local rc=0
+  e2e_spawn "$work/serving.out" env PYTHONDONTWRITEBYTECODE=1 timeout -k 5 $((START_TIMEOUT + 10)) \
+    "$E2E_PY" "$PY_DIR/cluster_checks.py" serving "$START_TIMEOUT" "$@"
+  e2e_wait_spawned "$E2E_SPAWNED" || rc=$?
+  [ "$rc" -eq 0 ] || {
+    cat "$work/serving.out" >&2
+    dump_logs 40
+    e2e_fail "replicas $* not SERVING"
+  }
+}
+
+for ((i = 0; i < REPLICAS; i++)); do start_replica "$i"; done
+wait_serving "${replica_addrs[@]}" || exit 1
+e2e_log "replicas SERVING after $((SECONDS - t_build_done))s"
+
+# ---------------------------------------------------------------- app and sidecars
+events="$work/events.jsonl"
+e2e_spawn "$work/app.log" env PYTHONDONTWRITEBYTECODE=1 "$E2E_PY" "$PY_DIR/trigger_http_app.py" \
+  --log "$events" --port-file "$work/app.port"
+app_pid=$E2E_SPAWNED
+e2e_wait_file "$work/app.port" "$START_TIMEOUT" "$app_pid" || {
+  cat "$work/app.log" >&2
+  exit 1
+}
+app_port="$(cat "$work/app.port")"
+
+sidecar_pids=()
+all_replicas="$(IFS=,; echo "${replica_addrs[*]}")"
+for i in 0 1; do
+  # Sidecar 1 knows every replica; sidecar 2 only s1 (WatchHosts names the rest).
+  if [ "$i" -eq 0 ]; then hosts="$all_replicas"; else hosts="${replica_addrs[0]}"; fi
+  e2e_spawn "$work/sidecar-$((i + 1)).log" env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN \
+    -u DAPR_SCHEDULER_HOST_ADDRESS_DNS_A NO_COLOR=1 "$JOBSD_BIN" --app-id "$APP_ID" \
+    --app-port "$app_port" --dapr-http-port "${sidecar_http_ports[$i]}" \
+    --dapr-grpc-port "${sidecar_grpc_ports[$i]}" --dapr-listen-addresses 127.0.0.1 \
+    --scheduler-host-address "$hosts" --data-dir "$work/sidecar-$((i + 1))-unused" --log-level info
+  sidecar_pids[i]=$E2E_SPAWNED
+  e2e_log "sidecar $((i + 1)) (pid $E2E_SPAWNED) on http ${sidecar_http_ports[$i]}, scheduler $hosts"
+done
+for i in 0 1; do
+  wait_http "http://127.0.0.1:${sidecar_http_ports[$i]}/v1.0/healthz" 204 "${sidecar_pids[$i]}" \
+    "sidecar $((i + 1))" || {
+    dump_logs 40
+    exit 1
+  }
+done
+
+run_phase sidecars sidecars "$REPLICAS"
+
+# ---------------------------------------------------------------- schedule, kill, restart
+state="$work/state.json"
+run_phase setup setup "$state"
+if [ -s "$state" ]; then
+  kill_at="$("$E2E_PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["kill_at"])' "$state")"
+  sleep "$(awk -v t="$kill_at" -v now="$(e2e_now)" 'BEGIN { d = t - now; print (d > 0 ? d : 0) }')"
+  victim_pid="${replica_pids[$((VICTIM - 1))]}"
+  kill -KILL "$victim_pid"
+  t_kill="$(e2e_now)"
+  wait "$victim_pid" 2>/dev/null || true
+  _e2e_forget "$victim_pid"
+  echo "=== killed with SIGKILL $(date -u +%H:%M:%S.%N)" >>"$work/replica-s$VICTIM.log"
+  e2e_log "replica s$VICTIM (pid $victim_pid) killed with SIGKILL"
+  run_phase after-kill after-kill "$state" "$events" "$t_kill"
+
+  start_replica $((VICTIM - 1))
+  if wait_serving "${replica_addrs[$((VICTIM - 1))]}"; then
+    t_restart="$(e2e_now)"
+    since_kill="$(awk -v a="$t_kill" -v b="$t_restart" 'BEGIN { printf "%.2f", b - a }')"
+    e2e_log "replica s$VICTIM SERVING again ${since_kill}s after the kill"
+    run_phase after-restart after-restart "$state" "$events" "$t_kill" "$t_restart"
+  else
+    failures+=("restart of s$VICTIM")
+    total_failed=$((total_failed + 1))
+  fi
+  run_phase cleanup cleanup "$state" "$events"
+else
+  failures+=("setup (no state: the rest skipped)")
+  total_failed=$((total_failed + 1))
+fi
+
+# ---------------------------------------------------------------- processes
+shell_check etcd_alive alive "$etcd_pid"
+shell_check app_alive alive "$app_pid"
+for i in 0 1; do shell_check "sidecar$((i + 1))_alive" alive "${sidecar_pids[$i]}"; done
+for ((i = 0; i < REPLICAS; i++)); do shell_check "replica_s$((i + 1))_alive" alive "${replica_pids[$i]}"; done
+shell_check no_panic_in_logs no_panic_in_logs "$work"/replica-*.log "$work"/sidecar-*.log
+for i in 0 1; do
+  shell_check "sidecar$((i + 1))_exits_0_on_sigterm" stop_exits_0 "${sidecar_pids[$i]}" "sidecar $((i + 1))"
+done
+for ((i = 0; i < REPLICAS; i++)); do
+  shell_check "replica_s$((i + 1))_exits_0_on_sigterm" stop_exits_0 "${replica_pids[$i]}" "replica s$((i + 1))"
+done
+
+e2e_log "suite took $((SECONDS - suite_start))s ($((SECONDS - t_build_done))s after build and venv)"
+if [ "$total_failed" -ne 0 ]; then
+  e2e_log "failed: ${failures[*]}"
+  dump_logs 80
+fi
+echo "cluster: $total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]

@@ -8,6 +8,8 @@
 //! errors are Dapr's. One deliberate difference: a body over `--max-body-size` gets a 413
 //! with `ERR_REQUEST_BODY_TOO_LARGE` instead of daprd's 400 `stream too large`.
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -33,8 +35,13 @@ const JOB_ROUTES: [&str; 3] = [
     "/v1.0/schedule/jobs/{name}",
 ];
 
+/// What the handlers share: behind an `Arc`, so that handing it to a request (axum clones the
+/// state for every one) copies no strings.
+type Shared = Arc<ApiState>;
+
 /// The HTTP API as an axum router (state applied). Serve it with HTTP/1.1 and h2c.
 pub fn router(state: ApiState) -> Router {
+    let state = Arc::new(state);
     let mut routes = Router::new();
     for path in JOB_ROUTES {
         routes = routes.route(path, post(schedule_job).get(get_job).delete(delete_job));
@@ -44,18 +51,22 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1.0/healthz", get(healthz))
         .route("/v1.0/healthz/outbound", get(healthz_outbound))
         .route("/v1.0/metadata", get(metadata))
-        .with_state(state.clone());
+        .with_state(Arc::clone(&state));
     // A path that matches nothing is cleaned (`//`, `.`, `..`, trailing `/`) and routed
     // once more, as chi's CleanPath and StripSlashes middlewares do before daprd routes.
     let strict = routes.clone().fallback(not_found);
-    routes
-        .fallback(move |req: Request| route_cleaned(strict.clone(), req))
-        .layer(middleware::from_fn_with_state(state, authenticate))
+    let routes = routes.fallback(move |req: Request| route_cleaned(strict.clone(), req));
+    // The token is fixed for the router's life: without one the check is left out rather
+    // than run as a no-op on every request.
+    match state.required_token() {
+        Some(_) => routes.layer(middleware::from_fn_with_state(state, authenticate)),
+        None => routes,
+    }
 }
 
 /// daprd's `APITokenAuthMiddleware`: with a token configured, every request but
 /// `GET /v1.0/healthz[/outbound]` must carry it.
-async fn authenticate(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+async fn authenticate(State(state): State<Shared>, req: Request, next: Next) -> Response {
     if let Some(token) = state.required_token() {
         let given = req
             .headers()
@@ -158,7 +169,7 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
 }
 
 /// `POST …/jobs/{name}`: 204 on success.
-async fn schedule_job(State(state): State<ApiState>, uri: Uri, body: Body) -> Response {
+async fn schedule_job(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
     match schedule_job_inner(&state, &uri, body).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => e.into_response(),
@@ -201,7 +212,7 @@ async fn schedule_job_inner(state: &ApiState, uri: &Uri, body: Body) -> Result<(
 }
 
 /// `GET …/jobs/{name}`: 200 with the job's protojson.
-async fn get_job(State(state): State<ApiState>, uri: Uri) -> Response {
+async fn get_job(State(state): State<Shared>, uri: Uri) -> Response {
     let result = async {
         // daprd trims the name for POST only.
         let name = RouteName::from_uri(&uri)?;
@@ -223,7 +234,7 @@ async fn get_job(State(state): State<ApiState>, uri: Uri) -> Response {
 }
 
 /// `DELETE …/jobs/{name}`: 204, also when there was no such job.
-async fn delete_job(State(state): State<ApiState>, uri: Uri) -> Response {
+async fn delete_job(State(state): State<Shared>, uri: Uri) -> Response {
     let result = async {
         let name = RouteName::from_uri(&uri)?;
         if !name.utf8 {
@@ -244,7 +255,7 @@ async fn delete_job(State(state): State<ApiState>, uri: Uri) -> Response {
 
 /// Extension `GET /v1.0/jobs[?prefix=p]`: `{"jobs":[…]}`, this app's jobs (those whose name
 /// starts with `p`), by name, each as GET would show it.
-async fn list_jobs(State(state): State<ApiState>, uri: Uri) -> Response {
+async fn list_jobs(State(state): State<Shared>, uri: Uri) -> Response {
     let result = async {
         let prefix = query_param(uri.query().unwrap_or_default(), "prefix")?;
         let mut jobs = state.list_jobs().await?;
@@ -284,7 +295,7 @@ fn query_param(query: &str, key: &str) -> Result<Option<String>, ApiError> {
 
 /// `GET /v1.0/healthz`: 204 once ready; in remote mode 500 `ERR_HEALTH_NOT_READY` until the
 /// Scheduler replicas are known, as daprd's readiness waits for WatchHosts.
-async fn healthz(State(state): State<ApiState>) -> Response {
+async fn healthz(State(state): State<Shared>) -> Response {
     if state.ready() {
         StatusCode::NO_CONTENT.into_response()
     } else {
@@ -298,7 +309,7 @@ async fn healthz_outbound() -> StatusCode {
 }
 
 /// `GET /v1.0/metadata`: the small part of daprd's metadata that applies here.
-async fn metadata(State(state): State<ApiState>) -> Response {
+async fn metadata(State(state): State<Shared>) -> Response {
     let body = serde_json::json!({
         "id": state.app_id,
         "runtimeVersion": env!("CARGO_PKG_VERSION"),

@@ -40,6 +40,11 @@ const MAX_DURATION_SECONDS: i64 = 315_576_000_000;
 /// be stored but never read back, so it is refused here (and bounds the parser's recursion).
 const MAX_DEPTH: usize = 100;
 
+/// Nesting (the request object included) up to which prost surely decodes `data` again: a
+/// JSON level costs prost at most 3 of its 100 recursion levels (`Value`, `Struct`, map entry),
+/// so objects fail from 34 levels of `data` on. Shallower bodies skip the costly check.
+const SURELY_DECODABLE_DEPTH: usize = 32;
+
 // ---------------------------------------------------------------------------------------
 // Reading
 // ---------------------------------------------------------------------------------------
@@ -52,7 +57,9 @@ pub fn parse_job_http_request(body: &[u8]) -> Result<JobHttpRequest, JsonError> 
     if tok.kind != TokKind::Eof {
         return Err(d.unexpected(&tok));
     }
-    if let Some(data) = &req.data {
+    if let Some(data) = &req.data
+        && d.max_depth > SURELY_DECODABLE_DEPTH
+    {
         // Refuse what could not be decoded again later (see MAX_DEPTH).
         if Value::decode(data.encode_to_vec().as_slice()).is_err() {
             return Err(JsonError("exceeded max recursion depth".to_owned()));
@@ -91,6 +98,8 @@ struct Decoder<'a> {
     src: &'a [u8],
     pos: usize,
     depth: usize,
+    /// The deepest `depth` reached.
+    max_depth: usize,
 }
 
 /// A field of the message being read: its number and the json name errors use.
@@ -102,6 +111,7 @@ impl<'a> Decoder<'a> {
             src,
             pos: 0,
             depth: 0,
+            max_depth: 0,
         }
     }
 
@@ -148,12 +158,19 @@ impl<'a> Decoder<'a> {
         }
     }
 
-    /// The next token, without consuming it.
-    fn peek(&mut self) -> Result<Token, JsonError> {
-        let saved = self.pos;
-        let tok = self.next();
-        self.pos = saved;
-        tok
+    /// Whether the next token is the punctuation `b` (`}` or `]`), without reading it. Unlike
+    /// lexing ahead, this never decodes a string twice; text that is no token gives `false`,
+    /// and reading it next reports it exactly as lexing ahead would have.
+    fn next_is(&mut self, b: u8) -> bool {
+        self.skip_ws();
+        self.src.get(self.pos) == Some(&b)
+    }
+
+    /// Whether the next token is `null`, without reading it (see [`Decoder::next_is`]).
+    fn next_is_null(&mut self) -> bool {
+        self.skip_ws();
+        let rest = &self.src[self.pos..];
+        rest.starts_with(b"null") && rest.get(4).is_none_or(|&b| !is_not_delim(b))
     }
 
     /// Reads one lexical token.
@@ -301,8 +318,13 @@ impl<'a> Decoder<'a> {
                     ));
                 }
                 _ => {
-                    out.push(b);
-                    i += 1;
+                    // The run of plain bytes up to the next quote, escape or control byte.
+                    let run = src[i..]
+                        .iter()
+                        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                        .unwrap_or(src.len() - i);
+                    out.extend_from_slice(&src[i..i + run]);
+                    i += run;
                 }
             }
         }
@@ -360,6 +382,7 @@ impl<'a> Decoder<'a> {
 
     fn enter(&mut self, pos: usize) -> Result<(), JsonError> {
         self.depth += 1;
+        self.max_depth = self.max_depth.max(self.depth);
         if self.depth > MAX_DEPTH {
             return Err(self.error_at(pos, "exceeded max recursion depth"));
         }
@@ -372,8 +395,7 @@ impl<'a> Decoder<'a> {
         &mut self,
         mut field: impl FnMut(&mut Self, &str, &Token) -> Result<(), JsonError>,
     ) -> Result<(), JsonError> {
-        let first = self.peek()?;
-        if first.kind == TokKind::ObjectClose {
+        if self.next_is(b'}') {
             self.next()?;
             self.depth -= 1;
             return Ok(());
@@ -429,7 +451,7 @@ impl<'a> Decoder<'a> {
                 );
             }
             seen.push(field.0);
-            if !keep_null(field.0) && d.peek()?.kind == TokKind::Null {
+            if !keep_null(field.0) && d.next_is_null() {
                 d.next()?;
                 return Ok(());
             }
@@ -634,7 +656,7 @@ impl<'a> Decoder<'a> {
         mut element: impl FnMut(&mut Self) -> Result<T, JsonError>,
     ) -> Result<Vec<T>, JsonError> {
         let mut out = Vec::new();
-        if self.peek()?.kind == TokKind::ArrayClose {
+        if self.next_is(b']') {
             self.next()?;
             self.depth -= 1;
             return Ok(out);
@@ -721,6 +743,10 @@ fn parse_number(s: &[u8]) -> Option<usize> {
 /// A uint32 from a JSON number's text the way protojson reads it: exponents and zero
 /// fractions are fine (`1e2`, `3.0`), negatives, real fractions and overflow are not.
 fn parse_uint32(text: &str) -> Option<u32> {
+    // Plain digits, by far the usual form, read the same either way.
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text.parse().ok();
+    }
     let (neg, rest) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),

@@ -57,15 +57,24 @@ pub fn duration_from_proto(d: prost_types::Duration) -> TimeDelta {
         })
 }
 
-/// The user's view of a job, for validation.
-pub fn job_spec(job: &sv1::Job) -> JobSpec {
-    JobSpec {
-        schedule: job.schedule.clone(),
+/// Validates `job` with Dapr's rules (see [`schedule::validate`]) and gives its plan. The
+/// job's strings are lent to the check rather than copied, and are back in place on return.
+pub fn validate(
+    job: &mut sv1::Job,
+    now: DateTime<Utc>,
+) -> Result<schedule::Plan, schedule::ValidationError> {
+    let spec = JobSpec {
+        schedule: job.schedule.take(),
         repeats: job.repeats,
-        due_time: job.due_time.clone(),
-        ttl: job.ttl.clone(),
+        due_time: job.due_time.take(),
+        ttl: job.ttl.take(),
         failure_policy: job.failure_policy.as_ref().map(from_proto_policy),
-    }
+    };
+    let plan = schedule::validate(&spec, now);
+    job.schedule = spec.schedule;
+    job.due_time = spec.due_time;
+    job.ttl = spec.ttl;
+    plan
 }
 
 /// A protobuf Timestamp of an instant.
@@ -191,14 +200,16 @@ mod tests {
     #[test]
     fn stored_job_fills_default_policy_and_restores_the_plan() {
         let now = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
-        let job = sv1::Job {
+        let mut job = sv1::Job {
             schedule: Some("@every 1s".into()),
             repeats: Some(3),
             due_time: Some("10s".into()),
             ttl: Some("1m".into()),
             ..Default::default()
         };
-        let plan = schedule::validate(&job_spec(&job), now).unwrap();
+        let lent = job.clone();
+        let plan = validate(&mut job, now).unwrap();
+        assert_eq!(job, lent, "the job is unchanged");
         let stored = stored_job(job, sv1::JobMetadata::default(), &plan, 7);
         assert_eq!(
             stored.job.as_ref().unwrap().failure_policy,

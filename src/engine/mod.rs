@@ -203,12 +203,13 @@ impl Engine {
     /// Stores a job (Scheduler `ScheduleJob`): create-only unless `overwrite`; an overwrite
     /// resets the job's progress.
     pub async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Status> {
-        let metadata = keys::check_metadata(req.metadata.as_ref())?.clone();
-        let key = keys::job_key(&metadata, &req.name)?;
-        let job = req
+        let key = keys::job_key(keys::check_metadata(req.metadata.as_ref())?, &req.name)?;
+        // Present: checked just above.
+        let metadata = req.metadata.unwrap_or_default();
+        let mut job = req
             .job
             .ok_or_else(|| Status::unknown("job cannot be nil"))?;
-        let plan = schedule::validate(&convert::job_spec(&job), self.inner.clock.now())
+        let plan = convert::validate(&mut job, self.inner.clock.now())
             .map_err(|e| Status::unknown(e.to_string()))?;
         let stored = convert::stored_job(job, metadata, &plan, fastrand::u64(..));
         let _guard = self.lock(&key).await;

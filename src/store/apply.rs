@@ -49,6 +49,22 @@ pub(crate) trait Tables {
         undo: Option<&mut Undo>,
     ) -> Result<(), Error>;
 
+    /// Stores `value` under `key` unless `key` holds a value already; whether it stored.
+    /// Backends override it when they can do it in one lookup (the common create).
+    fn insert_new(
+        &mut self,
+        table: Table,
+        key: &str,
+        value: Vec<u8>,
+        undo: Option<&mut Undo>,
+    ) -> Result<bool, Error> {
+        if self.with_value(table, key, |_| ())?.is_some() {
+            return Ok(false);
+        }
+        self.insert(table, key, value, undo)?;
+        Ok(true)
+    }
+
     /// Removes `key`; whether it was there.
     fn remove(&mut self, table: Table, key: &str, undo: Option<&mut Undo>) -> Result<bool, Error>;
 
@@ -182,10 +198,11 @@ fn apply_op<T: Tables>(
             value,
             create_only,
         } => {
-            if create_only && tables.with_value(Table::Jobs, &key, |_| ())?.is_some() {
+            if !create_only {
+                tables.insert(Table::Jobs, &key, value, undo.as_deref_mut())?;
+            } else if !tables.insert_new(Table::Jobs, &key, value, undo.as_deref_mut())? {
                 return Ok(OpResult::AlreadyExists);
             }
-            tables.insert(Table::Jobs, &key, value, undo.as_deref_mut())?;
             tables.remove(Table::Counters, &key, undo)?;
             Ok(OpResult::Done)
         }

@@ -2,6 +2,7 @@
 //! modules above the store. Values are kept encoded, so decoding behaves as on disk.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
@@ -89,6 +90,23 @@ impl Tables for MemTables {
             undo.push((table, key.to_owned(), old));
         }
         Ok(())
+    }
+
+    fn insert_new(
+        &mut self,
+        table: Table,
+        key: &str,
+        value: Vec<u8>,
+        undo: Option<&mut Undo>,
+    ) -> Result<bool, Error> {
+        let Entry::Vacant(slot) = self.map(table).entry(key.to_owned()) else {
+            return Ok(false);
+        };
+        slot.insert(value);
+        if let Some(undo) = undo {
+            undo.push((table, key.to_owned(), None));
+        }
+        Ok(true)
     }
 
     fn remove(&mut self, table: Table, key: &str, undo: Option<&mut Undo>) -> Result<bool, Error> {

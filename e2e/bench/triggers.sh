@@ -278,22 +278,24 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)
   echo
   echo "== summary ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
   echo
-  echo "| run | deliveries/s N/(last−T) | first→last | lateness p50 / p99 / max ms | missing / dups | jobsd CPU (cores) | app CPU | others' cores during | load1 before |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| run | deliveries/s N/(last−T) | first→last | lateness p50 / p99 / max ms | missing / dups | jobsd CPU (cores) | jobsd µs/trigger | app CPU | others' cores during | jobsd VmHWM MiB | load1 before |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   grep ' label=burst ' "$RESULTS" | while read -r line; do
     wall=$(echo "$line" | field wall_ms)
-    printf '| burst %s (%s jobs) | %s | %s | %s / %s / %s | %s / %s | %.2f | %.2f | %s | %s |\n' \
+    printf '| burst %s (%s jobs) | %s | %s | %s / %s / %s | %s / %s | %.2f | %.1f | %.2f | %s | %s | %s |\n' \
       "$(echo "$line" | field run)" "$(echo "$line" | field n)" \
       "$(echo "$line" | field rate_t)" "$(echo "$line" | field rate_fl)" \
       "$(echo "$line" | field p50_ms)" "$(echo "$line" | field p99_ms)" \
       "$(echo "$line" | field max_ms)" \
       "$(echo "$line" | field missing)" "$(echo "$line" | field dups)" \
       "$(awk -v c="$(echo "$line" | field jobsd_cpu_ms)" -v w="$wall" 'BEGIN { print c / w }')" \
+      "$(awk -v c="$(echo "$line" | field jobsd_cpu_ms)" -v n="$(echo "$line" | field n)" 'BEGIN { print c * 1000 / n }')" \
       "$(awk -v c="$(echo "$line" | field app_cpu_ms)" -v w="$wall" 'BEGIN { print c / w }')" \
       "$(echo "$line" | field other_cores)" \
+      "$(echo "$line" | field hwm_mib)" \
       "$(echo "$line" | field load | cut -d, -f1)"
   done
-  echo "| burst median | $(grep ' label=burst ' "$RESULTS" | field rate_t | median) | | p99 $(grep ' label=burst ' "$RESULTS" | field p99_ms | median) | | | | | |"
+  echo "| burst median | $(grep ' label=burst ' "$RESULTS" | field rate_t | median) | | p99 $(grep ' label=burst ' "$RESULTS" | field p99_ms | median) | | | | | | | |"
   echo
   echo "| steady run | achieved triggers/s (per-second min–max) | lateness p50 / p99 / p99.9 / max ms | missing / dups | jobsd CPU (cores) | others' cores during | load1 before |"
   echo "|---|---|---|---|---|---|---|"

@@ -1,43 +1,34 @@
-//! Delivery to an HTTP app: `POST /job/<name>` over a pooled keep-alive client, with daprd's
-//! URL, header, body and status rules (`dapr-jobs-api.md` §4.4).
+//! Delivery to an HTTP app: `POST /job/<name>` over pooled keep-alive connections, with
+//! daprd's URL, header, body and status rules (`dapr-jobs-api.md` §4.4).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue, USER_AGENT};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderName, HeaderValue, USER_AGENT};
+use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::Full;
 
 use super::body::http_body;
+use super::conns::{Conns, ReqBody};
 use super::{Ack, Error};
 
 /// Header carrying `APP_API_TOKEN` to the app.
 const API_TOKEN_HEADER: HeaderName = HeaderName::from_static("dapr-api-token");
 
-/// How long an idle pooled connection is kept; apps commonly close theirs after 60–120 s.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-
 /// Idle connections kept when the app's concurrency is unlimited.
 const DEFAULT_POOL_MAX_IDLE: usize = 64;
 
-/// Bounds a connect attempt: the app is local, so a connect that hangs means it is not there.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The request body type the pooled client sends.
-type ReqBody = Full<Bytes>;
-
-/// Calls an HTTP app. Cheap to clone: clones share the connection pool.
+/// Calls an HTTP app. Cheap to clone: clones share the connections.
 #[derive(Clone)]
 pub struct Http {
-    /// Keep-alive pool to the app (boxed: the client is several hundred bytes).
-    client: Arc<Client<HttpConnector, ReqBody>>,
-    /// `host:port` of the app (IPv6 in brackets).
-    authority: http::uri::Authority,
+    /// Keep-alive connections to the app.
+    conns: Arc<Conns>,
+    /// `host:port` of the app (IPv6 in brackets): h2c's `:authority`.
+    authority: Authority,
+    /// The `Host` header of HTTP/1.1 requests (the port left out when it is 80, as Go does).
+    host: HeaderValue,
     /// `dapr-api-token` value, when `APP_API_TOKEN` is set.
     token: Option<HeaderValue>,
     /// Response bytes read (and discarded) before a connection is given up instead of reused.
@@ -73,25 +64,24 @@ impl Http {
                 Ok::<_, Error>(v)
             })
             .transpose()?;
-        let authority = addr
-            .to_string()
-            .parse()
-            .map_err(|e| Error::Config(format!("app address {addr}: {e}")))?;
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .pool_max_idle_per_host(if pool_max_idle == 0 {
-                DEFAULT_POOL_MAX_IDLE
-            } else {
-                pool_max_idle
-            })
-            .http2_only(h2c)
-            .build(connector);
+        let config_error =
+            |e: &dyn std::fmt::Display| Error::Config(format!("app address {addr}: {e}"));
+        let authority: Authority = addr.to_string().parse().map_err(|e| config_error(&e))?;
+        let host = if addr.port() == 80 {
+            authority.host()
+        } else {
+            authority.as_str()
+        };
+        let host = HeaderValue::from_str(host).map_err(|e| config_error(&e))?;
+        let max_idle = if pool_max_idle == 0 {
+            DEFAULT_POOL_MAX_IDLE
+        } else {
+            pool_max_idle
+        };
         Ok(Self {
-            client: Arc::new(client),
+            conns: Arc::new(Conns::new(addr, h2c, max_idle)),
             authority,
+            host,
             token,
             max_drain: max_body_size,
         })
@@ -101,21 +91,13 @@ impl Http {
     /// or a transport failure → an error.
     pub async fn call(&self, name: &str, data: Option<&prost_types::Any>) -> Result<Ack, Error> {
         let body = http_body(data)?;
-        let uri = self.uri(&job_path(name))?;
-        let len = body.len();
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(uri)
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(CONTENT_LENGTH, HeaderValue::from(len))
-            .header(USER_AGENT, user_agent());
+        let mut req = self.request(Method::POST, job_path(name), body)?;
+        let headers = req.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(token) = &self.token {
-            req = req.header(API_TOKEN_HEADER, token.clone());
+            headers.insert(API_TOKEN_HEADER, token.clone());
         }
-        let req = req
-            .body(Full::new(body))
-            .map_err(|e| Error::Data(format!("request: {e}")))?;
-        let status = self.send(req).await?;
+        let status = self.conns.send(req, self.max_drain).await?;
         if status.is_success() {
             Ok(Ack::Accepted)
         } else if status == StatusCode::NOT_FOUND {
@@ -128,13 +110,8 @@ impl Http {
     /// One health probe: `GET <path>` answering 2xx. Like daprd's probe it carries no
     /// `dapr-api-token`.
     pub async fn probe(&self, path: &str) -> Result<(), Error> {
-        let req = Request::builder()
-            .method(Method::GET)
-            .uri(self.probe_uri(path)?)
-            .header(USER_AGENT, user_agent())
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| Error::Config(format!("health check path {path:?}: {e}")))?;
-        let status = self.send(req).await?;
+        let req = self.request(Method::GET, probe_path(path), Bytes::new())?;
+        let status = self.conns.send(req, self.max_drain).await?;
         if status.is_success() {
             Ok(())
         } else {
@@ -142,53 +119,59 @@ impl Http {
         }
     }
 
-    /// The URL probed for `path` (given a leading `/` if it lacks one, as in daprd); an error
-    /// for a path that is not a valid URL path.
+    /// Checks that `path` can be probed (given a leading `/` if it lacks one, as in daprd):
+    /// an error for a path that is not a valid URL path.
     pub(crate) fn probe_uri(&self, path: &str) -> Result<Uri, Error> {
-        let path = format!("/{}", path.strip_prefix('/').unwrap_or(path));
-        self.uri(&path).map_err(|_| {
+        let path = probe_path(path);
+        self.uri(path.clone()).map_err(|_| {
             Error::Config(format!(
                 "health check path {path:?} is not a valid URL path"
             ))
         })
     }
 
-    fn uri(&self, path_and_query: &str) -> Result<Uri, Error> {
-        Uri::builder()
-            .scheme("http")
-            .authority(self.authority.clone())
-            .path_and_query(path_and_query)
-            .build()
-            .map_err(|e| Error::Data(format!("URL path {path_and_query:?}: {e}")))
+    /// A request for `path` with `body` and the headers every request carries: `Host` (on
+    /// HTTP/1.1), `Content-Length`, `User-Agent`.
+    fn request(
+        &self,
+        method: Method,
+        path: String,
+        body: Bytes,
+    ) -> Result<Request<ReqBody>, Error> {
+        let len = body.len();
+        let mut req = Request::new(Full::new(body));
+        *req.method_mut() = method;
+        *req.uri_mut() = self.uri(path)?;
+        let headers = req.headers_mut();
+        headers.reserve(6);
+        if !self.conns.is_h2() {
+            headers.insert(HOST, self.host.clone());
+        }
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+        headers.insert(USER_AGENT, user_agent());
+        Ok(req)
     }
 
-    /// Sends `req` and drains the response body, so the connection goes back to the pool.
-    async fn send(&self, req: Request<ReqBody>) -> Result<StatusCode, Error> {
-        let resp = self
-            .client
-            .request(req)
-            .await
-            .map_err(|e| Error::Transport(error_chain(&e)))?;
-        let status = resp.status();
-        let mut body = resp.into_body();
-        let mut drained = 0usize;
-        // The answer is the status; a body error or an oversized body only costs the
-        // connection, which hyper then drops instead of pooling.
-        while let Some(frame) = body.frame().await {
-            match frame {
-                Ok(frame) => {
-                    if let Some(data) = frame.data_ref() {
-                        drained = drained.saturating_add(data.len());
-                        if drained > self.max_drain {
-                            break;
-                        }
-                    }
-                }
-                Err(_) => break,
-            }
+    /// The request target: origin-form (`/job/x`) over HTTP/1.1, absolute over h2c.
+    fn uri(&self, path: String) -> Result<Uri, Error> {
+        let invalid = |e: http::Error| Error::Data(format!("URL path: {e}"));
+        let path =
+            PathAndQuery::from_maybe_shared(Bytes::from(path)).map_err(|e| invalid(e.into()))?;
+        if !self.conns.is_h2() {
+            return Ok(Uri::from(path));
         }
-        Ok(status)
+        Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(self.authority.clone())
+            .path_and_query(path)
+            .build()
+            .map_err(invalid)
     }
+}
+
+/// The path probed for `path`: with a leading `/`, as daprd adds one.
+fn probe_path(path: &str) -> String {
+    format!("/{}", path.strip_prefix('/').unwrap_or(path))
 }
 
 /// `jobsd/<version>`, sent where Go's client sends `Go-http-client/1.1`.
@@ -197,7 +180,7 @@ fn user_agent() -> HeaderValue {
 }
 
 /// The error and its sources in one line (hyper's top-level message alone says little).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut msg = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
@@ -220,6 +203,10 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 pub(crate) fn job_path(name: &str) -> String {
     let name = name.strip_prefix('/').unwrap_or(name);
     let raw = format!("/job/{name}");
+    // The common case: nothing to escape and no `%` to decode, so Go sends it as written.
+    if !raw.bytes().any(should_escape) {
+        return raw;
+    }
     let Some(decoded) = unescape(raw.as_bytes()) else {
         return escape(raw.as_bytes());
     };

@@ -7,6 +7,7 @@
 //! calls in flight (`--app-max-concurrency`) and counts what became of each trigger.
 
 mod body;
+mod conns;
 pub mod grpc;
 pub mod health;
 pub mod http;
@@ -196,6 +197,8 @@ pub struct Delivery {
     channel: Option<Channel>,
     /// Bounds the calls in flight (`--app-max-concurrency`); `None` = unlimited.
     limit: Option<Semaphore>,
+    /// Triggers worth taking at once ([`Sink::capacity`]): the concurrency bound.
+    capacity: usize,
     /// Whether triggers can be delivered now (an app, and healthy).
     health: watch::Receiver<bool>,
     /// Keeps a constant health value alive (`changed()` would fail once it is dropped);
@@ -262,6 +265,12 @@ impl Delivery {
         Ok(Self {
             channel,
             limit: limit.map(Semaphore::new),
+            // A trigger waiting out a resiliency retry interval holds no permit, and other
+            // jobs' triggers go meanwhile; bounding the triggers taken would hold them back.
+            capacity: match (&config.resiliency, limit) {
+                (None, Some(limit)) => limit,
+                _ => usize::MAX,
+            },
             health,
             _health_tx: health_tx,
             counters: Counters::default(),
@@ -390,5 +399,11 @@ impl Sink for Delivery {
 
     fn is_deliverable(&self, key: &str) -> bool {
         key.starts_with(APP_KEY_PREFIX) && self.app_deliverable()
+    }
+
+    /// The concurrency bound (more triggers would only wait for a permit), unless a
+    /// resiliency policy may keep triggers between attempts.
+    fn capacity(&self) -> usize {
+        self.capacity
     }
 }

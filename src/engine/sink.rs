@@ -44,4 +44,11 @@ pub trait Sink: Send + Sync + 'static {
     /// `Undeliverable` is staged only while this is false (otherwise it is retried at once);
     /// staged triggers come back through `Engine::release`.
     fn is_deliverable(&self, key: &str) -> bool;
+
+    /// Most triggers worth handing to the sink at once (an app's concurrency limit). The
+    /// engine keeps the rest queued, in time order, and fires them as answers come back, so a
+    /// burst of due jobs never becomes a task per job. Unbounded by default.
+    fn capacity(&self) -> usize {
+        usize::MAX
+    }
 }

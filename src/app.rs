@@ -1,11 +1,8 @@
 //! Wiring of one role: open the store, build the engine (or, in remote mode, the Scheduler
 //! client) and the API servers, serve until told to stop, then shut down in order (stop
 //! accepting, finish requests, close the store or the job streams).
-//! The sidecar lives here; the scheduler replica ([`Replica`]) in `app/replica.rs`.
-
-mod replica;
-
-pub use replica::Replica;
+//! The sidecar lives here; the scheduler replica's wiring lives in its own room
+//! (`replica::Replica`) and shares [`Error`] and the listener setup from here.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,9 +18,9 @@ use crate::config::{self, AppProtocol};
 use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use crate::engine::Engine;
 use crate::resiliency::{self, Resiliency};
-use crate::schedule::name;
 use crate::scheduler::{Connections, Remote, RemoteConfig, Scheduler};
 use crate::store::{self, Store};
+use crate::trigger::keys;
 
 /// Why a role could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +117,7 @@ impl Sidecar {
         spawn_release_on_healthy(
             &delivery,
             engine.clone(),
-            name::app_job_prefix(&cfg.namespace, &cfg.app_id),
+            keys::app_job_prefix(&cfg.namespace, &cfg.app_id),
             engine_stop.clone(),
         );
         let state = api_state(&cfg, Arc::new(engine.clone()), "embedded", None);
@@ -391,7 +388,7 @@ fn spawn_release_on_healthy(
     });
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Bind { addr, source })

@@ -3,8 +3,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use jobsd::app::{self, Replica, Sidecar};
+use jobsd::app::{self, Sidecar};
 use jobsd::config::{Cli, Command, Env};
+use jobsd::replica::Replica;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 

@@ -13,7 +13,6 @@ use axum::routing::get;
 use axum::serve::ListenerExt;
 use http_body_util::BodyExt;
 use jobsd::delivery::{Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
-use jobsd::engine::{Sink, Trigger, TriggerResult};
 use jobsd::proto::common::http_extension::Verb;
 use jobsd::proto::runtime::app_callback_alpha_server::{AppCallbackAlpha, AppCallbackAlphaServer};
 use jobsd::proto::runtime::app_callback_health_check_server::{
@@ -23,6 +22,7 @@ use jobsd::proto::runtime::app_callback_server::{AppCallback, AppCallbackServer}
 use jobsd::proto::runtime::{HealthCheckResponse, JobEventRequest, JobEventResponse};
 use jobsd::proto::scheduler as sv1;
 use jobsd::resiliency::{BreakerSettings, CodeRange, Matching, Policy, RetryConfig};
+use jobsd::trigger::{Sink, Trigger, TriggerResult};
 use prost::Message;
 use prost_types::value::Kind;
 use tokio::net::TcpListener;

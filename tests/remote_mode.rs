@@ -13,13 +13,14 @@ use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use common::app::{self, HttpApp};
 use common::clockwork;
 use common::http;
-use jobsd::app::{Replica, Sidecar};
+use jobsd::app::Sidecar;
 use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
 use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
 use jobsd::proto::scheduler as sv1;
 use jobsd::proto::scheduler::job_target_metadata::Type as Target;
 use jobsd::proto::scheduler::scheduler_client::SchedulerClient;
+use jobsd::replica::Replica;
 use jobsd::store::{self, Store};
 use tonic::transport::Channel;
 

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use common::clockwork;
-use jobsd::app::Replica;
 use jobsd::clock::ManualClock;
 use jobsd::config;
 use jobsd::proto::scheduler as sv1;
@@ -17,6 +16,7 @@ use jobsd::proto::scheduler::job_target_metadata::Type as Target;
 use jobsd::proto::scheduler::scheduler_client::SchedulerClient;
 use jobsd::proto::scheduler::watch_jobs_request::WatchJobRequestType;
 use jobsd::proto::scheduler::{JobTargetType, WatchJobsRequestResultStatus as Status};
+use jobsd::replica::Replica;
 use jobsd::store::{self, Store};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;

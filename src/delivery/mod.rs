@@ -19,12 +19,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::engine::{Sink, Trigger, TriggerResult};
 use crate::proto::scheduler::job_target_metadata::Type as Target;
 use crate::resiliency::{Failure, Policy, PolicyError};
-
-/// Composed keys of app jobs start with this; other keys (actor reminders) are not ours.
-const APP_KEY_PREFIX: &str = "app||";
+use crate::trigger::{Sink, Trigger, TriggerResult, keys};
 
 pub use grpc::Grpc;
 pub use health::HealthCheckConfig;
@@ -146,7 +143,9 @@ impl From<&Error> for Failure {
     }
 }
 
-/// How the app took a trigger it did not fail.
+/// How the app took a trigger it did not fail. Not a second result type: both kinds are
+/// [`TriggerResult::Success`]; this is kept only to count them apart (daprd's metrics count a
+/// 404 as a failure though the trigger is not retried).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ack {
     /// 2xx / OK.
@@ -380,7 +379,12 @@ impl Delivery {
             }
             Err(e) => {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(job = %trigger.name, error = %e, "job delivery failed");
+                tracing::warn!(
+                    job = %trigger.name,
+                    scheduled_at = %trigger.scheduled_at,
+                    error = %e,
+                    "job delivery failed"
+                );
                 TriggerResult::Failed
             }
         }
@@ -398,7 +402,7 @@ impl Sink for Delivery {
     }
 
     fn is_deliverable(&self, key: &str) -> bool {
-        key.starts_with(APP_KEY_PREFIX) && self.app_deliverable()
+        keys::is_app_job(key) && self.app_deliverable()
     }
 
     /// The concurrency bound (more triggers would only wait for a permit), unless a

@@ -1,16 +1,12 @@
 //! The scheduling engine: validates jobs with Dapr's rules, stores them durably, and (with
-//! the trigger loop) fires them. The same engine serves the embedded sidecar and
-//! `jobsd scheduler` replicas.
+//! the trigger loop) fires them into a [`Sink`]. The same engine serves the embedded sidecar
+//! and `jobsd scheduler` replicas (`replica`). It speaks the Scheduler's messages but no
+//! transport: no gRPC server or client, no etcd; its errors are [`Error`].
 
-#[cfg(feature = "etcd")]
-pub mod cluster;
 pub mod convert;
-pub mod keys;
-pub mod pool;
+mod error;
 mod queue;
 mod runner;
-pub mod server;
-pub mod sink;
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
@@ -18,17 +14,17 @@ use std::sync::Arc;
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::Status;
 
+pub use error::Error;
 pub use runner::Stats;
 use runner::{Command, Runner};
-pub use sink::{Sink, Trigger, TriggerResult};
 
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule;
 use crate::store::{self, Op, OpResult, Store};
+use crate::trigger::{Sink, keys};
 
 /// The scheduling engine over one store.
 #[derive(Clone)]
@@ -202,15 +198,12 @@ impl Engine {
 
     /// Stores a job (Scheduler `ScheduleJob`): create-only unless `overwrite`; an overwrite
     /// resets the job's progress.
-    pub async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Status> {
+    pub async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Error> {
         let key = keys::job_key(keys::check_metadata(req.metadata.as_ref())?, &req.name)?;
         // Present: checked just above.
         let metadata = req.metadata.unwrap_or_default();
-        let mut job = req
-            .job
-            .ok_or_else(|| Status::unknown("job cannot be nil"))?;
-        let plan = convert::validate(&mut job, self.inner.clock.now())
-            .map_err(|e| Status::unknown(e.to_string()))?;
+        let mut job = req.job.ok_or(Error::NoJob)?;
+        let plan = convert::validate(&mut job, self.inner.clock.now())?;
         let stored = convert::stored_job(job, metadata, &plan, fastrand::u64(..));
         let _guard = self.lock(&key).await;
         let results = self
@@ -221,9 +214,7 @@ impl Engine {
             }])
             .await?;
         match results.first() {
-            Some(OpResult::AlreadyExists) => Err(Status::already_exists(format!(
-                "job already exists: '{key}'"
-            ))),
+            Some(OpResult::AlreadyExists) => Err(Error::AlreadyExists(key)),
             _ => {
                 self.notify(Command::Upsert {
                     key: key.into(),
@@ -236,20 +227,19 @@ impl Engine {
     }
 
     /// The stored job (Scheduler `GetJob`); `NotFound` when there is none.
-    pub async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Status> {
+    pub async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
         let metadata = keys::check_metadata(req.metadata.as_ref())?;
         let key = keys::job_key(metadata, &req.name)?;
         self.inner
             .store
             .get_job(&key)
-            .await
-            .map_err(store_error)?
+            .await?
             .and_then(|stored| stored.job)
-            .ok_or_else(|| Status::not_found(format!("job not found: {}", req.name)))
+            .ok_or(Error::NotFound(req.name))
     }
 
     /// Deletes a job and its counter (Scheduler `DeleteJob`); a missing job is fine.
-    pub async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Status> {
+    pub async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
         let metadata = keys::check_metadata(req.metadata.as_ref())?;
         let key = keys::job_key(metadata, &req.name)?;
         let _guard = self.lock(&key).await;
@@ -259,15 +249,10 @@ impl Engine {
     }
 
     /// Every job of the metadata's owner (Scheduler `ListJobs`), names without the prefix.
-    pub async fn list_jobs(&self, req: sv1::ListJobsRequest) -> Result<Vec<sv1::NamedJob>, Status> {
+    pub async fn list_jobs(&self, req: sv1::ListJobsRequest) -> Result<Vec<sv1::NamedJob>, Error> {
         let metadata = keys::check_metadata(req.metadata.as_ref())?;
         let prefix = keys::owner_prefix(metadata)?;
-        let jobs = self
-            .inner
-            .store
-            .list_jobs(&prefix)
-            .await
-            .map_err(store_error)?;
+        let jobs = self.inner.store.list_jobs(&prefix).await?;
         Ok(jobs
             .into_iter()
             .map(|(key, stored)| {
@@ -296,7 +281,7 @@ impl Engine {
     pub async fn delete_by_name_prefix(
         &self,
         req: sv1::DeleteByNamePrefixRequest,
-    ) -> Result<(), Status> {
+    ) -> Result<(), Error> {
         let metadata = keys::check_metadata(req.metadata.as_ref())?;
         let prefix = keys::owner_prefix(metadata)? + &req.name_prefix;
         self.delete_prefix(prefix).await
@@ -305,10 +290,7 @@ impl Engine {
     /// Deletes every job of the metadata's target (Scheduler `DeleteByMetadata`): all jobs of
     /// an app, all reminders of an actor type, or of one actor id (or, with
     /// `id_prefix_match`, of every actor id starting with it).
-    pub async fn delete_by_metadata(
-        &self,
-        req: sv1::DeleteByMetadataRequest,
-    ) -> Result<(), Status> {
+    pub async fn delete_by_metadata(&self, req: sv1::DeleteByMetadataRequest) -> Result<(), Error> {
         let metadata = keys::check_metadata(req.metadata.as_ref())?;
         let prefix = keys::metadata_prefix(metadata, req.id_prefix_match.unwrap_or(false))?;
         self.delete_prefix(prefix).await
@@ -316,8 +298,8 @@ impl Engine {
 
     /// Deletes every job whose composed key starts with `prefix` (go-etcd-cron
     /// `DeletePrefixes`, which validates the prefix like a name).
-    async fn delete_prefix(&self, prefix: String) -> Result<(), Status> {
-        schedule::name::validate_prefix(&prefix).map_err(|e| Status::unknown(e.to_string()))?;
+    async fn delete_prefix(&self, prefix: String) -> Result<(), Error> {
+        schedule::name::validate_prefix(&prefix)?;
         // Rare and wide: it waits for every in-progress write so the loop's view stays in
         // commit order for all the keys it covers.
         let _guards = self.lock_all().await;
@@ -329,14 +311,9 @@ impl Engine {
         Ok(())
     }
 
-    async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Status> {
-        self.inner.store.write(ops).await.map_err(store_error)
+    async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
+        Ok(self.inner.store.write(ops).await?)
     }
-}
-
-/// A store failure as the Scheduler would report it: an internal error.
-fn store_error(err: store::Error) -> Status {
-    Status::internal(format!("store: {err}"))
 }
 
 #[cfg(test)]

@@ -12,12 +12,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::convert;
 use super::queue::{Entry, Jobs, State};
-use super::sink::{Sink, Trigger, TriggerResult};
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Outcome, Plan};
 use crate::store::{LoadedJob, Op, OpResult, Store};
+use crate::trigger::{Sink, Trigger, TriggerResult, keys};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -448,7 +448,7 @@ impl Runner {
             keys.retain(|k| &**k != key);
         }
         let metadata = job.metadata.unwrap_or_default();
-        let prefix = super::keys::owner_prefix(&metadata).unwrap_or_default();
+        let prefix = keys::owner_prefix(&metadata).unwrap_or_default();
         // The name is what follows the owner's prefix (names may contain `||`).
         let name_at = if key.starts_with(&prefix) {
             u32::try_from(prefix.len()).unwrap_or(0)
@@ -649,7 +649,7 @@ mod tests {
     use chrono::{TimeDelta, TimeZone};
     use tokio::sync::Semaphore;
 
-    use super::super::{Engine, Trigger, TriggerResult};
+    use super::super::Engine;
     use super::*;
     use crate::clock::ManualClock;
     use crate::proto::scheduler::job_target_metadata::Type as Target;

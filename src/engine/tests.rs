@@ -7,6 +7,11 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::proto::scheduler::job_target_metadata::Type as Target;
 
+/// The engine's error as the Scheduler reports it (the codes daprd maps to HTTP statuses).
+fn wire(err: Error) -> crate::scheduler::Error {
+    err.into()
+}
+
 fn engine() -> Engine {
     let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
     Engine::new(Arc::new(store::Memory::new()), Arc::new(clock))
@@ -39,7 +44,7 @@ fn daily() -> sv1::Job {
     }
 }
 
-async fn get(e: &Engine, name: &str) -> Result<sv1::Job, Status> {
+async fn get(e: &Engine, name: &str) -> Result<sv1::Job, Error> {
     e.get_job(sv1::GetJobRequest {
         name: name.into(),
         metadata: meta("myapp"),
@@ -55,15 +60,13 @@ async fn create_only_unless_overwrite() {
         schedule: Some("@hourly".into()),
         ..Default::default()
     };
-    let err = e
-        .schedule_job(schedule("j", other.clone(), false))
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::AlreadyExists);
-    assert_eq!(
-        err.message(),
-        "job already exists: 'app||default||myapp||j'"
+    let err = wire(
+        e.schedule_job(schedule("j", other.clone(), false))
+            .await
+            .unwrap_err(),
     );
+    assert_eq!(err.code, Code::AlreadyExists);
+    assert_eq!(err.message, "job already exists: 'app||default||myapp||j'");
     assert_eq!(
         get(&e, "j").await.unwrap().schedule.as_deref(),
         Some("@daily")
@@ -106,33 +109,35 @@ async fn validation_errors_are_unknown_with_dapr_text() {
         schedule: Some("* * *".into()),
         ..Default::default()
     };
-    let err = e.schedule_job(schedule("j", bad, false)).await.unwrap_err();
-    assert_eq!(err.code(), Code::Unknown);
+    let err = wire(e.schedule_job(schedule("j", bad, false)).await.unwrap_err());
+    assert_eq!(err.code, Code::Unknown);
     assert_eq!(
-        err.message(),
+        err.message,
         "job failed validation: expected exactly 6 fields, found 3: [* * *]"
     );
-    let err = e
-        .schedule_job(schedule("bad/name", daily(), false))
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::Unknown);
-    let err = e
-        .schedule_job(sv1::ScheduleJobRequest {
+    let err = wire(
+        e.schedule_job(schedule("bad/name", daily(), false))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, Code::Unknown);
+    let err = wire(
+        e.schedule_job(sv1::ScheduleJobRequest {
             metadata: None,
             ..schedule("j", daily(), false)
         })
         .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, Code::InvalidArgument);
 }
 
 #[tokio::test]
 async fn get_missing_is_not_found_and_delete_missing_is_ok() {
     let e = engine();
-    let err = get(&e, "nope").await.unwrap_err();
-    assert_eq!(err.code(), Code::NotFound);
-    assert_eq!(err.message(), "job not found: nope");
+    let err = wire(get(&e, "nope").await.unwrap_err());
+    assert_eq!(err.code, Code::NotFound);
+    assert_eq!(err.message, "job not found: nope");
     e.delete_job(sv1::DeleteJobRequest {
         name: "nope".into(),
         metadata: meta("myapp"),

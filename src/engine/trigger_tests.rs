@@ -14,6 +14,7 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::proto::common;
 use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::trigger::{Trigger, TriggerResult};
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()

@@ -1,13 +1,10 @@
-//! Job names: the composed keys Dapr's Scheduler stores jobs under, and the name validator of
-//! current go-etcd-cron (v0.12.6+, Dapr 1.16.15 / 1.17.11 / 1.18.2 and later).
+//! The name validator of current go-etcd-cron (v0.12.6+, Dapr 1.16.15 / 1.17.11 / 1.18.2 and
+//! later), applied to the composed keys jobs are stored under (built in `trigger::keys`).
 
 use super::go_quote::quote;
 
 /// Longest composed name, in bytes, that the Scheduler accepts.
 pub const MAX_NAME_BYTES: usize = 512;
-
-/// Separator between the parts of a composed name.
-pub const SEPARATOR: &str = "||";
 
 /// Why a composed job name was rejected. `Display` is go-etcd-cron's exact text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,36 +24,6 @@ pub enum NameError {
     /// The name is `.` or `..`.
     #[error("job name is invalid {}: must not be a path traversal sequence", quote(.0))]
     PathTraversal(String),
-}
-
-/// Composed name of an app job: `app||<namespace>||<app-id>||<name>`.
-pub fn app_job_key(namespace: &str, app_id: &str, name: &str) -> String {
-    [
-        "app", SEPARATOR, namespace, SEPARATOR, app_id, SEPARATOR, name,
-    ]
-    .concat()
-}
-
-/// Prefix every app job of one app shares: `app||<namespace>||<app-id>||`.
-pub fn app_job_prefix(namespace: &str, app_id: &str) -> String {
-    app_job_key(namespace, app_id, "")
-}
-
-/// Composed name of an actor reminder:
-/// `actorreminder||<namespace>||<actor-type>||<actor-id>||<name>`.
-pub fn actor_reminder_key(namespace: &str, actor_type: &str, actor_id: &str, name: &str) -> String {
-    [
-        "actorreminder",
-        SEPARATOR,
-        namespace,
-        SEPARATOR,
-        actor_type,
-        SEPARATOR,
-        actor_id,
-        SEPARATOR,
-        name,
-    ]
-    .concat()
 }
 
 /// Validates a composed name as go-etcd-cron does on Add, Get and Delete.
@@ -96,18 +63,9 @@ pub fn validate_prefix(prefix: &str) -> Result<(), NameError> {
 mod tests {
     use super::*;
 
+    /// A name composed as an app job of `default/myapp` (see `trigger::keys`).
     fn composed(name: &str) -> String {
-        app_job_key("default", "myapp", name)
-    }
-
-    #[test]
-    fn keys_are_dapr_shaped() {
-        assert_eq!(app_job_key("ns", "app", "job"), "app||ns||app||job");
-        assert_eq!(app_job_prefix("ns", "app"), "app||ns||app||");
-        assert_eq!(
-            actor_reminder_key("ns", "T", "id1", "r"),
-            "actorreminder||ns||T||id1||r"
-        );
+        format!("app||default||myapp||{name}")
     }
 
     #[test]
@@ -186,7 +144,7 @@ mod tests {
     #[test]
     fn prefixes_validate_with_a_dummy_suffix() {
         assert_eq!(validate_prefix(""), Ok(()));
-        assert_eq!(validate_prefix(&app_job_prefix("default", "myapp")), Ok(()));
+        assert_eq!(validate_prefix(&composed("")), Ok(()));
         assert!(validate_prefix("app||default||myapp||a/").is_err());
     }
 }

@@ -45,8 +45,10 @@ pub struct Counter {
     pub attempts: u32,
 }
 
-/// What the target answered for one trigger. (Undeliverable triggers never reach the plan:
-/// they are staged and leave the counter alone.)
+/// What the target answered for one trigger, as the plan needs it. The trigger contract's
+/// result (`trigger::TriggerResult`) has a third value, `Undeliverable`, which never reaches
+/// the plan (such triggers are staged and leave the counter alone); keeping this two-valued
+/// type lets the pure core stay independent of the trigger contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// The app acknowledged the trigger (2xx, 404, gRPC OK or NotFound).

@@ -1,9 +1,36 @@
-//! The embedded scheduler: the engine in this process answers the Scheduler calls.
+//! The embedded scheduler: the engine in this process answers the Scheduler calls, with the
+//! codes a Dapr Scheduler replica would give.
 
-use crate::engine::Engine;
+use tonic::Code;
+
+use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
 use super::{Error, Scheduler};
+
+impl From<engine::Error> for Error {
+    /// The code Dapr's Scheduler answers for each engine error: go-etcd-cron's plain errors
+    /// (validation, names, a nil job) surface as `Unknown`.
+    fn from(err: engine::Error) -> Self {
+        let code = match &err {
+            engine::Error::BadMetadata(_) => Code::InvalidArgument,
+            engine::Error::Name(_) | engine::Error::Invalid(_) | engine::Error::NoJob => {
+                Code::Unknown
+            }
+            engine::Error::AlreadyExists(_) => Code::AlreadyExists,
+            engine::Error::NotFound(_) => Code::NotFound,
+            engine::Error::Store(_) => Code::Internal,
+        };
+        Error::new(code, err.to_string())
+    }
+}
+
+impl From<engine::Error> for tonic::Status {
+    /// What a replica's Scheduler service answers for an engine error.
+    fn from(err: engine::Error) -> Self {
+        Error::from(err).into()
+    }
+}
 
 #[async_trait::async_trait]
 impl Scheduler for Engine {

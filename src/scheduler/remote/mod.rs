@@ -28,9 +28,9 @@ use tonic::transport::Channel;
 
 use super::{Error, Scheduler};
 use crate::clock::Clock;
-use crate::engine::Sink;
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_client::SchedulerClient;
+use crate::trigger::Sink;
 use hosts::{Host, HostSet, Publisher};
 
 /// How long one call may take, waiting for replicas included (daprd's `rpcTimeout`).
@@ -412,8 +412,8 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Sink for NoApp {
-        async fn deliver(&self, _: crate::engine::Trigger) -> crate::engine::TriggerResult {
-            crate::engine::TriggerResult::Undeliverable
+        async fn deliver(&self, _: crate::trigger::Trigger) -> crate::trigger::TriggerResult {
+            crate::trigger::TriggerResult::Undeliverable
         }
         fn is_deliverable(&self, _: &str) -> bool {
             false

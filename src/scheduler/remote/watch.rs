@@ -15,8 +15,8 @@ use tokio_util::task::TaskTracker;
 use super::hosts::{Host, HostSet, diff};
 use super::{client, jittered};
 use crate::clock::Clock;
-use crate::engine::{Sink, Trigger, TriggerResult, keys};
 use crate::proto::scheduler as sv1;
+use crate::trigger::{Sink, Trigger, TriggerResult, keys};
 
 /// Wait before reopening a stream that failed or ended (`500ms ± 250ms`).
 const RECONNECT: (Duration, Duration) = (Duration::from_millis(500), Duration::from_millis(250));
@@ -245,12 +245,7 @@ async fn deliver(ctx: &StreamContext, job: sv1::WatchJobsResponse) -> sv1::Watch
 
 /// The ack for trigger `id` with `result`.
 pub(super) fn ack(id: u64, result: TriggerResult) -> sv1::WatchJobsRequest {
-    let status = match result {
-        TriggerResult::Success => sv1::WatchJobsRequestResultStatus::Success,
-        TriggerResult::Failed | TriggerResult::Undeliverable => {
-            sv1::WatchJobsRequestResultStatus::Failed
-        }
-    };
+    let status = result.to_wire();
     sv1::WatchJobsRequest {
         watch_job_request_type: Some(sv1::watch_jobs_request::WatchJobRequestType::Result(
             sv1::WatchJobsRequestResult {

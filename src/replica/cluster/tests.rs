@@ -11,10 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::clock::SystemClock;
-use crate::engine::{Sink, Trigger, TriggerResult};
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::job_target_metadata::Type as Target;
 use crate::store::etcd::testing;
+use crate::trigger::{Sink, Trigger, TriggerResult};
 
 /// Lease TTL of the test members (etcd may round it up).
 const TTL: Duration = Duration::from_secs(2);

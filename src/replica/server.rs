@@ -13,8 +13,8 @@ use tokio_stream::wrappers::WatchStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::Engine;
 use super::pool::{Outbound, Pool};
+use crate::engine::Engine;
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_server::{Scheduler, SchedulerServer};
 use crate::proto::scheduler::watch_jobs_request::WatchJobRequestType;

@@ -18,13 +18,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
-use super::Engine;
-use super::sink::{Sink, Trigger, TriggerResult};
+use crate::engine::Engine;
 use crate::proto::scheduler as sv1;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::proto::scheduler::JobTargetType;
 use crate::proto::scheduler::watch_jobs_request::WatchJobRequestType;
-use crate::proto::scheduler::{JobTargetType, WatchJobsRequestResultStatus};
-use crate::schedule::name;
+use crate::trigger::{Sink, Trigger, TriggerResult, keys};
 
 /// Triggers queued per stream ahead of the network. Beyond it `deliver` waits, as grpc-go's
 /// `Send` waits on flow control; a slow daprd slows only its own triggers.
@@ -297,11 +295,10 @@ fn on_message(conn: &Conn, req: sv1::WatchJobsRequest) -> Result<(), Status> {
     let Some(WatchJobRequestType::Result(result)) = req.watch_job_request_type else {
         return Err(Status::unknown("received nil result from stream"));
     };
-    let outcome = match WatchJobsRequestResultStatus::try_from(result.status) {
-        Ok(WatchJobsRequestResultStatus::Success) => TriggerResult::Success,
-        Ok(WatchJobsRequestResultStatus::Failed) => TriggerResult::Failed,
+    let outcome = match TriggerResult::from_wire(result.status) {
+        Some(outcome) => outcome,
         // Checked before the id is taken, so the trigger is resolved by the close instead.
-        Err(_) => {
+        None => {
             return Err(Status::unknown(format!(
                 "unknown trigger response status: {}",
                 result.status
@@ -343,43 +340,22 @@ fn prefixes_of(initial: &sv1::WatchJobsRequestInitial) -> Result<Vec<String>, St
     let accepts = |t: JobTargetType| seen.is_empty() || seen.contains(&(t as i32));
     let mut prefixes = Vec::new();
     if accepts(JobTargetType::Job) {
-        prefixes.push(name::app_job_prefix(&initial.namespace, &initial.app_id));
+        prefixes.push(keys::app_job_prefix(&initial.namespace, &initial.app_id));
     }
     if accepts(JobTargetType::ActorReminder) {
         // Deduplicated: one stream listed twice in a ring would get twice its share.
         let types: BTreeSet<&str> = initial.actor_types.iter().map(String::as_str).collect();
         for actor_type in types {
-            prefixes.push(actor_type_prefix(&initial.namespace, actor_type));
+            prefixes.push(keys::actor_type_prefix(&initial.namespace, actor_type));
         }
     }
     Ok(prefixes)
 }
 
-/// `actorreminder||<ns>||<type>||`: every reminder of one actor type.
-fn actor_type_prefix(namespace: &str, actor_type: &str) -> String {
-    [
-        "actorreminder",
-        name::SEPARATOR,
-        namespace,
-        name::SEPARATOR,
-        actor_type,
-        name::SEPARATOR,
-    ]
-    .concat()
-}
-
-/// The prefix a stream must have registered to take a trigger of this target.
-fn target_prefix(metadata: &sv1::JobMetadata) -> Option<String> {
-    match metadata.target.as_ref()?.r#type.as_ref()? {
-        Target::Job(_) => Some(name::app_job_prefix(&metadata.namespace, &metadata.app_id)),
-        Target::Actor(actor) => Some(actor_type_prefix(&metadata.namespace, &actor.r#type)),
-    }
-}
-
 #[async_trait::async_trait]
 impl Sink for Pool {
     async fn deliver(&self, trigger: Trigger) -> TriggerResult {
-        let Some(conn) = target_prefix(&trigger.metadata).and_then(|p| self.pick(&p)) else {
+        let Some(conn) = keys::target_prefix(&trigger.metadata).and_then(|p| self.pick(&p)) else {
             return TriggerResult::Undeliverable;
         };
         let (id, answer) = {
@@ -424,6 +400,7 @@ impl Sink for Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::scheduler::job_target_metadata::Type as Target;
 
     fn initial(
         app: &str,
@@ -441,7 +418,7 @@ mod tests {
 
     fn trigger(metadata: sv1::JobMetadata, name: &str) -> Trigger {
         Trigger {
-            key: Arc::from(format!("{}{name}", target_prefix(&metadata).unwrap())),
+            key: Arc::from(format!("{}{name}", keys::target_prefix(&metadata).unwrap())),
             name: Arc::from(name),
             data: None,
             metadata: Arc::new(metadata),

@@ -3,7 +3,12 @@
 //!
 //! Alone (no `--etcd-endpoints`) it runs over the embedded store and the host list is this
 //! replica. In a cluster the store is etcd, the engine follows it and fires only the
-//! partitions this member owns (`engine::cluster`), and the host list is the live members.
+//! partitions this member owns ([`cluster`]), and the host list is the live members.
+
+#[cfg(feature = "etcd")]
+pub mod cluster;
+pub mod pool;
+pub mod server;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,15 +18,15 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{Error, bind};
+use crate::app::{Error, bind};
 use crate::clock::{Clock, SystemClock};
 use crate::config;
 use crate::engine::Engine;
-#[cfg(feature = "etcd")]
-use crate::engine::cluster::{Cluster, ClusterConfig};
-use crate::engine::pool::Pool;
-use crate::engine::server::{self, SchedulerService};
 use crate::store::{self, Store};
+#[cfg(feature = "etcd")]
+use cluster::{Cluster, ClusterConfig};
+use pool::Pool;
+use server::SchedulerService;
 
 /// HTTP/2 keepalive of the Scheduler's server (3 s, 5 s timeout): a daprd that vanished
 /// without closing its streams is noticed, and its triggers go back to the engine.

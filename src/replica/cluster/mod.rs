@@ -44,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::lease::Lease;
 pub use self::partition::{owner_of, partition_of, share_of};
-use super::Engine;
+use crate::engine::Engine;
 use crate::store::{Change, Etcd};
 
 /// Jobs read per page when a partition is taken.

@@ -1,0 +1,42 @@
+//! The engine's errors, named for what went wrong; the edges turn them into gRPC statuses
+//! (`scheduler::Error`, the replica's `tonic::Status`) with the codes Dapr's Scheduler uses.
+
+use crate::schedule::{NameError, ValidationError};
+use crate::store;
+use crate::trigger::keys::KeyError;
+
+/// Why the engine refused or failed a call.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request's metadata names no owner or no target (Scheduler: `InvalidArgument`).
+    #[error("{0}")]
+    BadMetadata(KeyError),
+    /// The composed name breaks the name rules (Scheduler: `Unknown`, a plain go-etcd-cron
+    /// error).
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The job breaks a validation rule (Scheduler: `Unknown`).
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// The request carries no job (Scheduler: `Unknown`, go-etcd-cron's text).
+    #[error("job cannot be nil")]
+    NoJob,
+    /// Create-only and the key is taken (Scheduler: `AlreadyExists`).
+    #[error("job already exists: '{0}'")]
+    AlreadyExists(String),
+    /// No job under that name (Scheduler: `NotFound`).
+    #[error("job not found: {0}")]
+    NotFound(String),
+    /// The store failed (Scheduler: `Internal`).
+    #[error("store: {0}")]
+    Store(#[from] store::Error),
+}
+
+impl From<KeyError> for Error {
+    fn from(err: KeyError) -> Self {
+        match err {
+            KeyError::Name(e) => Error::Name(e),
+            other => Error::BadMetadata(other),
+        }
+    }
+}

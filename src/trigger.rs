@@ -1,0 +1,112 @@
+//! The contract between whoever fires a job and whoever delivers it.
+//!
+//! The engine (embedded sidecar or replica) hands a [`Trigger`] to a [`Sink`]; the sink
+//! answers with a [`TriggerResult`]. Sinks are the app delivery (`delivery`), the WatchJobs
+//! stream pool of a replica (`replica::pool`), and, in remote mode, the triggers a Scheduler
+//! sends arrive here too (`scheduler::remote`). The composed keys jobs are stored and routed
+//! under (`app||…`, `actorreminder||…`) are built in [`keys`] and nowhere else.
+//!
+//! This module is a leaf: it imports the protos and the pure `schedule` name rules, nothing
+//! with I/O.
+
+pub mod keys;
+
+use std::sync::Arc;
+
+use crate::proto::scheduler as sv1;
+
+/// One firing of a job, handed to the sink.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    /// Composed key of the job (`app||ns||app||name`, `actorreminder||…`).
+    pub key: Arc<str>,
+    /// The job's name as its owner gave it (no key prefix).
+    pub name: Arc<str>,
+    /// The stored payload, passed through unchanged.
+    pub data: Option<prost_types::Any>,
+    /// Owner and target the job was stored with.
+    pub metadata: Arc<sv1::JobMetadata>,
+    /// The nominal time this trigger is for (the tick, plus retry intervals); a trigger
+    /// received from a Scheduler replica carries the time it arrived (the wire has none).
+    /// Delivery logs how late it went out against this time.
+    pub scheduled_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// What became of a trigger: the one result type from the sink back to the engine, and
+/// (through [`TriggerResult::to_wire`] / [`TriggerResult::from_wire`]) the ack on a
+/// WatchJobs stream.
+///
+/// Two narrower types stay on purpose: `schedule::Outcome` is the pure plan's input, which
+/// never sees `Undeliverable` (such triggers are staged before the plan is asked), and
+/// `delivery` keeps how the app took a successful call (2xx or 404) for its counts only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TriggerResult {
+    /// The target took it (Dapr `SUCCESS`).
+    Success,
+    /// The target failed it; the job's failure policy decides (Dapr `FAILED`).
+    Failed,
+    /// Nobody could take it (no app, app unhealthy, no stream): the trigger is staged, not
+    /// counted, and fires again as soon as the target reports itself deliverable (Dapr
+    /// `UNDELIVERABLE`).
+    Undeliverable,
+}
+
+impl TriggerResult {
+    /// The ack a sidecar sends on a WatchJobs stream. Dapr's wire has no `UNDELIVERABLE`
+    /// ack: a sidecar that could not deliver answers `FAILED`, as daprd does.
+    pub fn to_wire(self) -> sv1::WatchJobsRequestResultStatus {
+        match self {
+            TriggerResult::Success => sv1::WatchJobsRequestResultStatus::Success,
+            TriggerResult::Failed | TriggerResult::Undeliverable => {
+                sv1::WatchJobsRequestResultStatus::Failed
+            }
+        }
+    }
+
+    /// The result an ack on a WatchJobs stream stands for; `None` for a status Dapr's
+    /// protocol does not have (the Scheduler closes such a stream).
+    pub fn from_wire(status: i32) -> Option<TriggerResult> {
+        match sv1::WatchJobsRequestResultStatus::try_from(status) {
+            Ok(sv1::WatchJobsRequestResultStatus::Success) => Some(TriggerResult::Success),
+            Ok(sv1::WatchJobsRequestResultStatus::Failed) => Some(TriggerResult::Failed),
+            Err(_) => None,
+        }
+    }
+}
+
+/// The receiver of triggers.
+#[async_trait::async_trait]
+pub trait Sink: Send + Sync + 'static {
+    /// Delivers one trigger and reports what became of it. Called concurrently for different
+    /// jobs; never twice at once for the same job.
+    async fn deliver(&self, trigger: Trigger) -> TriggerResult;
+
+    /// Whether a trigger for `key` could be taken right now. A trigger answered
+    /// `Undeliverable` is staged only while this is false (otherwise it is retried at once);
+    /// staged triggers come back through `Engine::release`.
+    fn is_deliverable(&self, key: &str) -> bool;
+
+    /// Most triggers worth handing to the sink at once (an app's concurrency limit). The
+    /// engine keeps the rest queued, in time order, and fires them as answers come back, so a
+    /// burst of due jobs never becomes a task per job. Unbounded by default.
+    fn capacity(&self) -> usize {
+        usize::MAX
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_travel_as_daprs_acks() {
+        use sv1::WatchJobsRequestResultStatus as Wire;
+        assert_eq!(TriggerResult::Success.to_wire(), Wire::Success);
+        assert_eq!(TriggerResult::Failed.to_wire(), Wire::Failed);
+        assert_eq!(TriggerResult::Undeliverable.to_wire(), Wire::Failed);
+        for r in [TriggerResult::Success, TriggerResult::Failed] {
+            assert_eq!(TriggerResult::from_wire(r.to_wire() as i32), Some(r));
+        }
+        assert_eq!(TriggerResult::from_wire(99), None);
+    }
+}

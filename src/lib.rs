@@ -20,6 +20,7 @@ pub mod clock;
 pub mod config;
 pub mod delivery;
 pub mod engine;
+pub mod go;
 pub mod proto;
 pub mod replica;
 pub mod resiliency;

@@ -246,7 +246,7 @@ impl ApiError {
             http: StatusCode::BAD_REQUEST,
             message: format!(
                 "failed to unescape request parameter {}. Error: {detail}",
-                crate::schedule::go_quote::quote(key)
+                crate::go::quote::quote(key)
             ),
         }
     }

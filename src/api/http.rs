@@ -21,7 +21,8 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::ServiceExt;
 
 use super::error::ApiError;
-use super::{ApiState, go, json};
+use super::{ApiState, json};
+use crate::go;
 use crate::proto::{internals::JobHttpRequest, runtime as rv1};
 use crate::scheduler;
 
@@ -95,7 +96,7 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn route_cleaned(strict: Router, mut req: Request) -> Response {
-    let cleaned = go::clean_path(req.uri().path());
+    let cleaned = go::path::clean_path(req.uri().path());
     if cleaned == req.uri().path() {
         return not_found().await;
     }
@@ -138,7 +139,8 @@ impl RouteName {
     /// the URI rather than axum's path extractors, which refuse names that are not UTF-8.
     fn from_uri(uri: &Uri) -> Result<Self, ApiError> {
         let raw = uri.path().rsplit('/').next().unwrap_or_default();
-        let bytes = go::query_unescape(raw).map_err(|e| ApiError::unescape_param("name", e))?;
+        let bytes =
+            go::url::query_unescape(raw).map_err(|e| ApiError::unescape_param("name", e))?;
         Ok(match String::from_utf8(bytes) {
             Ok(text) => RouteName { text, utf8: true },
             Err(e) => RouteName {
@@ -284,9 +286,9 @@ async fn list_jobs(State(state): State<Shared>, uri: Uri) -> Response {
 fn query_param(query: &str, key: &str) -> Result<Option<String>, ApiError> {
     for pair in query.split('&') {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let k = go::query_unescape(k).map_err(ApiError::malformed_request)?;
+        let k = go::url::query_unescape(k).map_err(ApiError::malformed_request)?;
         if k == key.as_bytes() {
-            let v = go::query_unescape(v).map_err(ApiError::malformed_request)?;
+            let v = go::url::query_unescape(v).map_err(ApiError::malformed_request)?;
             return Ok(Some(String::from_utf8_lossy(&v).into_owned()));
         }
     }

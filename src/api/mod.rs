@@ -7,7 +7,6 @@
 //! the [`Scheduler`] seam, which the embedded engine or a remote replica answers.
 
 pub mod error;
-mod go;
 pub mod grpc;
 pub mod http;
 pub mod json;

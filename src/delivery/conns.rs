@@ -116,7 +116,7 @@ impl Conns {
                     // Never written: a kept-alive connection the app had closed. Another one
                     // (or a new one) gets it, as hyper-util retries such requests.
                     Some(again) if reused => req = again,
-                    _ => return Err(Error::Transport(super::http::error_chain(e.error()))),
+                    _ => return Err(Error::Transport(error_chain(e.error()))),
                 },
             }
         }
@@ -144,7 +144,7 @@ impl Conns {
             };
             let sent = match sender.ready().await {
                 Ok(()) => sender.try_send_request(req).await,
-                Err(e) => return Err(Error::Transport(super::http::error_chain(&e))),
+                Err(e) => return Err(Error::Transport(error_chain(&e))),
             };
             match sent {
                 Ok(resp) => return Ok(drain(resp, max_drain).await.0),
@@ -155,7 +155,7 @@ impl Conns {
                         renew = true;
                         req = again;
                     }
-                    _ => return Err(Error::Transport(super::http::error_chain(e.error()))),
+                    _ => return Err(Error::Transport(error_chain(e.error()))),
                 },
             }
         }
@@ -165,7 +165,7 @@ impl Conns {
         let io = self.connect().await?;
         let (sender, conn) = http1::handshake(io)
             .await
-            .map_err(|e| Error::Transport(super::http::error_chain(&e)))?;
+            .map_err(|e| Error::Transport(error_chain(&e)))?;
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "app connection ended");
@@ -178,7 +178,7 @@ impl Conns {
         let io = self.connect().await?;
         let (sender, conn) = http2::handshake(TokioExecutor::new(), io)
             .await
-            .map_err(|e| Error::Transport(super::http::error_chain(&e)))?;
+            .map_err(|e| Error::Transport(error_chain(&e)))?;
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "app connection ended");
@@ -255,6 +255,18 @@ async fn drain(resp: http::Response<Incoming>, max_drain: usize) -> (StatusCode,
         }
     }
     (status, true)
+}
+
+/// The error and its sources in one line (hyper's top-level message alone says little).
+pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 
 pub mod cron;
 pub mod duration;
-pub mod go_quote;
 pub mod iso8601;
 pub mod job;
 pub mod name;

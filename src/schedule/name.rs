@@ -1,7 +1,7 @@
 //! The name validator of current go-etcd-cron (v0.12.6+, Dapr 1.16.15 / 1.17.11 / 1.18.2 and
 //! later), applied to the composed keys jobs are stored under (built in `trigger::keys`).
 
-use super::go_quote::quote;
+use crate::go::quote::quote;
 
 /// Longest composed name, in bytes, that the Scheduler accepts.
 pub const MAX_NAME_BYTES: usize = 512;

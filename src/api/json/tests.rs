@@ -1,4 +1,14 @@
+use prost::Message;
+use prost_types::value::Kind;
+use prost_types::{Any, Duration, ListValue, Timestamp, Value};
+
+use super::scalar::parse_duration;
 use super::*;
+use crate::go::protojson::{write_float, write_value};
+use crate::proto::common::job_failure_policy::Policy;
+use crate::proto::common::{JobFailurePolicy, JobFailurePolicyConstant, JobFailurePolicyDrop};
+use crate::proto::internals::JobHttpRequest;
+use crate::proto::runtime;
 
 fn parse(body: &str) -> Result<JobHttpRequest, String> {
     parse_job_http_request(body.as_bytes()).map_err(|e| e.to_string())
@@ -8,7 +18,7 @@ fn value_json(v: &Value) -> String {
     let mut out = String::new();
     write_value(&mut out, v)
         .map(|()| out)
-        .unwrap_or_else(|e| e.to_string())
+        .unwrap_or_else(|e| JsonError::from(e).to_string())
 }
 
 #[test]

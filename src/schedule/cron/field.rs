@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::{Error, STAR_BIT};
-use crate::schedule::go_quote::quote;
+use crate::go::quote::quote;
 
 /// Go's `strconv.Atoi` error: `strconv.Atoi: parsing "x": invalid syntax` or
 /// `... value out of range`.

@@ -64,9 +64,25 @@ fn is_print(c: char) -> bool {
         | '\u{f0000}'..='\u{10ffff}')
 }
 
+/// Go's `strconv.Quote` of a byte string: valid UTF-8 quoted as `%q` does, invalid bytes as
+/// `\xNN`.
+pub fn quote_bytes(b: &[u8]) -> String {
+    let mut out = String::from("\"");
+    for chunk in b.utf8_chunks() {
+        let valid = quote(chunk.valid());
+        // Strip the quotes the helper adds around each piece.
+        out.push_str(&valid[1..valid.len() - 1]);
+        for byte in chunk.invalid() {
+            let _ = write!(out, "\\x{byte:02x}");
+        }
+    }
+    out.push('"');
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::quote;
+    use super::*;
 
     #[test]
     fn matches_go_strconv_quote() {
@@ -89,5 +105,11 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(quote(input), want, "quote({input:?})");
         }
+    }
+
+    #[test]
+    fn quote_bytes_escapes_invalid_utf8() {
+        assert_eq!(quote_bytes(b"a\xffb\n"), r#""a\xffb\n""#);
+        assert_eq!(quote_bytes("é".as_bytes()), "\"é\"");
     }
 }

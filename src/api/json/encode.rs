@@ -1,0 +1,256 @@
+//! Writing: `protojson.Marshal` of `runtime.v1.Job` for GET, and the `Any` forms it needs.
+
+use std::fmt::Write as _;
+
+use prost::Message;
+use prost_types::{Any, Duration, ListValue, Struct, Timestamp, Value};
+
+use super::{JsonError, MAX_DURATION_SECONDS, VALUE_TYPE_URL};
+use crate::go::protojson::{Obj, write_float, write_list, write_str, write_struct, write_value};
+use crate::go::quote::quote;
+use crate::proto::common::{JobFailurePolicy, job_failure_policy::Policy};
+use crate::proto::runtime;
+
+/// `protojson.Marshal` of a `runtime.v1.Job`.
+pub fn job_to_json(job: &runtime::Job) -> Result<String, JsonError> {
+    let mut out = String::new();
+    write_job(&mut out, job)?;
+    Ok(out)
+}
+
+/// Appends the protojson of a `runtime.v1.Job` to `out`.
+pub fn write_job(out: &mut String, job: &runtime::Job) -> Result<(), JsonError> {
+    let mut obj = Obj::new(out);
+    if !job.name.is_empty() {
+        write_str(obj.key("name"), &job.name);
+    }
+    if let Some(schedule) = &job.schedule {
+        write_str(obj.key("schedule"), schedule);
+    }
+    if let Some(repeats) = job.repeats {
+        let _ = write!(obj.key("repeats"), "{repeats}");
+    }
+    if let Some(due_time) = &job.due_time {
+        write_str(obj.key("dueTime"), due_time);
+    }
+    if let Some(ttl) = &job.ttl {
+        write_str(obj.key("ttl"), ttl);
+    }
+    if let Some(data) = &job.data {
+        write_any(obj.key("data"), data)?;
+    }
+    if let Some(policy) = &job.failure_policy {
+        write_failure_policy(obj.key("failurePolicy"), policy)?;
+    }
+    obj.close();
+    Ok(())
+}
+
+fn write_failure_policy(out: &mut String, policy: &JobFailurePolicy) -> Result<(), JsonError> {
+    let mut obj = Obj::new(out);
+    match &policy.policy {
+        None => {}
+        Some(Policy::Drop(_)) => obj.key("drop").push_str("{}"),
+        Some(Policy::Constant(c)) => {
+            let out = obj.key("constant");
+            let mut inner = Obj::new(out);
+            if let Some(interval) = &c.interval {
+                let text = format_duration(interval)?;
+                write_str(inner.key("interval"), &text);
+            }
+            if let Some(max) = c.max_retries {
+                let _ = write!(inner.key("maxRetries"), "{max}");
+            }
+            inner.close();
+        }
+    }
+    obj.close();
+    Ok(())
+}
+
+/// An `Any` as protojson writes it: `{}` when empty, else `{"@type": url, "value": …}` for
+/// the well-known types with a special JSON form. Types daprd could not resolve are errors,
+/// as they are for daprd.
+pub fn write_any(out: &mut String, any: &Any) -> Result<(), JsonError> {
+    if any.type_url.is_empty() {
+        if any.value.is_empty() {
+            out.push_str("{}");
+            return Ok(());
+        }
+        return Err(JsonError(
+            "google.protobuf.Any: type_url is not set".to_owned(),
+        ));
+    }
+    // Go's resolver looks the message up by the text after the last '/'.
+    let name = any.type_url.rsplit('/').next().unwrap_or_default();
+    let bytes = any.value.as_slice();
+    let unmarshal_err = || {
+        JsonError(format!(
+            "google.protobuf.Any: unable to unmarshal {}: proto: cannot parse invalid wire-format data",
+            quote(&any.type_url)
+        ))
+    };
+    let mut value = String::new();
+    match name {
+        "google.protobuf.Value" => write_value(
+            &mut value,
+            &Value::decode(bytes).map_err(|_| unmarshal_err())?,
+        )?,
+        "google.protobuf.Struct" => write_struct(
+            &mut value,
+            &Struct::decode(bytes).map_err(|_| unmarshal_err())?,
+        )?,
+        "google.protobuf.ListValue" => write_list(
+            &mut value,
+            &ListValue::decode(bytes).map_err(|_| unmarshal_err())?,
+        )?,
+        "google.protobuf.Duration" => write_str(
+            &mut value,
+            &format_duration(&Duration::decode(bytes).map_err(|_| unmarshal_err())?)?,
+        ),
+        "google.protobuf.Timestamp" => write_str(
+            &mut value,
+            &format_timestamp(&Timestamp::decode(bytes).map_err(|_| unmarshal_err())?)?,
+        ),
+        "google.protobuf.Empty" => {
+            <()>::decode(bytes).map_err(|_| unmarshal_err())?;
+            value.push_str("{}");
+        }
+        "google.protobuf.Any" => write_any(
+            &mut value,
+            &Any::decode(bytes).map_err(|_| unmarshal_err())?,
+        )?,
+        "google.protobuf.StringValue" => write_str(
+            &mut value,
+            &String::decode(bytes).map_err(|_| unmarshal_err())?,
+        ),
+        "google.protobuf.BytesValue" => {
+            use base64::Engine as _;
+            let raw = Vec::<u8>::decode(bytes).map_err(|_| unmarshal_err())?;
+            write_str(
+                &mut value,
+                &base64::engine::general_purpose::STANDARD.encode(raw),
+            );
+        }
+        "google.protobuf.BoolValue" => {
+            let b = bool::decode(bytes).map_err(|_| unmarshal_err())?;
+            value.push_str(if b { "true" } else { "false" });
+        }
+        "google.protobuf.Int32Value" => {
+            let _ = write!(
+                value,
+                "{}",
+                i32::decode(bytes).map_err(|_| unmarshal_err())?
+            );
+        }
+        "google.protobuf.UInt32Value" => {
+            let _ = write!(
+                value,
+                "{}",
+                u32::decode(bytes).map_err(|_| unmarshal_err())?
+            );
+        }
+        "google.protobuf.Int64Value" => {
+            let _ = write!(
+                value,
+                "\"{}\"",
+                i64::decode(bytes).map_err(|_| unmarshal_err())?
+            );
+        }
+        "google.protobuf.UInt64Value" => {
+            let _ = write!(
+                value,
+                "\"{}\"",
+                u64::decode(bytes).map_err(|_| unmarshal_err())?
+            );
+        }
+        "google.protobuf.DoubleValue" => write_float(
+            &mut value,
+            f64::decode(bytes).map_err(|_| unmarshal_err())?,
+            false,
+        ),
+        "google.protobuf.FloatValue" => write_float(
+            &mut value,
+            f64::from(f32::decode(bytes).map_err(|_| unmarshal_err())?),
+            true,
+        ),
+        _ => {
+            return Err(JsonError(format!(
+                "google.protobuf.Any: unable to resolve {}: not found",
+                quote(&any.type_url)
+            )));
+        }
+    }
+    let mut obj = Obj::new(out);
+    write_str(obj.key("@type"), &any.type_url);
+    obj.key("value").push_str(&value);
+    obj.close();
+    Ok(())
+}
+
+/// protojson's Duration text: seconds with 0, 3, 6 or 9 fraction digits, then `s`.
+pub fn format_duration(d: &Duration) -> Result<String, JsonError> {
+    let (secs, nanos) = (d.seconds, d.nanos);
+    if !(-MAX_DURATION_SECONDS..=MAX_DURATION_SECONDS).contains(&secs) {
+        return Err(JsonError(format!(
+            "google.protobuf.Duration: seconds out of range {secs}"
+        )));
+    }
+    if !(-999_999_999..=999_999_999).contains(&nanos) {
+        return Err(JsonError(format!(
+            "google.protobuf.Duration: nanos out of range {nanos}"
+        )));
+    }
+    if (secs > 0 && nanos < 0) || (secs < 0 && nanos > 0) {
+        return Err(JsonError(
+            "google.protobuf.Duration: signs of seconds and nanos do not match".to_owned(),
+        ));
+    }
+    let sign = if secs < 0 || nanos < 0 { "-" } else { "" };
+    let text = format!("{sign}{}.{:09}", secs.unsigned_abs(), nanos.unsigned_abs());
+    Ok(format!("{}s", trim_fraction(&text)))
+}
+
+/// Drops trailing zero groups of a nine-digit fraction the way protojson does.
+fn trim_fraction(text: &str) -> &str {
+    let text = text.strip_suffix("000").unwrap_or(text);
+    let text = text.strip_suffix("000").unwrap_or(text);
+    text.strip_suffix(".000").unwrap_or(text)
+}
+
+/// protojson's Timestamp text: RFC 3339 in UTC with 0, 3, 6 or 9 fraction digits.
+fn format_timestamp(t: &Timestamp) -> Result<String, JsonError> {
+    const MIN: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
+    const MAX: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+    if !(MIN..=MAX).contains(&t.seconds) {
+        return Err(JsonError(format!(
+            "google.protobuf.Timestamp: seconds out of range {}",
+            t.seconds
+        )));
+    }
+    let nanos = u32::try_from(t.nanos)
+        .ok()
+        .filter(|n| *n <= 999_999_999)
+        .ok_or_else(|| {
+            JsonError(format!(
+                "google.protobuf.Timestamp: nanos out of range {}",
+                t.nanos
+            ))
+        })?;
+    let at = chrono::DateTime::from_timestamp(t.seconds, nanos).ok_or_else(|| {
+        JsonError(format!(
+            "google.protobuf.Timestamp: seconds out of range {}",
+            t.seconds
+        ))
+    })?;
+    let text = format!("{}.{nanos:09}", at.format("%Y-%m-%dT%H:%M:%S"));
+    Ok(format!("{}Z", trim_fraction(&text)))
+}
+
+/// The `data` of an HTTP-scheduled job: an Any of the serialized `google.protobuf.Value`.
+pub fn value_to_any(value: &Value) -> Any {
+    Any {
+        type_url: VALUE_TYPE_URL.to_owned(),
+        value: value.encode_to_vec(),
+    }
+}

@@ -1,17 +1,27 @@
 //! jobsd: the Dapr Jobs building block as one Rust binary.
 //!
-//! Layout (see `DESIGN.md` of the project for the whole house):
-//! - [`schedule`]: pure parsing and time maths — Dapr's cron grammar, Go durations, ISO-8601,
-//!   strict RFC 3339, job validation and the trigger plan. No I/O, no clock reads.
-//! - [`proto`]: generated code for Dapr's protos (`dapr.proto.{common,runtime,scheduler}.v1`)
-//!   and our stored records (`jobsd.store.v1`).
-//! - [`api`]: what apps call — daprd's Jobs API over HTTP (axum) and gRPC (tonic).
-//! - [`scheduler`]: the seam the API talks to (Dapr Scheduler calls), embedded or remote.
-//! - [`engine`]: validates, stores and fires jobs; the same engine serves `jobsd scheduler`.
-//! - [`delivery`]: what we call on the app — `POST /job/<name>` or `OnJobEvent`, health gating.
-//! - [`store`]: durable records behind a trait: redb (embedded), memory (tests).
-//! - [`clock`]: the only place that reads wall time.
-//! - [`config`]: daprd's flags and environment, validated.
+//! # The house
+//!
+//! One crate; each folder is a room with one role. Arrows point down only (checked by
+//! `tests/house.rs`): `api → scheduler → engine → store`, `engine → schedule`,
+//! `delivery → trigger`, `replica → engine`; `schedule`, `trigger` and `go` do no I/O.
+//!
+//! | room | owns |
+//! |---|---|
+//! | [`app`] | wiring of the sidecar role: store, engine or remote client, API servers, delivery; graceful shutdown |
+//! | [`config`] | daprd's and the Dapr Scheduler's flags and environment, validated into settings |
+//! | [`api`] | what apps call: daprd's Jobs API over HTTP (axum) and gRPC (tonic), Dapr's error model, protojson |
+//! | [`scheduler`] | the seam the API talks to (Dapr Scheduler calls): the embedded engine, or `remote` replicas over gRPC |
+//! | [`engine`] | validates and stores jobs, and the trigger loop that fires them into a [`trigger::Sink`]; no transport |
+//! | [`replica`] | the `jobsd scheduler` role: Scheduler gRPC service, WatchJobs stream pool, etcd cluster membership and partitions, wiring |
+//! | [`trigger`] | the contract between firing and delivering: `Trigger`, `TriggerResult`, `Sink`, and every composed key |
+//! | [`delivery`] | what we call on the app: `POST /job/<name>` or `OnJobEvent`, health gating, concurrency |
+//! | [`resiliency`] | Dapr `Resiliency` resources: timeouts, retries, circuit breakers (CEL trip) around delivery |
+//! | [`store`] | durable records behind one trait: redb with a WAL (embedded), etcd (cluster), memory (tests) |
+//! | [`schedule`] | pure: cron, Go durations, ISO-8601, RFC 3339, names, job validation, failure policies, the trigger plan |
+//! | [`go`] | pure: the pieces of Go's standard library Dapr's wire shows (quoting, URL escaping, protojson values) |
+//! | [`proto`] | generated code for Dapr's protos and our stored records (protox, no system `protoc`) |
+//! | [`clock`] | the only place that reads wall time (system or manual) |
 #![forbid(unsafe_code)]
 
 pub mod api;

@@ -16,7 +16,9 @@
 pub mod backoff;
 pub mod breaker;
 pub mod config;
+mod counts;
 pub mod policy;
+mod trip;
 
 #[cfg(test)]
 mod tests;

@@ -8,9 +8,11 @@ pub mod iso8601;
 pub mod job;
 pub mod name;
 pub mod plan;
+pub mod policy;
 pub mod rfc3339;
 
 pub use cron::Schedule;
-pub use job::{FailurePolicy, JobSpec, Rule, ValidationError, point_in_time, validate};
+pub use job::{JobSpec, Rule, ValidationError, point_in_time, validate};
 pub use name::NameError;
 pub use plan::{Begin, Counter, Outcome, Plan, Step};
+pub use policy::FailurePolicy;

@@ -6,7 +6,7 @@
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::cron::Schedule;
-use super::job::FailurePolicy;
+use super::policy::FailurePolicy;
 
 /// Where a job's clock starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

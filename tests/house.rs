@@ -1,0 +1,510 @@
+//! The house rules of `DESIGN.md` that a reader can check from the source alone: which rooms
+//! import which, and that no two files import each other in a circle.
+//!
+//! The test reads every file under `src/`, resolves the `crate::`, `super::` and `self::`
+//! paths it uses to the files of the modules they name, and checks the graph. Test-only code
+//! (`tests.rs`, `*_tests.rs`, `testing.rs`, trailing `#[cfg(test)] mod tests { … }` blocks)
+//! is left out: tests may reach anywhere. `cargo test --test house -- --nocapture` prints the
+//! room-level graph.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// One source file: its module path and the files it imports.
+struct File {
+    /// `["engine", "runner"]` for `src/engine/runner.rs`; empty for `src/lib.rs`.
+    module: Vec<String>,
+    /// The code without comments, string literals and test modules.
+    code: String,
+}
+
+/// `src/` of this crate, or of another checkout named by `HOUSE_SRC` (to see what an older
+/// tree broke).
+fn src_dir() -> PathBuf {
+    match std::env::var_os("HOUSE_SRC") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+    }
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Whether a file holds only test code.
+fn is_test_file(rel: &Path) -> bool {
+    let name = rel.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    name == "tests" || name == "testing" || name.ends_with("_tests")
+}
+
+/// The module path of a file relative to `src/`.
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Drops comments, string and char literals (so words in them are not read as paths) and
+/// the inline test module (it sits at the end of a file).
+fn strip(source: &str) -> String {
+    let source = match source.find("#[cfg(test)]\nmod tests {") {
+        Some(at) => &source[..at],
+        None => source,
+    };
+    let mut out = String::with_capacity(source.len());
+    let b = source.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i..].starts_with(b"/*") {
+            i += 2;
+            while i < b.len() && !b[i..].starts_with(b"*/") {
+                i += 1;
+            }
+            i += 2;
+        } else if b[i] == b'"' {
+            // Raw strings (`r#"…"#`) are rare in code outside tests; a plain scan is enough.
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else {
+            out.push(char::from(b[i]));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Every path a file names that starts with `crate`, `super` or `self` (or a child module
+/// named in a `use`), with `use` groups expanded: `use super::{a, b::C}` gives `super::a`
+/// and `super::b::C`.
+fn paths(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    // `use` statements, groups expanded.
+    for stmt in code.split(';') {
+        let stmt = stmt.trim();
+        let body = stmt
+            .strip_prefix("pub(crate) use ")
+            .or_else(|| stmt.strip_prefix("pub(super) use "))
+            .or_else(|| stmt.strip_prefix("pub use "))
+            .or_else(|| stmt.strip_prefix("use "));
+        if let Some(body) = body.or_else(|| stmt.rfind("\nuse ").map(|at| &stmt[at + 5..])) {
+            expand(body, &mut Vec::new(), &mut out);
+        }
+    }
+    // Paths in code: `crate::a::b`, `super::x`.
+    let bytes = code.as_bytes();
+    for prefix in ["crate::", "super::", "self::"] {
+        let mut from = 0;
+        while let Some(at) = code[from..].find(prefix) {
+            let start = from + at;
+            from = start + prefix.len();
+            if start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_') {
+                continue;
+            }
+            let mut end = start;
+            while end < bytes.len()
+                && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_' || bytes[end] == b':')
+            {
+                end += 1;
+            }
+            out.push(
+                code[start..end]
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// Expands one `use` tree into its paths.
+fn expand(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let tree = tree.trim();
+    let (head, group) = match tree.find('{') {
+        Some(open) if tree.ends_with('}') => (&tree[..open], Some(&tree[open + 1..tree.len() - 1])),
+        _ => (tree, None),
+    };
+    let depth = prefix.len();
+    for seg in head.split("::").map(str::trim).filter(|s| !s.is_empty()) {
+        let seg = seg.split(" as ").next().unwrap_or(seg).trim();
+        prefix.push(seg.to_owned());
+    }
+    match group {
+        None => out.push(prefix.clone()),
+        Some(group) => {
+            // Split the group at top-level commas.
+            let mut level = 0;
+            let mut start = 0;
+            let g = group.as_bytes();
+            for i in 0..=g.len() {
+                let at_end = i == g.len();
+                if !at_end && g[i] == b'{' {
+                    level += 1;
+                } else if !at_end && g[i] == b'}' {
+                    level -= 1;
+                } else if at_end || (g[i] == b',' && level == 0) {
+                    let item = group[start..i].trim();
+                    if !item.is_empty() {
+                        expand(item, prefix, out);
+                    }
+                    start = i + 1;
+                }
+            }
+        }
+    }
+    prefix.truncate(depth);
+}
+
+/// The module a path names, resolved against the file's module and cut to the longest prefix
+/// that is a module with a file of its own. `None` for paths into other crates.
+fn resolve(
+    path: &[String],
+    from: &[String],
+    modules: &BTreeSet<Vec<String>>,
+) -> Option<Vec<String>> {
+    let mut abs: Vec<String> = match path.first().map(String::as_str) {
+        Some("crate") => Vec::new(),
+        Some("super") => {
+            let mut m = from.to_vec();
+            let mut rest = path;
+            while rest.first().map(String::as_str) == Some("super") {
+                m.pop();
+                rest = &rest[1..];
+            }
+            m.extend(rest.iter().cloned());
+            return longest(m, modules);
+        }
+        Some("self") => from.to_vec(),
+        Some(first) => {
+            // A child module used without `self::` (`use pool::Pool;` beside `mod pool;`).
+            let mut child = from.to_vec();
+            child.push(first.to_owned());
+            if !modules.contains(&child) {
+                return None;
+            }
+            from.to_vec()
+        }
+        None => return None,
+    };
+    let skip = usize::from(matches!(
+        path.first().map(String::as_str),
+        Some("crate" | "self")
+    ));
+    abs.extend(path[skip..].iter().cloned());
+    longest(abs, modules)
+}
+
+fn longest(mut m: Vec<String>, modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
+    while !m.is_empty() {
+        if modules.contains(&m) {
+            return Some(m);
+        }
+        m.pop();
+    }
+    None
+}
+
+/// The import graph of `src/` (test code left out): file module → modules it imports.
+fn graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let root = src_dir();
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    let mut parsed = Vec::new();
+    let mut modules = BTreeSet::new();
+    for path in files {
+        let rel = path.strip_prefix(&root).expect("under src").to_path_buf();
+        if rel == Path::new("main.rs") {
+            continue;
+        }
+        let module = module_of(&rel);
+        modules.insert(module.clone());
+        if is_test_file(&rel) {
+            continue;
+        }
+        let source = std::fs::read_to_string(&path).expect("read source");
+        parsed.push(File {
+            module,
+            code: strip(&source),
+        });
+    }
+    let mut edges = BTreeMap::new();
+    for file in &parsed {
+        let mut to = BTreeSet::new();
+        for p in paths(&file.code) {
+            if let Some(target) = resolve(&p, &file.module, &modules)
+                && target != file.module
+            {
+                to.insert(target);
+            }
+        }
+        edges.insert(file.module.clone(), to);
+    }
+    edges
+}
+
+fn name(m: &[String]) -> String {
+    if m.is_empty() {
+        "crate".to_owned()
+    } else {
+        m.join("::")
+    }
+}
+
+/// Modules of a room (its own module and everything below it).
+fn in_room(m: &[String], room: &[&str]) -> bool {
+    m.len() >= room.len() && m.iter().zip(room).all(|(a, b)| a == b)
+}
+
+#[test]
+fn engine_core_imports_no_transport() {
+    let root = src_dir().join("engine");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    for path in files {
+        let rel = path.strip_prefix(src_dir()).unwrap();
+        if is_test_file(rel) {
+            continue;
+        }
+        let code = strip(&std::fs::read_to_string(&path).unwrap());
+        for word in ["tonic", "etcd_client", "hyper", "axum"] {
+            assert!(
+                !code.contains(word),
+                "{} uses {word}: the engine core speaks no transport",
+                rel.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn rooms_import_only_downwards() {
+    let g = graph();
+    // (room, rooms it must not import)
+    let rules: &[(&[&str], &[&[&str]])] = &[
+        (
+            &["delivery"],
+            &[&["engine"], &["replica"], &["scheduler"], &["api"]],
+        ),
+        (&["scheduler", "remote"], &[&["engine"], &["replica"]]),
+        (
+            &["engine"],
+            &[
+                &["replica"],
+                &["api"],
+                &["delivery"],
+                &["app"],
+                &["scheduler"],
+            ],
+        ),
+        (
+            &["store"],
+            &[
+                &["engine"],
+                &["replica"],
+                &["api"],
+                &["delivery"],
+                &["scheduler"],
+            ],
+        ),
+        (
+            &["schedule"],
+            &[
+                &["engine"],
+                &["store"],
+                &["api"],
+                &["delivery"],
+                &["replica"],
+                &["scheduler"],
+                &["trigger"],
+                &["clock"],
+            ],
+        ),
+        (
+            &["trigger"],
+            &[
+                &["engine"],
+                &["store"],
+                &["api"],
+                &["delivery"],
+                &["replica"],
+                &["scheduler"],
+                &["clock"],
+            ],
+        ),
+        (
+            &["go"],
+            &[
+                &["engine"],
+                &["store"],
+                &["api"],
+                &["delivery"],
+                &["replica"],
+                &["scheduler"],
+                &["schedule"],
+                &["trigger"],
+            ],
+        ),
+        (
+            &["api"],
+            &[&["engine"], &["replica"], &["store"], &["delivery"]],
+        ),
+    ];
+    let mut broken = Vec::new();
+    for (from, to) in &g {
+        for (room, banned) in rules {
+            if !in_room(from, room) {
+                continue;
+            }
+            for target in to {
+                if banned.iter().any(|b| in_room(target, b)) {
+                    broken.push(format!("{} imports {}", name(from), name(target)));
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "imports against the house's arrows:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn pure_rooms_do_no_io() {
+    for room in ["schedule", "go", "trigger.rs", "trigger"] {
+        let path = src_dir().join(room);
+        let mut files = Vec::new();
+        if path.is_dir() {
+            walk(&path, &mut files);
+        } else if path.exists() {
+            files.push(path);
+        }
+        for file in files {
+            let rel = file.strip_prefix(src_dir()).unwrap();
+            if is_test_file(rel) {
+                continue;
+            }
+            let code = strip(&std::fs::read_to_string(&file).unwrap());
+            for word in [
+                "tokio",
+                "std::fs",
+                "std::net",
+                "tonic",
+                "hyper",
+                "redb",
+                "Utc::now",
+                "SystemTime",
+            ] {
+                assert!(
+                    !code.contains(word),
+                    "{} uses {word}: this room is pure",
+                    rel.display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn no_circles_of_files() {
+    let g = graph();
+    // A file importing its own ancestor module (a child using its parent's types) is how Rust
+    // modules work; circles are counted among the other edges.
+    let edges: BTreeMap<&Vec<String>, Vec<&Vec<String>>> = g
+        .iter()
+        .map(|(from, to)| {
+            (
+                from,
+                to.iter()
+                    .filter(|t| !in_room(from, &t.iter().map(String::as_str).collect::<Vec<_>>()))
+                    .collect(),
+            )
+        })
+        .collect();
+    // Depth-first search for a back edge.
+    let mut state: BTreeMap<&Vec<String>, u8> = BTreeMap::new();
+    let mut circles = Vec::new();
+    fn visit<'a>(
+        m: &'a Vec<String>,
+        edges: &BTreeMap<&'a Vec<String>, Vec<&'a Vec<String>>>,
+        state: &mut BTreeMap<&'a Vec<String>, u8>,
+        stack: &mut Vec<&'a Vec<String>>,
+        circles: &mut Vec<String>,
+    ) {
+        state.insert(m, 1);
+        stack.push(m);
+        for &next in edges.get(m).map(Vec::as_slice).unwrap_or(&[]) {
+            match state.get(next).copied().unwrap_or(0) {
+                0 => visit(next, edges, state, stack, circles),
+                1 => {
+                    let at = stack.iter().position(|s| *s == next).unwrap_or(0);
+                    let names: Vec<String> = stack[at..].iter().map(|s| name(s)).collect();
+                    circles.push(format!("{} -> {}", names.join(" -> "), name(next)));
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(m, 2);
+    }
+    for m in edges.keys() {
+        if !state.contains_key(m) {
+            visit(m, &edges, &mut state, &mut Vec::new(), &mut circles);
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "files importing each other in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn print_room_graph() {
+    // The room-level picture (first path segment), for the README and reviews.
+    let mut rooms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, to) in graph() {
+        let room = from.first().cloned().unwrap_or_else(|| "crate".into());
+        let entry = rooms.entry(room.clone()).or_default();
+        for t in to {
+            let target = t.first().cloned().unwrap_or_else(|| "crate".into());
+            if target != room {
+                entry.insert(target);
+            }
+        }
+    }
+    for (room, to) in &rooms {
+        println!(
+            "{room:10} -> {}",
+            to.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    assert!(rooms.contains_key("engine") && rooms.contains_key("trigger"));
+}

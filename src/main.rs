@@ -2,9 +2,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use jobsd::app::{self, Sidecar};
-use jobsd::config::{Cli, Command, Env};
+use jobsd::config::{self, Command, Env, IgnoredFlags};
 use jobsd::replica::Replica;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -18,7 +17,18 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 const EX_USAGE: u8 = 64;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, ignored) = match config::parse(std::env::args_os()) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            // clap's own exit code is 2 for every usage error; `--help` and `--version` are
+            // the only "errors" that succeed.
+            let _ = e.print();
+            return match e.exit_code() {
+                0 => ExitCode::SUCCESS,
+                _ => ExitCode::from(EX_USAGE),
+            };
+        }
+    };
     match cli.command {
         Some(Command::Version) => {
             println!("jobsd {}", env!("CARGO_PKG_VERSION"));
@@ -33,6 +43,7 @@ fn main() -> ExitCode {
                 }
             };
             init_tracing(&args.log_level, args.log_as_json);
+            warn_ignored(&ignored);
             return run(async move {
                 let replica = Replica::start(cfg).await?;
                 stop_on_signal(replica.shutdown_token());
@@ -50,12 +61,21 @@ fn main() -> ExitCode {
         }
     };
     init_tracing(&cli.sidecar.log_level, cli.sidecar.log_as_json);
+    warn_ignored(&ignored);
     run(async move {
         let sidecar = Sidecar::start(cfg).await?;
         stop_on_signal(sidecar.shutdown_token());
         sidecar.wait().await?;
         Ok(())
     })
+}
+
+/// Names, once, the Dapr flags given that jobsd accepted without acting on them, so that a
+/// command line written for daprd does not silently lose a setting.
+fn warn_ignored(ignored: &IgnoredFlags) {
+    if !ignored.is_empty() {
+        tracing::warn!(flags = %ignored, "Dapr flags accepted but not acted on");
+    }
 }
 
 /// Cancels `stop` on SIGINT or SIGTERM.

@@ -1,20 +1,30 @@
 //! Flags and environment, with daprd's names and defaults, validated into the settings the
 //! roles run with.
 
+mod daprd_compat;
 mod quantity;
 mod replica;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+pub use daprd_compat::{DaprdIgnored, IGNORED, IgnoredFlags, NOT_YET, SchedulerIgnored, parse};
 pub use quantity::parse_quantity;
 pub use replica::{ClusterSettings, Replica, SchedulerArgs};
 
 /// jobsd: the Dapr Jobs API and scheduler in one binary.
+///
+/// A repeated flag keeps its last value, as in daprd (Go's pflag).
 #[derive(Debug, Parser)]
-#[command(name = "jobsd", version, about, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "jobsd",
+    version,
+    about,
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
 pub struct Cli {
     /// The role to run; without one, jobsd runs as a sidecar.
     #[command(subcommand)]
@@ -25,6 +35,9 @@ pub struct Cli {
 }
 
 /// Roles other than the sidecar.
+// Parsed once per process, so the size of the Scheduler's accepted flags costs nothing worth
+// a `Box`.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the version and exit.
@@ -72,9 +85,14 @@ pub struct SidecarArgs {
     /// Where the embedded scheduler keeps its durable store.
     #[arg(long, default_value = "./data")]
     pub data_dir: PathBuf,
-    /// Largest request body the API accepts, as a Kubernetes quantity (`4Mi`, `512Ki`, `1000000`).
-    #[arg(long, default_value = "4Mi")]
-    pub max_body_size: String,
+    /// Largest request body the API accepts, as a Kubernetes quantity (`4Mi`, `512Ki`,
+    /// `1000000`; 0 = no limit) [default: 4Mi].
+    #[arg(long)]
+    pub max_body_size: Option<String>,
+    /// The same limit in MiB (daprd's deprecated spelling; negative = unset, as `dapr run`
+    /// passes -1); `--max-body-size` wins.
+    #[arg(long, value_name = "MIB")]
+    pub dapr_http_max_request_size: Option<i64>,
     /// Log level: debug, info, warn, error (or a tracing filter).
     #[arg(long, default_value = "info")]
     pub log_level: String,
@@ -100,9 +118,14 @@ pub struct SidecarArgs {
     /// Consecutive failed probes that make the app unhealthy.
     #[arg(long, default_value_t = 3)]
     pub app_health_threshold: u32,
-    /// Folders of Dapr resource files (Resiliency policies apply to job deliveries).
-    #[arg(long)]
+    /// Folders of Dapr resource files (Resiliency policies apply to job deliveries); repeat
+    /// the flag or separate folders with commas.
+    #[arg(long, value_delimiter = ',')]
     pub resources_path: Vec<PathBuf>,
+    /// The folder of resource files when `--resources-path` is absent (daprd's deprecated
+    /// spelling).
+    #[arg(long)]
+    pub components_path: Option<PathBuf>,
     /// Comma-separated `host:port` addresses of Dapr Scheduler replicas to forward jobs to
     /// (env `DAPR_SCHEDULER_HOST_ADDRESS_DNS_A` when the flag is absent); without any, jobsd
     /// runs its embedded scheduler.
@@ -111,6 +134,42 @@ pub struct SidecarArgs {
     /// WatchJobs streams held to each Scheduler replica.
     #[arg(long, default_value_t = 3)]
     pub scheduler_job_streams: usize,
+    /// Print the version and exit (daprd's `--build-info`).
+    #[arg(long, action = ArgAction::Version)]
+    pub build_info: (),
+    /// daprd's mode that waits for another sidecar's outbound readiness and exits: not
+    /// implemented, refused.
+    #[arg(long)]
+    pub wait: bool,
+    /// Dapr Configuration files (daprd's `--config`); repeat the flag or separate files with
+    /// commas.
+    #[arg(long, value_delimiter = ',', help_heading = NOT_YET)]
+    pub config: Vec<PathBuf>,
+    /// Seconds a shutdown may take before it is forced (negative = the default, as daprd
+    /// reads it).
+    #[arg(long, default_value_t = 5, help_heading = NOT_YET)]
+    pub dapr_graceful_shutdown_seconds: i64,
+    /// Prometheus metrics.
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+    /// daprd flags that do not apply to a jobs sidecar.
+    #[command(flatten)]
+    pub ignored: DaprdIgnored,
+}
+
+/// The Prometheus metrics server, with daprd's and the Dapr Scheduler's flags and defaults.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = NOT_YET)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics.
+    #[arg(long, default_value_t = true, action = ArgAction::Set)]
+    pub enable_metrics: bool,
+    /// Port of the metrics server.
+    #[arg(long, default_value_t = 9090)]
+    pub metrics_port: u16,
+    /// Address the metrics server listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub metrics_listen_address: String,
 }
 
 /// Calls in flight to the app when daprd's `--app-max-concurrency` says "no limit": a burst
@@ -200,6 +259,9 @@ pub enum Error {
     /// `--partitions` is 0.
     #[error("parameter partitions must be at least 1")]
     NoPartitions,
+    /// `--wait`: daprd's wait-for-outbound-readiness mode, which jobsd does not have.
+    #[error("--wait (wait for a sidecar's outbound readiness, then exit) is not implemented")]
+    WaitMode,
 }
 
 /// The environment variables the sidecar reads besides its flags.
@@ -232,6 +294,9 @@ impl Env {
 impl SidecarArgs {
     /// Validates the flags with `env` into sidecar settings.
     pub fn validate(&self, env: Env) -> Result<Sidecar, Error> {
+        if self.wait {
+            return Err(Error::WaitMode);
+        }
         let app_id = self
             .app_id
             .as_deref()
@@ -272,8 +337,7 @@ impl SidecarArgs {
             }
             None => None,
         };
-        let max_body_size = parse_quantity(&self.max_body_size)
-            .map_err(|e| Error::BodySize(self.max_body_size.clone(), e))?;
+        let max_body_size = self.max_body_size()?;
         // The flag wins even when it is blank: daprd reads the variable only without the flag.
         let scheduler_hosts = parse_scheduler_addresses(
             self.scheduler_host_address
@@ -311,10 +375,37 @@ impl SidecarArgs {
                 timeout: std::time::Duration::from_millis(self.app_health_probe_timeout.max(1)),
                 threshold: self.app_health_threshold.max(1),
             }),
-            resources_paths: self.resources_path.clone(),
+            resources_paths: if self.resources_path.is_empty() {
+                self.components_path.iter().cloned().collect()
+            } else {
+                self.resources_path.clone()
+            },
             scheduler_hosts,
             scheduler_job_streams: self.scheduler_job_streams,
         })
+    }
+
+    /// How long a shutdown may take before it is forced (`--dapr-graceful-shutdown-seconds`).
+    pub fn graceful_shutdown(&self) -> std::time::Duration {
+        let seconds = u64::try_from(self.dapr_graceful_shutdown_seconds).unwrap_or(5);
+        std::time::Duration::from_secs(seconds)
+    }
+
+    /// The request size limit in bytes: `--max-body-size`, else daprd's older
+    /// `--dapr-http-max-request-size` in MiB, else 4 MiB (daprd's order). A negative MiB count
+    /// is the dapr CLI's "not set" (older daprd read -1 so), not a limit.
+    fn max_body_size(&self) -> Result<usize, Error> {
+        let mib = self.dapr_http_max_request_size.filter(|&mib| mib >= 0);
+        match (&self.max_body_size, mib) {
+            (Some(quantity), _) => {
+                parse_quantity(quantity).map_err(|e| Error::BodySize(quantity.clone(), e))
+            }
+            (None, Some(mib)) => usize::try_from(mib)
+                .ok()
+                .and_then(|mib| mib.checked_mul(1 << 20))
+                .ok_or_else(|| Error::BodySize(format!("{mib}Mi"), "number too large".into())),
+            (None, None) => Ok(4 << 20),
+        }
     }
 }
 
@@ -355,7 +446,7 @@ mod tests {
     fn parse(args: &[&str]) -> SidecarArgs {
         let mut argv = vec!["jobsd"];
         argv.extend_from_slice(args);
-        Cli::try_parse_from(argv).unwrap().sidecar
+        super::parse(argv).unwrap().0.sidecar
     }
 
     #[test]
@@ -464,7 +555,7 @@ mod tests {
             Err(Error::BodySize(..))
         ));
         let argv = ["jobsd", "--app-id", "a", "--app-protocol", "smtp"];
-        assert!(Cli::try_parse_from(argv).is_err());
+        assert!(super::parse(argv).is_err());
     }
 
     fn env_hosts(value: &str) -> Env {

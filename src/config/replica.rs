@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::Error;
+use super::{Error, MetricsArgs, SchedulerIgnored};
 
 /// The Dapr Scheduler's flags that apply to a jobsd replica (`dapr-jobs-api.md` §7).
 #[derive(Debug, Clone, Args)]
@@ -29,8 +29,9 @@ pub struct SchedulerArgs {
     #[arg(long, visible_alias = "etcd-data-dir", default_value = "./data")]
     pub data_dir: PathBuf,
     /// etcd endpoints (`http://host:port`, comma separated) of a cluster of replicas sharing
-    /// their jobs; empty = a single replica on the embedded store in `--data-dir`.
-    #[arg(long, value_delimiter = ',')]
+    /// their jobs; empty = a single replica on the embedded store in `--data-dir`. The Dapr
+    /// Scheduler's `--etcd-client-endpoints` (its external etcd) means the same.
+    #[arg(long, visible_alias = "etcd-client-endpoints", value_delimiter = ',')]
     pub etcd_endpoints: Vec<String>,
     /// Namespace of every key in etcd (jobs, counters, members, partitions).
     #[arg(long, default_value = "dapr")]
@@ -48,6 +49,12 @@ pub struct SchedulerArgs {
     /// Log JSON lines instead of text.
     #[arg(long, default_value_t = false)]
     pub log_as_json: bool,
+    /// Prometheus metrics.
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+    /// Dapr Scheduler flags that do not apply to a jobsd replica.
+    #[command(flatten)]
+    pub ignored: SchedulerIgnored,
 }
 
 /// Settings of one scheduler replica, validated.
@@ -152,15 +159,13 @@ impl Replica {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
-    use crate::config::{Cli, Command};
+    use crate::config::Command;
 
     fn parse(args: &[&str]) -> SchedulerArgs {
         let mut argv = vec!["jobsd", "scheduler"];
         argv.extend_from_slice(args);
-        match Cli::try_parse_from(argv).unwrap().command {
+        match crate::config::parse(argv).unwrap().0.command {
             Some(Command::Scheduler(args)) => args,
             other => panic!("not the scheduler command: {other:?}"),
         }

@@ -1,9 +1,6 @@
 # Multi-stage release build. Not built on the development machines (no Docker engine there).
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-RUN apt-get update \
- && apt-get install -y --no-install-recommends protobuf-compiler libprotobuf-dev \
- && rm -rf /var/lib/apt/lists/*
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY proto ./proto
 COPY src ./src

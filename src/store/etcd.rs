@@ -26,14 +26,13 @@
 //! # Failures
 //!
 //! Transient failures (unavailable, leader changed, timeouts, too many requests) are retried
-//! with backoff from 1 s to 30 s plus up to 1 s of jitter, for as long as the caller waits
-//! (a write is abandoned once every caller of its batch has gone). Other failures are
-//! [`Error::Io`].
+//! with backoff from 1 s to 30 s (±20 % jitter), for as long as the caller waits (a write is
+//! abandoned once every caller of its batch has gone). Other failures are [`Error::Io`].
 //!
 //! # Watching
 //!
 //! [`Etcd::watch_jobs`] follows the jobs prefix and re-creates the watch after any error from
-//! the last revision it delivered; etcd-client does not do that by itself.
+//! the last revision it delivered; an etcd watch stream does not do that by itself.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -42,16 +41,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, KeyValue,
-    KvClient, Txn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
-};
 use futures_util::Stream;
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use self::client::{
+    Client, CompareWith, EventType, KeyValue, RangeRequest, is_too_large, is_transient,
+};
 use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
 use super::{Error, JobScan, LoadedJob, Op, OpResult, ScanItem, Store, StoredCounter, StoredJob};
+use crate::resiliency::backoff::ExponentialBackOff;
+
+pub(crate) mod client;
 
 /// Keys (reads and compares) one txn may touch: etcd's default `--max-txn-ops` is 128, and
 /// the marker takes one of them.
@@ -62,9 +63,6 @@ const MAX_TXN_BYTES: usize = 1024 * 1024;
 const LIST_PAGE: i64 = 1024;
 /// How long one etcd call may take before it counts as a transient failure.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest etcd response we decode (tonic's default of 4 MiB is too small for a page of
-/// large jobs).
-const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// Queued writes before callers wait.
 const QUEUE: usize = 4096;
 /// Conflicting attempts of a multi-request batch before its requests go one by one.
@@ -136,13 +134,7 @@ impl Etcd {
     /// under `namespace` (Dapr uses `dapr`). Does not wait for etcd to be up: calls retry until
     /// it is.
     pub async fn connect<E: AsRef<str>>(endpoints: &[E], namespace: &str) -> Result<Etcd, Error> {
-        let options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5))
-            .with_keep_alive_while_idle(true);
-        let client = Client::connect(endpoints, Some(options))
-            .await
-            .map_err(Error::io)?;
+        let client = Client::connect(endpoints).map_err(Error::io)?;
         let namespace = namespace.trim_end_matches('/');
         let inner = Arc::new(Inner {
             client,
@@ -166,13 +158,14 @@ impl Etcd {
     pub async fn revision(&self) -> Result<i64, Error> {
         let key = self.inner.marker.clone();
         self.inner
-            .retrying(|mut kv| {
-                let key = key.clone();
+            .retrying(|etcd| {
+                let request = RangeRequest {
+                    count_only: true,
+                    ..client::read_key(key.clone())
+                };
                 async move {
-                    let resp = kv
-                        .get(key, Some(GetOptions::new().with_count_only()))
-                        .await?;
-                    Ok(resp.header().map_or(0, |h| h.revision()))
+                    let resp = etcd.range(request).await?;
+                    Ok(client::revision(resp.header.as_ref()))
                 }
             })
             .await
@@ -191,7 +184,7 @@ impl Etcd {
     }
 
     /// The etcd client (for the cluster's membership keys, next to the store's).
-    pub fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         self.inner.client.clone()
     }
 
@@ -268,9 +261,8 @@ impl Store for Etcd {
             let _ = writer.await;
             // The marker only matters while this instance writes; leave no litter behind
             // (best effort: a crashed replica leaves one small key).
-            let mut kv = self.inner.kv();
-            let _ = tokio::time::timeout(CALL_TIMEOUT, kv.delete(self.inner.marker.clone(), None))
-                .await;
+            let marker = self.inner.marker.clone();
+            let _ = tokio::time::timeout(CALL_TIMEOUT, self.inner.client.delete(marker)).await;
         }
         self.inner.stop.cancel();
         Ok(())
@@ -284,30 +276,23 @@ impl Drop for Etcd {
 }
 
 impl Inner {
-    /// A KV client for one call.
-    fn kv(&self) -> KvClient {
-        self.client
-            .kv_client()
-            .max_decoding_message_size(MAX_RESPONSE_BYTES)
-    }
-
     /// Runs `call` until it succeeds, fails permanently, or the store stops. Transient
     /// failures back off from 1 s to 30 s.
     async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<T, Error>
     where
-        F: FnMut(KvClient) -> Fut,
-        Fut: Future<Output = Result<T, etcd_client::Error>>,
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, tonic::Status>>,
     {
-        let mut backoff = Backoff::new();
+        let mut backoff = backoff();
         loop {
-            match tokio::time::timeout(CALL_TIMEOUT, call(self.kv())).await {
+            match tokio::time::timeout(CALL_TIMEOUT, call(self.client.clone())).await {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(err)) if !is_transient(&err) => return Err(Error::io(err)),
                 Ok(Err(err)) => tracing::warn!(error = %err, "etcd call failed; retrying"),
                 Err(_) => tracing::warn!("etcd call timed out; retrying"),
             }
             tokio::select! {
-                () = backoff.wait() => {}
+                () = tokio::time::sleep(backoff.next_delay()) => {}
                 () = self.stop.cancelled() => return Err(Error::Closed),
             }
         }
@@ -315,11 +300,11 @@ impl Inner {
 
     /// The value under the full key `key`.
     async fn get_value(&self, key: String) -> Result<Option<Vec<u8>>, Error> {
-        self.retrying(|mut kv| {
-            let key = key.clone();
+        self.retrying(|etcd| {
+            let request = client::read_key(key.clone());
             async move {
-                let mut resp = kv.get(key, None).await?;
-                Ok(resp.take_kvs().pop().map(|kv| kv.into_key_value().1))
+                let resp = etcd.range(request).await?;
+                Ok(resp.kvs.into_iter().next().map(|kv| kv.value))
             }
         })
         .await
@@ -363,7 +348,7 @@ impl<'a> Pager<'a> {
     /// Pages of `table`'s keys starting with `prefix`.
     fn new(inner: &'a Inner, table: Table, prefix: &str, limit: i64) -> Self {
         let start = format!("{}{prefix}", inner.prefix(table)).into_bytes();
-        let end = prefix_end(&start);
+        let end = client::prefix_end(&start);
         Pager {
             inner,
             table,
@@ -380,38 +365,34 @@ impl<'a> Pager<'a> {
             return Ok(None);
         };
         let (end, limit, revision) = (self.end.clone(), self.limit, self.revision);
-        let mut resp = self
+        let resp = self
             .inner
-            .retrying(|mut kv| {
-                let (from, end) = (from.clone(), end.clone());
-                async move {
-                    let options = GetOptions::new()
-                        .with_range(end)
-                        .with_limit(limit)
-                        .with_revision(revision);
-                    kv.get(from, Some(options)).await
-                }
+            .retrying(|etcd| {
+                let request = RangeRequest {
+                    key: from.clone(),
+                    range_end: end.clone(),
+                    limit,
+                    revision,
+                    ..RangeRequest::default()
+                };
+                async move { etcd.range(request).await }
             })
             .await?;
         if self.revision == 0 {
-            self.revision = resp.header().map_or(0, |h| h.revision());
+            self.revision = client::revision(resp.header.as_ref());
         }
-        let more = resp.more();
-        let kvs = resp.take_kvs();
+        let kvs = resp.kvs;
         if kvs.is_empty() {
             return Ok(None);
         }
-        if more {
-            let mut next = kvs[kvs.len() - 1].key().to_vec();
+        if resp.more {
+            let mut next = kvs[kvs.len() - 1].key.clone();
             next.push(0);
             self.from = Some(next);
         }
         let page = kvs
             .into_iter()
-            .map(|kv| {
-                let (key, value) = kv.into_key_value();
-                Ok((self.inner.strip(self.table, &key)?, value))
-            })
+            .map(|kv| Ok((self.inner.strip(self.table, &kv.key)?, kv.value)))
             .collect::<Result<Vec<_>, Error>>()?;
         Ok(Some(page))
     }
@@ -433,20 +414,19 @@ async fn scan_pages(
         end.push(0);
         let revision = jobs.revision;
         let counters = inner
-            .retrying(|mut kv| {
-                let (first, end) = (first.clone(), end.clone());
-                async move {
-                    let options = GetOptions::new().with_range(end).with_revision(revision);
-                    kv.get(first, Some(options)).await
-                }
+            .retrying(|etcd| {
+                let request = RangeRequest {
+                    key: first.clone(),
+                    range_end: end.clone(),
+                    revision,
+                    ..RangeRequest::default()
+                };
+                async move { etcd.range(request).await }
             })
             .await?
-            .take_kvs()
+            .kvs
             .into_iter()
-            .map(|kv| {
-                let (key, value) = kv.into_key_value();
-                Ok((inner.strip(Table::Counters, &key)?, value))
-            });
+            .map(|kv| Ok((inner.strip(Table::Counters, &kv.key)?, kv.value)));
         let mut joiner = Joiner::new(counters);
         let loaded = page
             .into_iter()
@@ -610,12 +590,12 @@ impl Writer {
             if let Prepared::DeletePrefix { prefix } = op {
                 for table in [Table::Jobs, Table::Counters] {
                     let key = format!("{}{prefix}", inner.prefix(table));
-                    txn_ops.push(TxnOp::delete(key, Some(DeleteOptions::new().with_prefix())));
+                    txn_ops.push(client::delete_prefix(key));
                 }
             }
         }
         let mut attempts: Vec<u64> = Vec::new();
-        let mut backoff = Backoff::new();
+        let mut backoff = backoff();
         loop {
             // The marker tells whether an attempt whose answer was lost applied.
             let marker = match self.read_marker(reply).await {
@@ -630,28 +610,19 @@ impl Writer {
             self.seq += 1;
             attempts.push(self.seq);
             let mut all = txn_ops.clone();
-            all.push(TxnOp::put(
-                inner.marker.clone(),
-                self.seq.to_be_bytes().to_vec(),
-                None,
-            ));
-            let txn = Txn::new()
-                .when(vec![Compare::mod_revision(
+            all.push(client::put(inner.marker.clone(), self.seq.to_be_bytes(), 0));
+            let txn = client::txn(
+                vec![client::equal(
                     inner.marker.clone(),
-                    CompareOp::Equal,
-                    marker.0,
-                )])
-                .and_then(all);
-            match tokio::time::timeout(CALL_TIMEOUT, inner.kv().txn(txn)).await {
-                Ok(Ok(resp)) if resp.succeeded() => {
-                    let deleted: Vec<u64> = resp
-                        .op_responses()
-                        .iter()
-                        .filter_map(|r| match r {
-                            TxnOpResponse::Delete(d) => Some(d.deleted().max(0) as u64),
-                            _ => None,
-                        })
-                        .collect();
+                    CompareWith::ModRevision(marker.0),
+                )],
+                all,
+                Vec::new(),
+            );
+            match tokio::time::timeout(CALL_TIMEOUT, inner.client.txn(txn)).await {
+                Ok(Ok(resp)) if resp.succeeded => {
+                    let deleted: Vec<u64> =
+                        resp.responses.iter().filter_map(client::deleted).collect();
                     // Jobs and counters alternate; the jobs' counts are the results.
                     return Ok(deleted
                         .iter()
@@ -673,15 +644,12 @@ impl Writer {
 
     /// Reads the marker: `(mod_revision, seq)`, both 0 when absent.
     async fn read_marker(&self, reply: &oneshot::Sender<Answer>) -> Result<(i64, u64), Error> {
-        let mut backoff = Backoff::new();
+        let mut backoff = backoff();
         loop {
-            let got = tokio::time::timeout(
-                CALL_TIMEOUT,
-                self.inner.kv().get(self.inner.marker.clone(), None),
-            )
-            .await;
+            let request = client::read_key(self.inner.marker.clone());
+            let got = tokio::time::timeout(CALL_TIMEOUT, self.inner.client.range(request)).await;
             match got {
-                Ok(Ok(resp)) => return Ok(resp.kvs().first().map_or((0, 0), marker_of)),
+                Ok(Ok(resp)) => return Ok(resp.kvs.first().map_or((0, 0), marker_of)),
                 Ok(Err(err)) if !is_transient(&err) => return Err(Error::io(err)),
                 Ok(Err(err)) => tracing::warn!(error = %err, "etcd read failed; retrying"),
                 Err(_) => tracing::warn!("etcd read timed out; retrying"),
@@ -693,12 +661,16 @@ impl Writer {
     }
 
     /// Backs off; false when nobody waits for the answer any more or the store stopped.
-    async fn wait(&self, backoff: &mut Backoff, replies: &[oneshot::Sender<Answer>]) -> bool {
+    async fn wait(
+        &self,
+        backoff: &mut ExponentialBackOff,
+        replies: &[oneshot::Sender<Answer>],
+    ) -> bool {
         if replies.iter().all(oneshot::Sender::is_closed) {
             return false;
         }
         tokio::select! {
-            () = backoff.wait() => true,
+            () = tokio::time::sleep(backoff.next_delay()) => true,
             () = self.inner.stop.cancelled() => false,
         }
     }
@@ -712,7 +684,7 @@ impl Writer {
         let reads = read_set(requests);
         // (seq, answers) of attempts whose fate is unknown.
         let mut attempts: Vec<(u64, Vec<Answer>)> = Vec::new();
-        let mut backoff = Backoff::new();
+        let mut backoff = backoff();
         let mut conflicts = 0;
         loop {
             let snapshot = match self.read(&reads).await {
@@ -753,8 +725,8 @@ impl Writer {
                 return Ok(answers);
             };
             attempts.push((self.seq, answers));
-            match tokio::time::timeout(CALL_TIMEOUT, self.inner.kv().txn(txn)).await {
-                Ok(Ok(resp)) if resp.succeeded() => {
+            match tokio::time::timeout(CALL_TIMEOUT, self.inner.client.txn(txn)).await {
+                Ok(Ok(resp)) if resp.succeeded => {
                     return Ok(attempts.pop().map(|a| a.1).unwrap_or_default());
                 }
                 Ok(Ok(_)) => {
@@ -786,35 +758,30 @@ impl Writer {
     /// Reads every key of `reads` and the marker in one txn (one revision).
     async fn read(&self, reads: &ReadSet) -> Result<Snapshot, ReadError> {
         let inner = &self.inner;
-        let mut gets = vec![TxnOp::get(inner.marker.clone(), None)];
+        let mut gets = vec![client::get(inner.marker.clone())];
         for (table, key) in &reads.keys {
-            gets.push(TxnOp::get(format!("{}{key}", inner.prefix(*table)), None));
+            gets.push(client::get(format!("{}{key}", inner.prefix(*table))));
         }
         for (table, prefix) in &reads.prefixes {
             let full = format!("{}{prefix}", inner.prefix(*table));
-            gets.push(TxnOp::get(full, Some(GetOptions::new().with_prefix())));
+            gets.push(client::get_prefix(full));
         }
-        let resp =
-            match tokio::time::timeout(CALL_TIMEOUT, inner.kv().txn(Txn::new().and_then(gets)))
-                .await
-            {
-                Ok(Ok(resp)) => resp,
-                Ok(Err(err)) if !is_transient(&err) => {
-                    return Err(ReadError::Permanent(Error::io(err)));
-                }
-                Ok(Err(err)) => {
-                    tracing::warn!(error = %err, "etcd read failed; retrying");
-                    return Err(ReadError::Transient);
-                }
-                Err(_) => {
-                    tracing::warn!("etcd read timed out; retrying");
-                    return Err(ReadError::Transient);
-                }
-            };
-        let mut responses = resp.op_responses().into_iter().map(|r| match r {
-            TxnOpResponse::Get(get) => get.kvs().to_vec(),
-            _ => Vec::new(),
-        });
+        let txn = client::txn(Vec::new(), gets, Vec::new());
+        let resp = match tokio::time::timeout(CALL_TIMEOUT, inner.client.txn(txn)).await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(err)) if !is_transient(&err) => {
+                return Err(ReadError::Permanent(Error::io(err)));
+            }
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "etcd read failed; retrying");
+                return Err(ReadError::Transient);
+            }
+            Err(_) => {
+                tracing::warn!("etcd read timed out; retrying");
+                return Err(ReadError::Transient);
+            }
+        };
+        let mut responses = resp.responses.into_iter().map(client::range_kvs);
         let (marker_rev, marker_seq) = responses
             .next()
             .and_then(|kvs| kvs.first().map(marker_of))
@@ -822,21 +789,20 @@ impl Writer {
         let mut overlay = Overlay::default();
         for (table, key) in &reads.keys {
             let found = responses.next().unwrap_or_default();
-            let (rev, value) = found.into_iter().next().map_or((0, None), |kv| {
-                (kv.mod_revision(), Some(kv.into_key_value().1))
-            });
+            let (rev, value) = found
+                .into_iter()
+                .next()
+                .map_or((0, None), |kv| (kv.mod_revision, Some(kv.value)));
             overlay
                 .map(*table)
                 .insert(key.clone(), Slot::read(rev, value));
         }
         for (table, prefix) in &reads.prefixes {
             for kv in responses.next().unwrap_or_default() {
-                let rev = kv.mod_revision();
-                let (full, value) = kv.into_key_value();
-                let key = inner.strip(*table, &full).map_err(ReadError::Permanent)?;
+                let key = inner.strip(*table, &kv.key).map_err(ReadError::Permanent)?;
                 overlay
                     .map(*table)
-                    .insert(key, Slot::read(rev, Some(value)));
+                    .insert(key, Slot::read(kv.mod_revision, Some(kv.value)));
             }
             overlay.prefixes.push((*table, prefix.clone()));
         }
@@ -959,8 +925,8 @@ fn clone_prepared(op: &Prepared) -> Prepared {
 
 /// `(mod_revision, seq)` of a marker record.
 fn marker_of(kv: &KeyValue) -> (i64, u64) {
-    let seq = <[u8; 8]>::try_from(kv.value()).map_or(0, u64::from_be_bytes);
-    (kv.mod_revision(), seq)
+    let seq = <[u8; 8]>::try_from(kv.value.as_slice()).map_or(0, u64::from_be_bytes);
+    (kv.mod_revision, seq)
 }
 
 // ---- the overlay the ops are applied to ----
@@ -1023,11 +989,16 @@ impl Overlay {
 
     /// The txn that compares every key read and writes every change plus the marker:
     /// `None` when too large, `Some(None)` when nothing changes (unless `force`).
-    fn txn(&self, inner: &Inner, marker_rev: i64, seq: u64, force: bool) -> Option<Option<Txn>> {
-        let mut compares = vec![Compare::mod_revision(
+    fn txn(
+        &self,
+        inner: &Inner,
+        marker_rev: i64,
+        seq: u64,
+        force: bool,
+    ) -> Option<Option<client::TxnRequest>> {
+        let mut compares = vec![client::equal(
             inner.marker.clone(),
-            CompareOp::Equal,
-            marker_rev,
+            CompareWith::ModRevision(marker_rev),
         )];
         let mut writes = Vec::new();
         let mut bytes = 0;
@@ -1035,10 +1006,9 @@ impl Overlay {
             for (key, slot) in map {
                 let full = format!("{}{key}", inner.prefix(table));
                 bytes += full.len();
-                compares.push(Compare::mod_revision(
+                compares.push(client::equal(
                     full.clone(),
-                    CompareOp::Equal,
-                    slot.read_rev,
+                    CompareWith::ModRevision(slot.read_rev),
                 ));
                 if slot.current == slot.original {
                     continue;
@@ -1046,9 +1016,9 @@ impl Overlay {
                 match &slot.current {
                     Some(value) => {
                         bytes += full.len() + value.len();
-                        writes.push(TxnOp::put(full, value.clone(), None));
+                        writes.push(client::put(full, value.clone(), 0));
                     }
-                    None => writes.push(TxnOp::delete(full, None)),
+                    None => writes.push(client::delete(full)),
                 }
             }
         }
@@ -1059,12 +1029,8 @@ impl Overlay {
         if writes.is_empty() && !force {
             return Some(None);
         }
-        writes.push(TxnOp::put(
-            inner.marker.clone(),
-            seq.to_be_bytes().to_vec(),
-            None,
-        ));
-        Some(Some(Txn::new().when(compares).and_then(writes)))
+        writes.push(client::put(inner.marker.clone(), seq.to_be_bytes(), 0));
+        Some(Some(client::txn(compares, writes, Vec::new())))
     }
 }
 
@@ -1137,20 +1103,13 @@ impl Tables for Overlay {
 /// Follows the jobs prefix from `from_revision` into `tx`, re-creating the watch after errors.
 async fn watch_loop(inner: Arc<Inner>, from_revision: i64, tx: mpsc::Sender<Change>) {
     let mut next = from_revision;
-    let mut backoff = Backoff::new();
+    let mut backoff = backoff();
     loop {
-        let mut client: WatchClient = inner.client.watch_client();
-        let mut options = WatchOptions::new().with_prefix().with_progress_notify();
-        if next > 0 {
-            options = options.with_start_revision(next);
-        }
+        let create = client::watch_prefix(inner.jobs_prefix.clone(), next);
         let created = tokio::select! {
             () = inner.stop.cancelled() => return,
             () = tx.closed() => return,
-            created = tokio::time::timeout(
-                CALL_TIMEOUT,
-                client.watch(inner.jobs_prefix.clone(), Some(options)),
-            ) => created,
+            created = tokio::time::timeout(CALL_TIMEOUT, inner.client.watch(create)) => created,
         };
         match created {
             Ok(Ok(mut stream)) => loop {
@@ -1170,45 +1129,45 @@ async fn watch_loop(inner: Arc<Inner>, from_revision: i64, tx: mpsc::Sender<Chan
                         break;
                     }
                 };
-                if resp.compact_revision() > 0 {
+                if resp.compact_revision > 0 {
                     let _ = tx
                         .send(Change::Resync {
-                            compact_revision: resp.compact_revision(),
+                            compact_revision: resp.compact_revision,
                         })
                         .await;
                     return;
                 }
-                if resp.canceled() {
+                if resp.canceled {
                     tracing::warn!(
-                        reason = resp.cancel_reason(),
+                        reason = resp.cancel_reason,
                         "etcd watch cancelled; re-creating it"
                     );
                     break;
                 }
-                if resp.created() {
-                    backoff = Backoff::new();
+                if resp.created {
+                    backoff = self::backoff();
                     if next == 0 {
                         // "From now": pin it, so a re-created watch misses nothing.
-                        next = resp.header().map_or(0, |h| h.revision() + 1);
+                        next = resp.header.as_ref().map_or(0, |h| h.revision + 1);
                     }
                     continue;
                 }
-                if resp.events().is_empty() {
+                if resp.events.is_empty() {
                     // Progress notification: everything up to the header's revision was sent.
-                    if let Some(h) = resp.header() {
-                        next = next.max(h.revision() + 1);
+                    if let Some(h) = &resp.header {
+                        next = next.max(h.revision + 1);
                     }
                     continue;
                 }
-                for event in resp.events() {
-                    let Some(kv) = event.kv() else { continue };
-                    let rev = kv.mod_revision();
+                for event in &resp.events {
+                    let Some(kv) = &event.kv else { continue };
+                    let rev = kv.mod_revision;
                     next = next.max(rev + 1);
-                    let Ok(key) = inner.strip(Table::Jobs, kv.key()) else {
+                    let Ok(key) = inner.strip(Table::Jobs, &kv.key) else {
                         continue;
                     };
-                    let change = match event.event_type() {
-                        EventType::Put => match apply::decode_job(&key, kv.value()) {
+                    let change = match event.r#type() {
+                        EventType::Put => match apply::decode_job(&key, &kv.value) {
                             Ok(job) => Change::Put {
                                 key,
                                 job: Box::new(job),
@@ -1233,7 +1192,7 @@ async fn watch_loop(inner: Arc<Inner>, from_revision: i64, tx: mpsc::Sender<Chan
             Err(_) => tracing::warn!("etcd watch start timed out; retrying"),
         }
         tokio::select! {
-            () = backoff.wait() => {}
+            () = tokio::time::sleep(backoff.next_delay()) => {}
             () = inner.stop.cancelled() => return,
             () = tx.closed() => return,
         }
@@ -1242,57 +1201,9 @@ async fn watch_loop(inner: Arc<Inner>, from_revision: i64, tx: mpsc::Sender<Chan
 
 // ---- failures ----
 
-/// Exponential backoff, 1 s to 30 s, plus up to 1 s of jitter (go-etcd-cron's).
-struct Backoff {
-    /// The next base delay.
-    next: Duration,
-}
-
-impl Backoff {
-    fn new() -> Self {
-        Backoff {
-            next: Duration::from_secs(1),
-        }
-    }
-
-    async fn wait(&mut self) {
-        let jitter = Duration::from_millis(fastrand::u64(0..1000));
-        tokio::time::sleep(self.next + jitter).await;
-        self.next = (self.next * 2).min(Duration::from_secs(30));
-    }
-}
-
-/// Whether an etcd failure may go away by itself.
-fn is_transient(err: &etcd_client::Error) -> bool {
-    use tonic::Code;
-    match err {
-        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
-        etcd_client::Error::GRpcStatus(status) => match status.code() {
-            Code::Unavailable
-            | Code::DeadlineExceeded
-            | Code::ResourceExhausted
-            | Code::Aborted
-            | Code::Cancelled => true,
-            // etcd reports some leader and timeout trouble as Unknown.
-            Code::Unknown => {
-                let msg = status.message();
-                msg.contains("leader") || msg.contains("timed out") || msg.contains("transport")
-            }
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
-/// Whether etcd refused a txn for its size.
-fn is_too_large(err: &etcd_client::Error) -> bool {
-    match err {
-        etcd_client::Error::GRpcStatus(status) => {
-            let msg = status.message();
-            msg.contains("too many operations") || msg.contains("too large")
-        }
-        _ => false,
-    }
+/// The backoff of etcd calls (go-etcd-cron's): 1 s, doubling up to 30 s, ±20 % jitter.
+fn backoff() -> ExponentialBackOff {
+    ExponentialBackOff::endless(Duration::from_secs(1), 2.0, Duration::from_secs(30), 0.2)
 }
 
 /// The error for a request that cannot fit one etcd txn.
@@ -1303,19 +1214,6 @@ fn too_large() -> Error {
 /// An [`Error::Io`] with a message.
 fn invalid(msg: &'static str) -> Error {
     Error::io(std::io::Error::new(std::io::ErrorKind::InvalidData, msg))
-}
-
-/// The first key after every key starting with `prefix` (etcd's range end for a prefix).
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    // All 0xff (or empty): to the end of the keyspace.
-    vec![0]
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
-//! Compiles the project's own Dapr `.proto` files (see `proto/README.md`).
+//! Compiles the project's own Dapr `.proto` files and the etcd v3 protos the etcd store's
+//! client needs (see `proto/README.md`).
 //!
 //! `protox` parses them in pure Rust, so no system `protoc` is needed. The
-//! encoded `FileDescriptorSet` is written to `$OUT_DIR/descriptor.bin` for
-//! gRPC reflection, and `tonic-prost-build` generates messages, clients and
-//! servers into `$OUT_DIR/<package>.rs`.
+//! encoded `FileDescriptorSet` of the Dapr protos is written to
+//! `$OUT_DIR/descriptor.bin` for gRPC reflection, and `tonic-prost-build`
+//! generates messages, clients and servers into `$OUT_DIR/<package>.rs`.
 
 use std::path::PathBuf;
 
@@ -16,6 +17,13 @@ const PROTOS: &[&str] = &[
     "dapr/proto/internals/v1/jobs.proto",
     "dapr/proto/scheduler/v1/scheduler.proto",
     "jobsd/store/v1/store.proto",
+];
+
+/// etcd's protos (client side only); kept out of the reflection descriptor, which describes
+/// what jobsd serves.
+const ETCD_PROTOS: &[&str] = &[
+    "etcd/api/mvccpb/kv.proto",
+    "etcd/api/etcdserverpb/rpc.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -37,6 +45,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .compile_fds(compiler.file_descriptor_set())?;
+
+    let mut etcd = protox::Compiler::new(["proto"])?;
+    etcd.include_imports(true);
+    etcd.open_files(ETCD_PROTOS)?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(false)
+        .compile_fds(etcd.file_descriptor_set())?;
 
     Ok(())
 }

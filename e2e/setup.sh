@@ -6,10 +6,9 @@ set -euo pipefail
 # Debian packages the tests need (the list grows with the e2e suites).
 # e2e/jobs_api.sh: python3 + python3-venv for the Dapr Python SDK's venv (`python3 -m venv`
 # fails on Debian without python3-venv), curl for the health checks.
-# The etcd store (cargo feature `etcd`, on by default): etcd-client compiles etcd's protos with
-# the system protoc, which needs the well-known types of libprotobuf-dev; its tests and
-# e2e run Debian's etcd 3.4 (`/usr/bin/etcd`).
-packages=(ca-certificates curl python3 python3-venv protobuf-compiler libprotobuf-dev etcd-server)
+# The etcd store's tests and e2e/cluster.sh run Debian's etcd 3.4 (`/usr/bin/etcd`). The build
+# itself needs no protoc: build.rs compiles every .proto (etcd's too) with protox.
+packages=(ca-certificates curl python3 python3-venv etcd-server)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -2,7 +2,7 @@
 //!
 //! The modules mirror the protobuf package hierarchy so that prost's cross-package paths
 //! (`super::super::common::v1::…`) resolve. Use the short re-exports: [`common`], [`runtime`],
-//! [`internals`] and [`scheduler`].
+//! [`internals`] and [`scheduler`]. [`etcd`] is etcd's v3 API, client side, for the etcd store.
 
 /// The `dapr` protobuf package tree.
 pub mod dapr {
@@ -52,6 +52,22 @@ pub mod jobsd {
         pub mod v1 {
             tonic::include_proto!("jobsd.store.v1");
         }
+    }
+}
+
+/// etcd's v3 API (`proto/etcd/`, trimmed to the KV, Watch and Lease services): what the etcd
+/// store's client sends. Client code only, and not in [`FILE_DESCRIPTOR_SET`]: jobsd does not
+/// serve it.
+pub mod etcd {
+    /// `etcdserverpb`: the KV, Watch and Lease services and their messages.
+    #[allow(clippy::all, clippy::pedantic, missing_docs)]
+    pub mod etcdserverpb {
+        tonic::include_proto!("etcdserverpb");
+    }
+    /// `mvccpb`: a stored key-value and a watch event.
+    #[allow(clippy::all, clippy::pedantic, missing_docs)]
+    pub mod mvccpb {
+        tonic::include_proto!("mvccpb");
     }
 }
 

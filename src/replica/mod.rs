@@ -5,7 +5,6 @@
 //! replica. In a cluster the store is etcd, the engine follows it and fires only the
 //! partitions this member owns ([`cluster`]), and the host list is the live members.
 
-#[cfg(feature = "etcd")]
 pub mod cluster;
 pub mod pool;
 pub mod server;
@@ -23,7 +22,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::config;
 use crate::engine::Engine;
 use crate::store::{self, Store};
-#[cfg(feature = "etcd")]
 use cluster::{Cluster, ClusterConfig};
 use pool::Pool;
 use server::SchedulerService;
@@ -65,19 +63,9 @@ impl Replica {
     /// `--etcd-endpoints`, or alone over the durable store in `cfg.data_dir`.
     pub async fn start(cfg: config::Replica) -> Result<Replica, Error> {
         if let Some(cluster) = &cfg.cluster {
-            #[cfg(feature = "etcd")]
-            {
-                let store =
-                    Arc::new(store::Etcd::connect(&cluster.endpoints, &cluster.namespace).await?);
-                return Self::start_clustered(cfg, store, Arc::new(SystemClock)).await;
-            }
-            #[cfg(not(feature = "etcd"))]
-            {
-                let _ = cluster;
-                return Err(Error::Serve(
-                    "--etcd-endpoints needs a build with the `etcd` feature".to_owned(),
-                ));
-            }
+            let store =
+                Arc::new(store::Etcd::connect(&cluster.endpoints, &cluster.namespace).await?);
+            return Self::start_clustered(cfg, store, Arc::new(SystemClock)).await;
         }
         let store: Arc<dyn Store> = Arc::new(store::Redb::open(&cfg.data_dir)?);
         Self::start_with(cfg, store, Arc::new(SystemClock)).await
@@ -95,7 +83,6 @@ impl Replica {
 
     /// Starts serving as a member of the cluster on `store`'s etcd (`cfg.cluster` must be
     /// set).
-    #[cfg(feature = "etcd")]
     pub async fn start_clustered(
         cfg: config::Replica,
         store: Arc<store::Etcd>,
@@ -109,8 +96,7 @@ impl Replica {
         cfg: config::Replica,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
-        #[cfg(feature = "etcd")] etcd: Option<Arc<store::Etcd>>,
-        #[cfg(not(feature = "etcd"))] etcd: Option<std::convert::Infallible>,
+        etcd: Option<Arc<store::Etcd>>,
     ) -> Result<Replica, Error> {
         // Bound first: a port in use fails before the store is loaded and triggers fire.
         let listener = bind(cfg.listen).await?;
@@ -124,7 +110,6 @@ impl Replica {
         let engine_stop = CancellationToken::new();
         // Triggers due before any daprd connects find no stream and are staged until one does.
         let (hosts, hosts_rx) = watch::channel(vec![broadcast_address.clone()]);
-        #[cfg(feature = "etcd")]
         let (engine, engine_task, cluster) = match (etcd, &cfg.cluster) {
             (Some(etcd), Some(settings)) => {
                 let (engine, task) =
@@ -149,11 +134,6 @@ impl Replica {
                 (engine, task, None)
             }
         };
-        #[cfg(not(feature = "etcd"))]
-        let (engine, engine_task) = {
-            let _ = etcd;
-            Engine::start(store.clone(), clock, pool.clone(), engine_stop.clone()).await?
-        };
         pool.attach(engine.clone());
 
         let shutdown = CancellationToken::new();
@@ -171,7 +151,6 @@ impl Replica {
             async move {
                 stop.cancelled().await;
                 server::set_not_serving(&reporter).await;
-                #[cfg(feature = "etcd")]
                 if let Some(cluster) = cluster {
                     cluster.stop().await;
                 }

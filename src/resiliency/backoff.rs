@@ -2,6 +2,11 @@
 //! (`dapr/kit/retry.Config.NewBackOff`): [`ConstantBackOff`], [`ExponentialBackOff`] and the
 //! [`WithMaxRetries`] wrapper.
 //!
+//! [`ExponentialBackOff`] is jobsd's one growing backoff: besides the resiliency policies it
+//! paces the reconnects to Scheduler replicas (gRPC's connect backoff) and the retries of etcd
+//! calls (go-etcd-cron's), both [`ExponentialBackOff::endless`]. [`jittered`] is its jitter,
+//! alone, for single pauses.
+//!
 //! Time and randomness are injected: every call takes the current [`Instant`], and the
 //! exponential backoff draws its jitter from a [`fastrand::Rng`] the caller seeds. The policy
 //! passes tokio's clock (`tokio::time::Instant::now()`), so the elapsed-time limit agrees with
@@ -96,9 +101,43 @@ impl ExponentialBackOff {
         }
     }
 
+    /// Delays from `initial_interval` growing by `multiplier` up to `max_interval`, each drawn
+    /// from ±`randomization_factor` of its interval, that never stop (no elapsed-time limit):
+    /// for waiting on a peer that will come back. Jitter comes from a fresh random seed; take
+    /// the delays with [`next_delay`](Self::next_delay).
+    pub fn endless(
+        initial_interval: Duration,
+        multiplier: f64,
+        max_interval: Duration,
+        randomization_factor: f64,
+    ) -> Self {
+        ExponentialBackOff {
+            initial_interval,
+            randomization_factor,
+            multiplier,
+            max_interval,
+            max_elapsed_time: Duration::ZERO,
+            current_interval: initial_interval,
+            start: None,
+            rng: fastrand::Rng::new(),
+        }
+    }
+
     /// The interval the next delay will be drawn around.
     pub fn current_interval(&self) -> Duration {
         self.current_interval
+    }
+
+    /// The next delay, regardless of the elapsed-time limit (an [`endless`](Self::endless)
+    /// backoff has none); the interval grows for the one after.
+    pub fn next_delay(&mut self) -> Duration {
+        let next = jittered(
+            self.current_interval,
+            self.randomization_factor,
+            &mut self.rng,
+        );
+        self.increment_current_interval();
+        next
     }
 
     fn increment_current_interval(&mut self) {
@@ -111,18 +150,20 @@ impl ExponentialBackOff {
             self.current_interval = nanos_to_duration(current * self.multiplier);
         }
     }
+}
 
-    fn random_value_from_interval(&mut self) -> Duration {
-        if self.randomization_factor == 0.0 {
-            return self.current_interval;
-        }
-        let current = self.current_interval.as_nanos() as f64;
-        let delta = self.randomization_factor * current;
-        let min = current - delta;
-        let max = current + delta;
-        // Go adds 1 (ns) to the width so that both ends of the range can be drawn.
-        nanos_to_duration(min + self.rng.f64() * (max - min + 1.0))
+/// A delay drawn uniformly from `interval` ± `factor`·`interval` (cenkalti's
+/// `getRandomValueFromInterval`), never below zero; `factor` 0 gives `interval` itself.
+pub fn jittered(interval: Duration, factor: f64, rng: &mut fastrand::Rng) -> Duration {
+    if factor == 0.0 {
+        return interval;
     }
+    let current = interval.as_nanos() as f64;
+    let delta = factor * current;
+    let min = current - delta;
+    let max = current + delta;
+    // Go adds 1 (ns) to the width so that both ends of the range can be drawn.
+    nanos_to_duration(min + rng.f64() * (max - min + 1.0))
 }
 
 impl BackOff for ExponentialBackOff {
@@ -134,8 +175,7 @@ impl BackOff for ExponentialBackOff {
     fn next_backoff(&mut self, now: Instant) -> Option<Duration> {
         let start = *self.start.get_or_insert(now);
         let elapsed = now.saturating_duration_since(start);
-        let next = self.random_value_from_interval();
-        self.increment_current_interval();
+        let next = self.next_delay();
         if !self.max_elapsed_time.is_zero() && elapsed.saturating_add(next) > self.max_elapsed_time
         {
             return None;
@@ -346,6 +386,42 @@ mod tests {
         assert!(b.next_backoff(now).is_some());
         assert!(b.next_backoff(now).is_some());
         assert_eq!(b.next_backoff(now), None);
+    }
+
+    #[test]
+    fn jitter_stays_within_its_bounds() {
+        let mut rng = fastrand::Rng::new();
+        for _ in 0..10_000 {
+            let d = jittered(ms(500), 0.5, &mut rng);
+            assert!((ms(250)..=ms(750)).contains(&d), "{d:?}");
+            let d = jittered(ms(1000), 0.5, &mut rng);
+            assert!((ms(500)..=ms(1500)).contains(&d), "{d:?}");
+        }
+        // A spread wider than the interval never goes below zero.
+        let d = jittered(ms(100), 2.5, &mut rng);
+        assert!(d <= ms(350));
+        assert_eq!(jittered(ms(1000), 0.0, &mut rng), ms(1000));
+    }
+
+    #[test]
+    fn jitter_spreads() {
+        let mut rng = fastrand::Rng::new();
+        let samples: Vec<Duration> = (0..200).map(|_| jittered(ms(500), 0.5, &mut rng)).collect();
+        assert!(samples.iter().any(|d| *d < ms(400)));
+        assert!(samples.iter().any(|d| *d > ms(600)));
+    }
+
+    #[test]
+    fn endless_grows_to_its_cap_and_never_stops() {
+        let start = Instant::now();
+        let mut b = ExponentialBackOff::endless(ms(1000), 2.0, ms(30_000), 0.0);
+        let got: Vec<_> = (0..8).map(|_| b.next_delay().as_millis()).collect();
+        assert_eq!(
+            got,
+            [1000, 2000, 4000, 8000, 16_000, 30_000, 30_000, 30_000]
+        );
+        let far = start + Duration::from_secs(365 * 24 * 3600);
+        assert_eq!(b.next_backoff(far), Some(ms(30_000)));
     }
 
     #[test]

@@ -12,12 +12,11 @@
 //! Implementations: [`Redb`] (the embedded durable store, one writer thread that group-commits
 //! through a write-ahead log) and [`Memory`] (same semantics in a `BTreeMap`, for tests of other
 //! modules). Both apply ops with the same code (`apply.rs`), so their semantics cannot drift
-//! apart. [`Etcd`] (cargo feature `etcd`, on by default) keeps go-etcd-cron's key layout in an
-//! etcd cluster for scheduler replicas; it runs the same code over a snapshot of the keys a
-//! batch touches and commits with compare-and-swap.
+//! apart. [`Etcd`] keeps go-etcd-cron's key layout in an etcd cluster for scheduler replicas
+//! (through jobsd's own thin etcd client); it runs the same code over a snapshot of the keys
+//! a batch touches and commits with compare-and-swap.
 
 mod apply;
-#[cfg(feature = "etcd")]
 pub(crate) mod etcd;
 mod memory;
 mod redb;
@@ -30,7 +29,6 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 pub use crate::proto::store::{StoredCounter, StoredJob};
-#[cfg(feature = "etcd")]
 pub use etcd::{Change, Etcd};
 pub use memory::Memory;
 pub use redb::{Redb, RedbOptions, RedbStats};

@@ -50,7 +50,6 @@ fn redb(raw: &[Raw<'_>]) -> Fixture {
 }
 
 /// An `Etcd` store on the etcd this test process shares, in a namespace of its own.
-#[cfg(feature = "etcd")]
 fn etcd(raw: &[Raw<'_>]) -> Fixture {
     Fixture {
         store: super::etcd::testing::shared_store(raw),
@@ -593,7 +592,6 @@ macro_rules! suite {
                 }
             )*
         }
-        #[cfg(feature = "etcd")]
         mod etcd {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -808,7 +806,6 @@ mod model {
         }
     }
 
-    #[cfg(feature = "etcd")]
     proptest! {
         #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
         /// Requests submitted together (one task polls them in order, so they queue in order

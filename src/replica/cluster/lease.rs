@@ -1,7 +1,7 @@
 //! One etcd lease kept alive in the background, and whether it can still be trusted.
 //!
-//! etcd-client's keep-alive stream dies with its connection and does not come back; this
-//! keeper opens a new one after any error. The lease counts as alive only while the last
+//! An etcd keep-alive stream dies with its connection and does not come back; this keeper
+//! opens a new one after any error. The lease counts as alive only while the last
 //! renewal is recent enough that etcd cannot have expired it yet: past that point another
 //! replica may already own what the lease held, so the holder must stop acting on it.
 
@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use etcd_client::Client;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::store::etcd::client::{Client, is_lease_not_found};
 
 /// Pause before a new keep-alive stream after an error.
 const RECONNECT: Duration = Duration::from_millis(200);
@@ -41,12 +42,12 @@ struct State {
 
 impl Lease {
     /// Grants a lease of `ttl` (whole seconds, at least 1) and keeps it alive.
-    pub async fn grant(client: &Client, ttl: Duration) -> Result<Lease, etcd_client::Error> {
+    pub async fn grant(client: &Client, ttl: Duration) -> Result<Lease, tonic::Status> {
         let secs = i64::try_from(ttl.as_millis().div_ceil(1000))
             .unwrap_or(i64::MAX)
             .max(1);
-        let granted = client.clone().lease_grant(secs, None).await?;
-        let ttl = Duration::from_secs(u64::try_from(granted.ttl().max(1)).unwrap_or(1));
+        let (id, granted_ttl) = client.lease_grant(secs).await?;
+        let ttl = Duration::from_secs(u64::try_from(granted_ttl.max(1)).unwrap_or(1));
         let state = Arc::new(State {
             renewed: std::sync::Mutex::new(Instant::now()),
             expired: AtomicBool::new(false),
@@ -54,13 +55,13 @@ impl Lease {
         let stop = CancellationToken::new();
         let task = tokio::spawn(keep_alive(
             client.clone(),
-            granted.id(),
+            id,
             ttl,
             state.clone(),
             stop.clone(),
         ));
         Ok(Lease {
-            id: granted.id(),
+            id,
             ttl,
             state,
             stop,
@@ -100,15 +101,10 @@ impl Lease {
 
 /// Revokes lease `id` (bounded wait); `true` once etcd no longer has it.
 pub async fn revoke_id(client: &Client, id: i64) -> bool {
-    let mut client = client.clone();
     match tokio::time::timeout(Duration::from_secs(2), client.lease_revoke(id)).await {
-        Ok(Ok(_)) => true,
+        Ok(Ok(())) => true,
         // Already expired or revoked.
-        Ok(Err(etcd_client::Error::GRpcStatus(status)))
-            if status.message().contains("requested lease not found") =>
-        {
-            true
-        }
+        Ok(Err(status)) if is_lease_not_found(&status) => true,
         Ok(Err(e)) => {
             tracing::debug!(lease = id, error = %e, "could not revoke the cluster lease");
             false
@@ -133,15 +129,14 @@ async fn keep_alive(
     stop: CancellationToken,
 ) {
     let every = (ttl / 3).max(Duration::from_millis(100));
-    let mut client = client;
     loop {
         let opened = tokio::select! {
             () = stop.cancelled() => return,
             opened = tokio::time::timeout(every, client.lease_keep_alive(id)) => opened,
         };
-        if let Ok(Ok((mut keeper, mut stream))) = opened {
+        if let Ok(Ok(mut stream)) = opened {
             loop {
-                if keeper.keep_alive().await.is_err() {
+                if stream.keep_alive().await.is_err() {
                     break;
                 }
                 let answer = tokio::select! {
@@ -149,7 +144,7 @@ async fn keep_alive(
                     answer = tokio::time::timeout(every, stream.message()) => answer,
                 };
                 match answer {
-                    Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
+                    Ok(Ok(Some(resp))) if resp.ttl > 0 => {
                         *state
                             .renewed
                             .lock()

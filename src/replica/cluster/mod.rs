@@ -36,7 +36,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 use futures_util::{Stream, StreamExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -45,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use self::lease::Lease;
 pub use self::partition::{owner_of, partition_of, share_of};
 use crate::engine::Engine;
+use crate::store::etcd::client::{self as etcd, Client, CompareWith};
 use crate::store::{Change, Etcd};
 
 /// Jobs read per page when a partition is taken.
@@ -338,30 +338,30 @@ impl Member {
 
     /// Writes the member key under our lease; `false` while another process holds it.
     async fn register(&mut self, lease_id: i64) -> bool {
-        let txn = Txn::new()
-            .when([Compare::create_revision(
+        let txn = etcd::txn(
+            vec![etcd::equal(
                 self.member_key.clone(),
-                CompareOp::Equal,
-                0,
-            )])
-            .and_then([TxnOp::put(
+                CompareWith::CreateRevision(0),
+            )],
+            vec![etcd::put(
                 self.member_key.clone(),
                 self.cfg.address.clone(),
-                Some(PutOptions::new().with_lease(lease_id)),
-            )])
-            .or_else([TxnOp::get(self.member_key.clone(), None)]);
-        let resp = match self.client.clone().txn(txn).await {
+                lease_id,
+            )],
+            vec![etcd::get(self.member_key.clone())],
+        );
+        let resp = match self.client.txn(txn).await {
             Ok(resp) => resp,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot register with etcd; retrying");
                 return false;
             }
         };
-        if !resp.succeeded() {
-            let holder = resp.op_responses().into_iter().find_map(|op| match op {
-                TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.lease()),
-                _ => None,
-            });
+        if !resp.succeeded {
+            let holder = resp
+                .responses
+                .into_iter()
+                .find_map(|op| etcd::range_kvs(op).first().map(|kv| kv.lease));
             if holder != Some(lease_id) {
                 tracing::info!(
                     id = %self.cfg.id,
@@ -378,17 +378,15 @@ impl Member {
     /// Live members (id → address, sorted by id) and partition holders (partition → lease),
     /// read at one revision.
     async fn read_cluster(&self) -> Option<(BTreeMap<String, String>, HashMap<u32, i64>)> {
-        let txn = Txn::new().and_then([
-            TxnOp::get(
-                self.members_prefix.clone(),
-                Some(GetOptions::new().with_prefix()),
-            ),
-            TxnOp::get(
-                self.partitions_prefix.clone(),
-                Some(GetOptions::new().with_prefix()),
-            ),
-        ]);
-        let resp = match self.client.clone().txn(txn).await {
+        let txn = etcd::txn(
+            Vec::new(),
+            vec![
+                etcd::get_prefix(self.members_prefix.clone()),
+                etcd::get_prefix(self.partitions_prefix.clone()),
+            ],
+            Vec::new(),
+        );
+        let resp = match self.client.txn(txn).await {
             Ok(resp) => resp,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the cluster state from etcd");
@@ -397,20 +395,18 @@ impl Member {
         };
         let mut members = BTreeMap::new();
         let mut holders = HashMap::new();
-        for op in resp.op_responses() {
-            let TxnOpResponse::Get(get) = op else {
+        for kv in resp.responses.into_iter().flat_map(etcd::range_kvs) {
+            let Ok(key) = std::str::from_utf8(&kv.key) else {
                 continue;
             };
-            for kv in get.kvs() {
-                let Ok(key) = kv.key_str() else { continue };
-                if let Some(id) = key.strip_prefix(&self.members_prefix) {
-                    members.insert(id.to_owned(), kv.value_str().unwrap_or_default().to_owned());
-                } else if let Some(p) = key
-                    .strip_prefix(&self.partitions_prefix)
-                    .and_then(|p| p.parse::<u32>().ok())
-                {
-                    holders.insert(p, kv.lease());
-                }
+            if let Some(id) = key.strip_prefix(&self.members_prefix) {
+                let address = std::str::from_utf8(&kv.value).unwrap_or_default();
+                members.insert(id.to_owned(), address.to_owned());
+            } else if let Some(p) = key
+                .strip_prefix(&self.partitions_prefix)
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                holders.insert(p, kv.lease);
             }
         }
         Some((members, holders))
@@ -423,20 +419,18 @@ impl Member {
         let id = self.cfg.id.clone();
         let results: Vec<Option<(u32, i64)>> = futures_util::stream::iter(free)
             .map(|p| {
-                let mut client = client.clone();
+                let client = client.clone();
                 let key = format!("{prefix}{p}");
                 let id = id.clone();
                 async move {
-                    let txn = Txn::new()
-                        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-                        .and_then([TxnOp::put(
-                            key,
-                            id,
-                            Some(PutOptions::new().with_lease(lease_id)),
-                        )]);
+                    let txn = etcd::txn(
+                        vec![etcd::equal(key.clone(), CompareWith::CreateRevision(0))],
+                        vec![etcd::put(key, id, lease_id)],
+                        Vec::new(),
+                    );
                     match client.txn(txn).await {
-                        Ok(resp) if resp.succeeded() => {
-                            Some((p, resp.header().map_or(0, |h| h.revision())))
+                        Ok(resp) if resp.succeeded => {
+                            Some((p, etcd::revision(resp.header.as_ref())))
                         }
                         Ok(_) => None,
                         Err(e) => {
@@ -515,12 +509,14 @@ impl Member {
         let prefix = self.partitions_prefix.clone();
         futures_util::stream::iter(partitions.iter().copied())
             .map(|p| {
-                let mut client = client.clone();
+                let client = client.clone();
                 let key = format!("{prefix}{p}");
                 async move {
-                    let txn = Txn::new()
-                        .when([Compare::lease(key.clone(), CompareOp::Equal, lease_id)])
-                        .and_then([TxnOp::delete(key, None)]);
+                    let txn = etcd::txn(
+                        vec![etcd::equal(key.clone(), CompareWith::Lease(lease_id))],
+                        vec![etcd::delete(key)],
+                        Vec::new(),
+                    );
                     if let Err(e) = client.txn(txn).await {
                         tracing::warn!(partition = p, error = %e, "cannot give partition back");
                     }

@@ -11,11 +11,12 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, Endpoint};
 
-use super::{client, jittered};
+use super::{JITTER, client};
 use crate::proto::scheduler as sv1;
+use crate::resiliency::backoff::jittered;
 
-/// Wait after WatchHosts could not be opened (`1s ± 0.5s`).
-const CONNECT_RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_millis(500));
+/// Wait after WatchHosts could not be opened (`1s ± 0.5s`, see [`JITTER`]).
+const CONNECT_RETRY: Duration = Duration::from_secs(1);
 /// Wait after an open WatchHosts stream ended or failed.
 const STREAM_RETRY: Duration = Duration::from_secs(1);
 
@@ -179,7 +180,7 @@ pub(super) async fn discover(
                 stop.cancelled().await;
                 return;
             }
-            Watched::ConnectFailed => jittered(CONNECT_RETRY.0, CONNECT_RETRY.1),
+            Watched::ConnectFailed => jittered(CONNECT_RETRY, JITTER, &mut fastrand::Rng::new()),
             Watched::StreamEnded => STREAM_RETRY,
         };
         tokio::select! {

@@ -30,14 +30,16 @@ use super::{Error, Scheduler};
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_client::SchedulerClient;
+use crate::resiliency::backoff::{ExponentialBackOff, jittered};
 use crate::trigger::Sink;
 use hosts::{Host, HostSet, Publisher};
 
 /// How long one call may take, waiting for replicas included (daprd's `rpcTimeout`).
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause before the one retry of a `Canceled` call (daprd's wrapper: `250ms ± 125ms`).
-const CANCELED_RETRY: (Duration, Duration) =
-    (Duration::from_millis(250), Duration::from_millis(125));
+const CANCELED_RETRY: Duration = Duration::from_millis(250);
+/// Jitter of the pauses between attempts (`±50 %`, as daprd's).
+const JITTER: f64 = 0.5;
 /// Largest message either way, as daprd dials the Scheduler (`MaxInt32`).
 const MAX_MESSAGE: usize = i32::MAX as usize;
 
@@ -188,7 +190,7 @@ impl Remote {
     {
         let deadline = Instant::now() + RPC_TIMEOUT;
         let mut canceled_retry_left = true;
-        let mut backoff = ConnectBackoff::default();
+        let mut backoff = connect_backoff();
         loop {
             let host = self.next_host(deadline).await?;
             let mut req = tonic::Request::new(request.clone());
@@ -204,7 +206,7 @@ impl Remote {
                 backoff.next_delay()
             } else if status.code() == tonic::Code::Cancelled && canceled_retry_left {
                 canceled_retry_left = false;
-                jittered(CANCELED_RETRY.0, CANCELED_RETRY.1)
+                jittered(CANCELED_RETRY, JITTER, &mut fastrand::Rng::new())
             } else {
                 return Err(status.into());
             };
@@ -307,39 +309,10 @@ fn never_sent(status: &tonic::Status) -> bool {
     false
 }
 
-/// `base ± spread`, uniformly.
-fn jittered(base: Duration, spread: Duration) -> Duration {
-    let low = base.saturating_sub(spread);
-    let width = (base + spread).saturating_sub(low);
-    let nanos = u64::try_from(width.as_nanos()).unwrap_or(u64::MAX);
-    low + Duration::from_nanos(fastrand::u64(0..=nanos))
-}
-
 /// gRPC's connection backoff as daprd dials the Scheduler: 500 ms, ×1.6 per attempt, up to
 /// 3 s, ±20 % jitter.
-#[derive(Debug)]
-struct ConnectBackoff {
-    /// The next delay before jitter.
-    next: Duration,
-}
-
-impl ConnectBackoff {
-    /// First delay.
-    const BASE: Duration = Duration::from_millis(500);
-    /// Largest delay before jitter.
-    const MAX: Duration = Duration::from_secs(3);
-
-    fn next_delay(&mut self) -> Duration {
-        let current = self.next;
-        self.next = self.next.mul_f64(1.6).min(Self::MAX);
-        jittered(current, current / 5)
-    }
-}
-
-impl Default for ConnectBackoff {
-    fn default() -> Self {
-        Self { next: Self::BASE }
-    }
+fn connect_backoff() -> ExponentialBackOff {
+    ExponentialBackOff::endless(Duration::from_millis(500), 1.6, Duration::from_secs(3), 0.2)
 }
 
 #[cfg(test)]
@@ -347,40 +320,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jitter_stays_within_its_bounds() {
-        for _ in 0..10_000 {
-            let d = jittered(Duration::from_millis(500), Duration::from_millis(250));
-            assert!(
-                (Duration::from_millis(250)..=Duration::from_millis(750)).contains(&d),
-                "{d:?}"
-            );
-            let d = jittered(Duration::from_secs(1), Duration::from_millis(500));
-            assert!(
-                (Duration::from_millis(500)..=Duration::from_millis(1500)).contains(&d),
-                "{d:?}"
-            );
-        }
-        // A spread wider than the base never goes below zero.
-        let d = jittered(Duration::from_millis(100), Duration::from_millis(250));
-        assert!(d <= Duration::from_millis(350));
-        assert_eq!(
-            jittered(Duration::from_secs(1), Duration::ZERO),
-            Duration::from_secs(1)
-        );
-    }
-
-    #[test]
-    fn jitter_spreads() {
-        let samples: Vec<Duration> = (0..200)
-            .map(|_| jittered(Duration::from_millis(500), Duration::from_millis(250)))
-            .collect();
-        assert!(samples.iter().any(|d| *d < Duration::from_millis(400)));
-        assert!(samples.iter().any(|d| *d > Duration::from_millis(600)));
-    }
-
-    #[test]
     fn connect_backoff_grows_to_its_cap() {
-        let mut b = ConnectBackoff::default();
+        let mut b = connect_backoff();
         let first = b.next_delay();
         assert!((Duration::from_millis(400)..=Duration::from_millis(600)).contains(&first));
         let mut last = first;

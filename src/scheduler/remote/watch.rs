@@ -13,13 +13,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::hosts::{Host, HostSet, diff};
-use super::{client, jittered};
+use super::{JITTER, client};
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
+use crate::resiliency::backoff::jittered;
 use crate::trigger::{Sink, Trigger, TriggerResult, keys};
 
-/// Wait before reopening a stream that failed or ended (`500ms ± 250ms`).
-const RECONNECT: (Duration, Duration) = (Duration::from_millis(500), Duration::from_millis(250));
+/// Wait before reopening a stream that failed or ended (`500ms ± 250ms`, see [`JITTER`]).
+const RECONNECT: Duration = Duration::from_millis(500);
 /// How long a closing stream waits for the deliveries in flight, so their acks still go out.
 pub(super) const DELIVERY_GRACE: Duration = Duration::from_secs(5);
 /// How long a closing stream waits for the Scheduler to end it after our last ack, so the
@@ -144,7 +145,7 @@ async fn run(ctx: Arc<StreamContext>, host: Host, index: usize, stop: Cancellati
         }
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(jittered(RECONNECT.0, RECONNECT.1)) => {}
+            () = tokio::time::sleep(jittered(RECONNECT, JITTER, &mut fastrand::Rng::new())) => {}
         }
     }
 }

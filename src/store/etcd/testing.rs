@@ -203,12 +203,10 @@ pub(crate) fn shared_store(raw: &[(Table, &str, Vec<u8>)]) -> Arc<dyn Store> {
     tokio::task::block_in_place(|| {
         tokio::runtime::Handle::current().block_on(async move {
             let namespace = fresh_namespace();
-            let mut client = etcd_client::Client::connect([&endpoint], None)
-                .await
-                .expect("connect");
+            let client = super::client::Client::connect(&[&endpoint]).expect("connect");
             for (table, key, value) in raw {
                 client
-                    .put(format!("{namespace}/{}/{key}", table.name()), value, None)
+                    .put(format!("{namespace}/{}/{key}", table.name()), value)
                     .await
                     .expect("plant");
             }

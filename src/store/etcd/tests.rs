@@ -7,12 +7,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use prost::Message;
 
+use super::client::{Client, read_key};
 use super::testing::{EtcdServer, fresh_namespace, shared};
 use super::{Change, Etcd};
 use crate::proto::store::{StoredCounter, StoredJob};
 use crate::store::{Op, OpResult, Store};
 
-/// Bound on waiting for one watch event (a re-created watch backs off 1–2 s first).
+/// Bound on waiting for one watch event (a re-created watch backs off 0.8–1.2 s first).
 const EVENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn job(generation: u64) -> StoredJob {
@@ -109,16 +110,17 @@ async fn keys_follow_go_etcd_crons_layout() {
     let key = "app||default||myapp||job1";
     write1(&s, put(key, 7, true)).await;
     write1(&s, put_counter(key, 7, 3)).await;
-    let mut raw = etcd_client::Client::connect([&endpoint], None)
+    let raw = Client::connect(&[&endpoint]).unwrap();
+    let got = raw
+        .range(read_key(format!("{ns}/jobs/{key}")))
         .await
         .unwrap();
-    let got = raw.get(format!("{ns}/jobs/{key}"), None).await.unwrap();
-    assert_eq!(StoredJob::decode(got.kvs()[0].value()).unwrap(), job(7));
-    let got = raw.get(format!("{ns}/counters/{key}"), None).await.unwrap();
-    assert_eq!(
-        StoredCounter::decode(got.kvs()[0].value()).unwrap().count,
-        3
-    );
+    assert_eq!(StoredJob::decode(&*got.kvs[0].value).unwrap(), job(7));
+    let got = raw
+        .range(read_key(format!("{ns}/counters/{key}")))
+        .await
+        .unwrap();
+    assert_eq!(StoredCounter::decode(&*got.kvs[0].value).unwrap().count, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,10 +272,8 @@ async fn a_watch_from_a_compacted_revision_asks_for_a_resync() {
         }
     }
     let now = s.revision().await.unwrap();
-    let mut raw = etcd_client::Client::connect([&endpoint], None)
-        .await
-        .unwrap();
-    raw.compact(now, None).await.unwrap();
+    let raw = Client::connect(&[&endpoint]).unwrap();
+    raw.compact(now).await.unwrap();
     let mut old = Box::pin(s.watch_jobs(start + 1));
     match next_change(&mut old).await {
         Change::Resync { compact_revision } => assert!(compact_revision >= now),

@@ -1,0 +1,304 @@
+//! A [`Store`] in etcd, laid out like go-etcd-cron's so the Dapr Scheduler's tools see our
+//! data where they expect it: `<namespace>/jobs/<key>` holds the encoded [`StoredJob`] and
+//! `<namespace>/counters/<key>` its [`StoredCounter`] (namespace `dapr` in production).
+//!
+//! The rooms:
+//! - this file: [`Etcd`] and its [`Store`] reads, and how calls retry;
+//! - `writer.rs`: the group-commit writer task (batches, the commit marker, range deletes);
+//! - `overlay.rs`: the keys a batch reads at one revision, the ops applied on top, and the
+//!   compare-and-swap txn that commits them;
+//! - `pager.rs`: `list_jobs` and `scan` in pages at one revision;
+//! - `watch.rs`: the self-healing jobs watch ([`Etcd::watch_jobs`]);
+//! - `client.rs`: jobsd's thin etcd v3 gRPC client.
+//!
+//! # Failures
+//!
+//! Transient failures (unavailable, leader changed, timeouts, too many requests) are retried
+//! with backoff from 1 s to 30 s (±20 % jitter), for as long as the caller waits (a write is
+//! abandoned once every caller of its batch has gone). Other failures are [`Error::Io`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::Stream;
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use self::client::{Client, RangeRequest, is_transient};
+use self::pager::{Pager, scan_pages};
+use self::writer::{WriteReq, Writer};
+use super::apply::{self, Prepared, Table};
+use super::{Error, JobScan, Op, OpResult, ScanItem, Store, StoredCounter, StoredJob};
+use crate::resiliency::backoff::ExponentialBackOff;
+pub use watch::Change;
+
+pub(crate) mod client;
+mod overlay;
+mod pager;
+mod watch;
+mod writer;
+
+/// Keys (reads and compares) one txn may touch: etcd's default `--max-txn-ops` is 128, and
+/// the marker takes one of them.
+const MAX_TXN_KEYS: usize = 120;
+/// Bytes one txn may carry: etcd's default `--max-request-bytes` is 1.5 MiB.
+const MAX_TXN_BYTES: usize = 1024 * 1024;
+/// Keys per page of `list_jobs` (go-etcd-cron reads 1024 per page too).
+const LIST_PAGE: i64 = 1024;
+/// How long one etcd call may take before it counts as a transient failure.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Queued writes before callers wait.
+const QUEUE: usize = 4096;
+
+/// A [`Store`] in an etcd cluster (3.4 or later).
+pub struct Etcd {
+    /// What the writer task and the reads share.
+    inner: Arc<Inner>,
+    /// Queue to the writer task; `None` once closed.
+    tx: Mutex<Option<mpsc::Sender<WriteReq>>>,
+    /// The writer task, awaited by `close`.
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// State shared by the writer, the reads and the watches.
+struct Inner {
+    /// The client (cheap to clone: one balanced channel).
+    client: Client,
+    /// `<namespace>/jobs/`.
+    jobs_prefix: String,
+    /// `<namespace>/counters/`.
+    counters_prefix: String,
+    /// This instance's commit marker key.
+    marker: String,
+    /// Set by `close`: reads and new writes fail with `Closed`.
+    closed: AtomicBool,
+    /// Cancelled by `close`: stops watches and retry loops.
+    stop: CancellationToken,
+}
+
+impl Etcd {
+    /// A store on the etcd cluster at `endpoints` (`host:port` or `http://host:port`), with keys
+    /// under `namespace` (Dapr uses `dapr`). Does not wait for etcd to be up: calls retry until
+    /// it is.
+    pub async fn connect<E: AsRef<str>>(endpoints: &[E], namespace: &str) -> Result<Etcd, Error> {
+        let client = Client::connect(endpoints).map_err(Error::io)?;
+        let namespace = namespace.trim_end_matches('/');
+        let inner = Arc::new(Inner {
+            client,
+            jobs_prefix: format!("{namespace}/jobs/"),
+            counters_prefix: format!("{namespace}/counters/"),
+            marker: format!("{namespace}/writers/{:016x}", fastrand::u64(..)),
+            closed: AtomicBool::new(false),
+            stop: CancellationToken::new(),
+        });
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let writer = tokio::spawn(Writer::new(Arc::clone(&inner)).run(rx));
+        Ok(Etcd {
+            inner,
+            tx: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// The cluster's current revision. Take it before a [`Store::scan`] and watch from the
+    /// next one: changes made during the scan are then seen again, which is harmless.
+    pub async fn revision(&self) -> Result<i64, Error> {
+        let key = self.inner.marker.clone();
+        self.inner
+            .retrying(|etcd| {
+                let request = RangeRequest {
+                    count_only: true,
+                    ..client::read_key(key.clone())
+                };
+                async move {
+                    let resp = etcd.range(request).await?;
+                    Ok(client::revision(resp.header.as_ref()))
+                }
+            })
+            .await
+    }
+
+    /// Every change under the jobs prefix from revision `from_revision` on (0 = from now).
+    ///
+    /// The watch is re-created after any error from the revision after the last one delivered,
+    /// so a restart or a failover of etcd loses nothing; if etcd compacted that revision away
+    /// the stream ends with [`Change::Resync`]. It also ends when the store is closed or the
+    /// stream dropped.
+    pub fn watch_jobs(&self, from_revision: i64) -> impl Stream<Item = Change> + Send + 'static {
+        let (tx, rx) = mpsc::channel(256);
+        tokio::spawn(watch::watch_loop(
+            Arc::clone(&self.inner),
+            from_revision,
+            tx,
+        ));
+        tokio_stream::wrappers::ReceiverStream::new(rx)
+    }
+
+    /// The etcd client (for the cluster's membership keys, next to the store's).
+    pub(crate) fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// Fails with `Closed` once closed.
+    fn check_open(&self) -> Result<(), Error> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for Etcd {
+    async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
+        let ops: Vec<Prepared> = ops.into_iter().map(Prepared::new).collect();
+        let (reply, answer) = oneshot::channel();
+        let tx = self.tx.lock().await.clone().ok_or(Error::Closed)?;
+        tx.send(WriteReq { ops, reply })
+            .await
+            .map_err(|_| Error::Closed)?;
+        answer.await.map_err(|_| Error::Closed)?
+    }
+
+    async fn get_job(&self, key: &str) -> Result<Option<StoredJob>, Error> {
+        self.check_open()?;
+        let full = format!("{}{key}", self.inner.jobs_prefix);
+        let value = self.inner.get_value(full).await?;
+        value.map(|v| apply::decode_job(key, &v)).transpose()
+    }
+
+    async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {
+        self.check_open()?;
+        let full = format!("{}{key}", self.inner.counters_prefix);
+        let value = self.inner.get_value(full).await?;
+        value.map(|v| apply::decode_counter(key, &v)).transpose()
+    }
+
+    async fn list_jobs(&self, prefix: &str) -> Result<Vec<(String, StoredJob)>, Error> {
+        self.check_open()?;
+        let mut pages = Pager::new(&self.inner, Table::Jobs, prefix, LIST_PAGE);
+        let mut jobs = Vec::new();
+        while let Some(page) = pages.next().await? {
+            for (key, value) in page {
+                let job = apply::decode_job(&key, &value)?;
+                jobs.push((key, job));
+            }
+        }
+        Ok(jobs)
+    }
+
+    async fn scan(&self, prefix: &str, page_size: usize) -> Result<JobScan, Error> {
+        self.check_open()?;
+        let page_size = i64::try_from(page_size.max(1)).unwrap_or(i64::MAX);
+        let (tx, scan) = JobScan::channel();
+        let inner = Arc::clone(&self.inner);
+        let prefix = prefix.to_owned();
+        tokio::spawn(async move {
+            let last = match scan_pages(&inner, &prefix, page_size, &tx).await {
+                Ok(()) => ScanItem::End,
+                Err(err) => ScanItem::Failed(err),
+            };
+            // The consumer may be gone; nothing to do then.
+            let _ = tx.send(last).await;
+        });
+        Ok(scan)
+    }
+
+    async fn close(&self) -> Result<(), Error> {
+        self.inner.closed.store(true, Ordering::Release);
+        // Dropping the sender lets the writer finish what is queued, then stop.
+        self.tx.lock().await.take();
+        if let Some(writer) = self.writer.lock().await.take() {
+            let _ = writer.await;
+            // The marker only matters while this instance writes; leave no litter behind
+            // (best effort: a crashed replica leaves one small key).
+            let marker = self.inner.marker.clone();
+            let _ = tokio::time::timeout(CALL_TIMEOUT, self.inner.client.delete(marker)).await;
+        }
+        self.inner.stop.cancel();
+        Ok(())
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        self.inner.stop.cancel();
+    }
+}
+
+impl Inner {
+    /// Runs `call` until it succeeds, fails permanently, or the store stops. Transient
+    /// failures back off from 1 s to 30 s.
+    async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<T, Error>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, tonic::Status>>,
+    {
+        let mut backoff = backoff();
+        loop {
+            match tokio::time::timeout(CALL_TIMEOUT, call(self.client.clone())).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(err)) if !is_transient(&err) => return Err(Error::io(err)),
+                Ok(Err(err)) => tracing::warn!(error = %err, "etcd call failed; retrying"),
+                Err(_) => tracing::warn!("etcd call timed out; retrying"),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff.next_delay()) => {}
+                () = self.stop.cancelled() => return Err(Error::Closed),
+            }
+        }
+    }
+
+    /// The value under the full key `key`.
+    async fn get_value(&self, key: String) -> Result<Option<Vec<u8>>, Error> {
+        self.retrying(|etcd| {
+            let request = client::read_key(key.clone());
+            async move {
+                let resp = etcd.range(request).await?;
+                Ok(resp.kvs.into_iter().next().map(|kv| kv.value))
+            }
+        })
+        .await
+    }
+
+    /// The key prefix of `table`.
+    fn prefix(&self, table: Table) -> &str {
+        match table {
+            Table::Jobs => &self.jobs_prefix,
+            Table::Counters => &self.counters_prefix,
+        }
+    }
+
+    /// Our key of a full etcd key of `table`.
+    fn strip(&self, table: Table, full: &[u8]) -> Result<String, Error> {
+        let rest = full
+            .strip_prefix(self.prefix(table).as_bytes())
+            .ok_or_else(|| invalid("etcd returned a key outside the asked range"))?;
+        String::from_utf8(rest.to_vec())
+            .map_err(|_| invalid("etcd key under the jobs namespace is not UTF-8"))
+    }
+}
+
+/// The backoff of etcd calls (go-etcd-cron's): 1 s, doubling up to 30 s, ±20 % jitter.
+fn backoff() -> ExponentialBackOff {
+    ExponentialBackOff::endless(Duration::from_secs(1), 2.0, Duration::from_secs(30), 0.2)
+}
+
+/// The error for a request that cannot fit one etcd txn.
+fn too_large() -> Error {
+    invalid("write too large for one etcd transaction (--max-txn-ops / --max-request-bytes)")
+}
+
+/// An [`Error::Io`] with a message.
+fn invalid(msg: &'static str) -> Error {
+    Error::io(std::io::Error::new(std::io::ErrorKind::InvalidData, msg))
+}
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests;

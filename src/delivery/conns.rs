@@ -77,14 +77,18 @@ impl Conns {
 
     /// Sends `req` and reads the response body (up to `max_drain` bytes; a longer one costs
     /// the connection instead of being read), so the connection can serve the next call.
+    /// With [`Keep::Body`] the body is kept and returned (a longer one is an error).
     pub(super) async fn send(
         &self,
         req: Request<ReqBody>,
         max_drain: usize,
-    ) -> Result<StatusCode, Error> {
+        keep: Keep,
+    ) -> Result<Answer, Error> {
         match &self.kind {
-            Kind::H1 { idle, max_idle } => self.send_h1(idle, *max_idle, req, max_drain).await,
-            Kind::H2(shared) => self.send_h2(shared, req, max_drain).await,
+            Kind::H1 { idle, max_idle } => {
+                self.send_h1(idle, *max_idle, req, max_drain, keep).await
+            }
+            Kind::H2(shared) => self.send_h2(shared, req, max_drain, keep).await,
         }
     }
 
@@ -94,7 +98,8 @@ impl Conns {
         max_idle: usize,
         mut req: Request<ReqBody>,
         max_drain: usize,
-    ) -> Result<StatusCode, Error> {
+        keep: Keep,
+    ) -> Result<Answer, Error> {
         loop {
             let (mut sender, reused) = match checkout(idle) {
                 Some(sender) => (sender, true),
@@ -102,7 +107,7 @@ impl Conns {
             };
             match sender.try_send_request(req).await {
                 Ok(resp) => {
-                    let (status, complete) = drain(resp, max_drain).await;
+                    let (answer, complete) = read(resp, max_drain, keep).await;
                     // hyper's connection task marks the connection ready in the same poll in
                     // which it hands over the answer's end, unless it is closing (after a
                     // `Connection: close`, or an answer left unread). Anything else is
@@ -110,7 +115,7 @@ impl Conns {
                     if complete && sender.is_ready() {
                         checkin(idle, max_idle, sender);
                     }
-                    return Ok(status);
+                    return answer;
                 }
                 Err(mut e) => match e.take_message() {
                     // Never written: a kept-alive connection the app had closed. Another one
@@ -127,7 +132,8 @@ impl Conns {
         shared: &tokio::sync::Mutex<Option<http2::SendRequest<ReqBody>>>,
         mut req: Request<ReqBody>,
         max_drain: usize,
-    ) -> Result<StatusCode, Error> {
+        keep: Keep,
+    ) -> Result<Answer, Error> {
         // Set when the shared connection refused the request: open a new one.
         let mut renew = false;
         loop {
@@ -147,7 +153,7 @@ impl Conns {
                 Err(e) => return Err(Error::Transport(error_chain(&e))),
             };
             match sent {
-                Ok(resp) => return Ok(drain(resp, max_drain).await.0),
+                Ok(resp) => return read(resp, max_drain, keep).await.0,
                 Err(mut e) => match e.take_message() {
                     // Refused before it was sent (the app had just closed the connection):
                     // once more, on a new connection.
@@ -235,26 +241,75 @@ fn checkin(idle: &Mutex<Vec<Idle>>, max_idle: usize, sender: http1::SendRequest<
     }
 }
 
-/// The status, after reading the body to its end or past `max_drain` bytes; `true` when it
-/// was read to its end. The answer is the status: a body error only costs the connection.
-async fn drain(resp: http::Response<Incoming>, max_drain: usize) -> (StatusCode, bool) {
-    let status = resp.status();
-    let mut body = resp.into_body();
+/// What of an answer the caller needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keep {
+    /// Status and headers; the body is read and dropped.
+    Status,
+    /// The body too (an actor method's answer).
+    Body,
+}
+
+/// An app's answer.
+#[derive(Debug)]
+pub(super) struct Answer {
+    /// The status.
+    pub status: StatusCode,
+    /// The response headers.
+    pub headers: http::HeaderMap,
+    /// The body with [`Keep::Body`], else empty.
+    pub body: Bytes,
+}
+
+/// The answer, after reading the body to its end or past `max_drain` bytes; `true` when it
+/// was read to its end. Without [`Keep::Body`] the answer is the status: a body error only
+/// costs the connection. With it, a body that fails or is longer than `max_drain` is an error.
+async fn read(
+    resp: http::Response<Incoming>,
+    max_drain: usize,
+    keep: Keep,
+) -> (Result<Answer, Error>, bool) {
+    let (parts, mut body) = resp.into_parts();
+    let mut kept = Vec::new();
     let mut drained = 0usize;
+    let mut complete = true;
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(frame) => {
                 if let Some(data) = frame.data_ref() {
                     drained = drained.saturating_add(data.len());
                     if drained > max_drain {
-                        return (status, false);
+                        complete = false;
+                        break;
+                    }
+                    if keep == Keep::Body {
+                        kept.extend_from_slice(data);
                     }
                 }
             }
-            Err(_) => return (status, false),
+            Err(e) => {
+                if keep == Keep::Body {
+                    return (Err(Error::Transport(error_chain(&e))), false);
+                }
+                complete = false;
+                break;
+            }
         }
     }
-    (status, true)
+    if !complete && keep == Keep::Body {
+        return (
+            Err(Error::Data(format!(
+                "the app's answer is longer than {max_drain} bytes"
+            ))),
+            false,
+        );
+    }
+    let answer = Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body: Bytes::from(kept),
+    };
+    (Ok(answer), complete)
 }
 
 /// The error and its sources in one line (hyper's top-level message alone says little).
@@ -325,7 +380,7 @@ mod tests {
         let (addr, accepted) = app(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", 2).await;
         let conns = Conns::new(addr, false, 4);
         for _ in 0..6 {
-            assert_eq!(conns.send(get(addr), 64).await.unwrap(), StatusCode::OK);
+            assert_eq!(conns.send(get(addr), 64, Keep::Status).await.unwrap().status, StatusCode::OK);
             // Time for a close to be seen: a request racing it could fail, as with any
             // keep-alive client.
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -343,15 +398,15 @@ mod tests {
         .await;
         let conns = Conns::new(addr, false, 4);
         assert_eq!(
-            conns.send(get(addr), 4).await.unwrap(),
+            conns.send(get(addr), 4, Keep::Status).await.unwrap().status,
             StatusCode::SERVICE_UNAVAILABLE
         );
         assert_eq!(
-            conns.send(get(addr), 64).await.unwrap(),
+            conns.send(get(addr), 64, Keep::Status).await.unwrap().status,
             StatusCode::SERVICE_UNAVAILABLE
         );
         assert_eq!(
-            conns.send(get(addr), 64).await.unwrap(),
+            conns.send(get(addr), 64, Keep::Status).await.unwrap().status,
             StatusCode::SERVICE_UNAVAILABLE
         );
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
@@ -364,7 +419,7 @@ mod tests {
         drop(listener);
         let conns = Conns::new(addr, false, 4);
         assert!(matches!(
-            conns.send(get(addr), 64).await,
+            conns.send(get(addr), 64, Keep::Status).await.map(|a| a.status),
             Err(Error::Transport(_))
         ));
     }

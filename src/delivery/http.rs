@@ -11,7 +11,7 @@ use http::{Method, Request, StatusCode, Uri};
 use http_body_util::Full;
 
 use super::body::http_body;
-use super::conns::{Conns, ReqBody};
+use super::conns::{Conns, Keep, ReqBody};
 use super::{Ack, Error};
 
 /// Header carrying `APP_API_TOKEN` to the app.
@@ -97,7 +97,7 @@ impl Http {
         if let Some(token) = &self.token {
             headers.insert(API_TOKEN_HEADER, token.clone());
         }
-        let status = self.conns.send(req, self.max_drain).await?;
+        let status = self.conns.send(req, self.max_drain, Keep::Status).await?.status;
         if status.is_success() {
             Ok(Ack::Accepted)
         } else if status == StatusCode::NOT_FOUND {
@@ -111,7 +111,7 @@ impl Http {
     /// `dapr-api-token`.
     pub async fn probe(&self, path: &str) -> Result<(), Error> {
         let req = self.request(Method::GET, probe_path(path), Bytes::new())?;
-        let status = self.conns.send(req, self.max_drain).await?;
+        let status = self.conns.send(req, self.max_drain, Keep::Status).await?.status;
         if status.is_success() {
             Ok(())
         } else {

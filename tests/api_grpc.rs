@@ -397,67 +397,64 @@ async fn health_reports_serving() {
     assert_eq!(err.code(), Code::NotFound);
 }
 
+/// The first answer to one request on reflection `$version`'s ServerReflectionInfo stream
+/// (v1 and v1alpha have the same shape in different packages).
+macro_rules! reflect {
+    ($version:ident, $channel:expr, $request:ident($arg:expr)) => {{
+        use tonic_reflection::pb::$version::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::$version::server_reflection_request::MessageRequest;
+        let req = tonic_reflection::pb::$version::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::$request($arg)),
+        };
+        ServerReflectionClient::new($channel)
+            .server_reflection_info(tokio_stream::iter([req]))
+            .await
+            .unwrap()
+            .into_inner()
+            .message()
+            .await
+            .unwrap()
+            .unwrap()
+    }};
+}
+
 #[tokio::test]
 async fn reflection_lists_services_on_v1_and_v1alpha() {
+    use tonic_reflection::pb::{v1, v1alpha};
+
     let addr = serve_grpc(state(engine(), "myapp", "default")).await;
     let ch = channel(addr).await;
 
-    {
-        use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-        use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-        use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-        use tonic_reflection::pb::v1::{ServerReflectionRequest, ServerReflectionResponse};
-
-        let mut client = ServerReflectionClient::new(ch.clone());
-        let req = ServerReflectionRequest {
-            host: String::new(),
-            message_request: Some(MessageRequest::ListServices(String::new())),
-        };
-        let mut stream = client
-            .server_reflection_info(tokio_stream::iter([req]))
-            .await
-            .unwrap()
-            .into_inner();
-        let resp: ServerReflectionResponse = stream.message().await.unwrap().unwrap();
-        let Some(MessageResponse::ListServicesResponse(list)) = resp.message_response else {
-            panic!("unexpected reflection answer {resp:?}");
-        };
-        let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-        for want in [
-            "dapr.proto.runtime.v1.Dapr",
-            "grpc.health.v1.Health",
-            "grpc.reflection.v1.ServerReflection",
-        ] {
-            assert!(
-                names.iter().any(|n| n == want),
-                "{want} missing from {names:?}"
-            );
-        }
+    let resp = reflect!(v1, ch.clone(), ListServices(String::new()));
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        resp.message_response
+    else {
+        panic!("unexpected reflection answer {resp:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for want in [
+        "dapr.proto.runtime.v1.Dapr",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} missing from {names:?}"
+        );
     }
-    {
-        use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
-        use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
-        use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
-        use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
 
-        let mut client = ServerReflectionClient::new(ch);
-        let req = ServerReflectionRequest {
-            host: String::new(),
-            message_request: Some(MessageRequest::FileContainingSymbol(
-                "dapr.proto.runtime.v1.Dapr".to_owned(),
-            )),
-        };
-        let mut stream = client
-            .server_reflection_info(tokio_stream::iter([req]))
-            .await
-            .unwrap()
-            .into_inner();
-        let resp = stream.message().await.unwrap().unwrap();
-        let Some(MessageResponse::FileDescriptorResponse(files)) = resp.message_response else {
-            panic!("unexpected reflection answer {resp:?}");
-        };
-        assert!(!files.file_descriptor_proto.is_empty());
-    }
+    let resp = reflect!(
+        v1alpha,
+        ch,
+        FileContainingSymbol("dapr.proto.runtime.v1.Dapr".to_owned())
+    );
+    let Some(v1alpha::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
+        resp.message_response
+    else {
+        panic!("unexpected reflection answer {resp:?}");
+    };
+    assert!(!files.file_descriptor_proto.is_empty());
 }
 
 #[tokio::test]

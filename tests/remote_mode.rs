@@ -12,13 +12,15 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use common::app::{self, HttpApp};
 use common::replica::Rep;
-use common::{app_metadata, due_now, eventually, fast_health_check, http, sidecar_config, t0};
+use common::{
+    any_port, app_metadata, due_now, eventually, fast_health_check, http, sidecar_config, t0,
+};
 use jobsd::app::Sidecar;
 use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
 use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
 use jobsd::proto::scheduler as sv1;
-use jobsd::store::{self, Store};
+use jobsd::store;
 use tonic::transport::Channel;
 
 /// A sidecar of `myapp` in remote mode, in front of the replicas at `hosts` and the app at `app`.
@@ -381,13 +383,7 @@ async fn a_restarted_sidecar_reconnects_and_delivery_goes_on() {
 #[tokio::test]
 async fn streams_and_discovery_reconnect_after_a_replica_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
-    let rep = Rep::start_on(
-        "127.0.0.1:0".parse().unwrap(),
-        store,
-        ManualClock::new(t0()),
-    )
-    .await;
+    let rep = Rep::on_redb(any_port(), dir.path(), ManualClock::new(t0())).await;
     let listen = rep.replica.addr;
     let app = HttpApp::new();
     let side = Side::connected(&rep, app::serve(app.clone()).await).await;
@@ -412,8 +408,7 @@ async fn streams_and_discovery_reconnect_after_a_replica_restart() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished());
-    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
-    let rep = Rep::start_on(listen, store, clock).await;
+    let rep = Rep::on_redb(listen, dir.path(), clock).await;
     let answer = waiting.await.unwrap();
     assert_eq!(answer.status, 204, "{}", answer.text());
     side.wait_streams(3).await;

@@ -9,14 +9,13 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 use common::replica::Rep as Running;
-use common::{PATIENCE, app_metadata as app, due_now, t0};
+use common::{PATIENCE, any_port, app_metadata as app, due_now, t0};
 use jobsd::clock::ManualClock;
 use jobsd::proto::scheduler as sv1;
 use jobsd::proto::scheduler::job_target_metadata::Type as Target;
 use jobsd::proto::scheduler::scheduler_client::SchedulerClient;
 use jobsd::proto::scheduler::watch_jobs_request::WatchJobRequestType;
 use jobsd::proto::scheduler::{JobTargetType, WatchJobsRequestResultStatus as Status};
-use jobsd::store::{self, Store};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::Code;
@@ -652,13 +651,7 @@ async fn grpc_health_reports_the_scheduler_serving() {
 #[tokio::test]
 async fn shutdown_closes_streams_and_the_unacked_trigger_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
-    let r = Running::start_on(
-        "127.0.0.1:0".parse().unwrap(),
-        store,
-        ManualClock::new(t0()),
-    )
-    .await;
+    let r = Running::on_redb(any_port(), dir.path(), ManualClock::new(t0())).await;
     let mut w = open(&r, initial("myapp", &[], &[])).await;
     r.schedule("j", due_now()).await;
     assert_eq!(w.next().await.id, 1);
@@ -671,8 +664,7 @@ async fn shutdown_closes_streams_and_the_unacked_trigger_survives_a_restart() {
         .expect("graceful shutdown finishes")
         .unwrap();
 
-    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
-    let r = Running::start_on("127.0.0.1:0".parse().unwrap(), store, clock).await;
+    let r = Running::on_redb(any_port(), dir.path(), clock).await;
     let mut w = open(&r, initial("myapp", &[], &[])).await;
     let t = w.next().await;
     assert_eq!((t.name.as_str(), t.id), ("j", 1));

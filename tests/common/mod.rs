@@ -26,6 +26,11 @@ pub fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
 }
 
+/// 127.0.0.1 on a port the system picks.
+pub fn any_port() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
 /// How long a test waits for something that happens on real time (a probe, a reconnect) before
 /// it gives up: far more than it takes on a loaded machine, so that only a hang fails.
 pub const PATIENCE: Duration = Duration::from_secs(30);

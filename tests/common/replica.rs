@@ -13,7 +13,7 @@ use jobsd::replica::Replica;
 use jobsd::store::{self, Store};
 use tonic::transport::Channel;
 
-use super::{app_metadata, clockwork, t0};
+use super::{any_port, app_metadata, clockwork, t0};
 
 /// A running replica, its clock and a client.
 pub struct Rep {
@@ -26,7 +26,7 @@ impl Rep {
     /// A replica on a free port over a fresh memory store, its clock at `t0()`.
     pub async fn start() -> Rep {
         Self::start_on(
-            "127.0.0.1:0".parse().unwrap(),
+            any_port(),
             Arc::new(store::Memory::new()),
             ManualClock::new(t0()),
         )
@@ -53,6 +53,12 @@ impl Rep {
             clock,
             client,
         }
+    }
+
+    /// A replica on `listen` over the redb store in `dir` (a restart: the same dir and port).
+    pub async fn on_redb(listen: SocketAddr, dir: &std::path::Path, clock: ManualClock) -> Rep {
+        let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir).unwrap());
+        Self::start_on(listen, store, clock).await
     }
 
     /// The address the replica announces.

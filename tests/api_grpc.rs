@@ -58,6 +58,18 @@ fn get_req(name: &str) -> rv1::GetJobRequest {
     }
 }
 
+/// GetJob of `name`: the job (empty when the answer has none).
+async fn got(c: &mut DaprClient<Channel>, name: &str) -> rv1::Job {
+    let resp = c.get_job(get_req(name)).await.unwrap();
+    resp.into_inner().job.unwrap_or_default()
+}
+
+/// GetJobAlpha1 of `name`: the job (empty when the answer has none).
+async fn got_alpha1(c: &mut DaprClient<Channel>, name: &str) -> rv1::Job {
+    let resp = c.get_job_alpha1(get_req(name)).await.unwrap();
+    resp.into_inner().job.unwrap_or_default()
+}
+
 fn delete_req(name: &str) -> rv1::DeleteJobRequest {
     rv1::DeleteJobRequest {
         name: name.to_owned(),
@@ -99,13 +111,7 @@ async fn stable_rpcs_schedule_get_delete() {
     j.data = Some(data.clone());
     c.schedule_job(schedule_req(j, false)).await.unwrap();
 
-    let got = c
-        .get_job(get_req("stable"))
-        .await
-        .unwrap()
-        .into_inner()
-        .job
-        .unwrap_or_default();
+    let got = got(&mut c, "stable").await;
     assert_eq!(got.name, "stable");
     assert_eq!(got.schedule.as_deref(), Some("@every 1h"));
     assert_eq!(got.repeats, Some(10));
@@ -139,13 +145,7 @@ async fn alpha1_rpcs_behave_the_same() {
     c.schedule_job_alpha1(schedule_req(job("alpha", "@daily"), false))
         .await
         .unwrap();
-    let got = c
-        .get_job_alpha1(get_req("alpha"))
-        .await
-        .unwrap()
-        .into_inner()
-        .job
-        .unwrap_or_default();
+    let got = got_alpha1(&mut c, "alpha").await;
     assert_eq!(got.name, "alpha");
     // Both names see the same jobs.
     assert!(c.get_job(get_req("alpha")).await.is_ok());
@@ -158,13 +158,7 @@ async fn alpha1_rpcs_behave_the_same() {
     c.schedule_job_alpha1(schedule_req(job("alpha", "@hourly"), true))
         .await
         .unwrap();
-    let got = c
-        .get_job_alpha1(get_req("alpha"))
-        .await
-        .unwrap()
-        .into_inner()
-        .job
-        .unwrap_or_default();
+    let got = got_alpha1(&mut c, "alpha").await;
     assert_eq!(got.schedule.as_deref(), Some("@hourly"));
 
     c.delete_job_alpha1(delete_req("alpha")).await.unwrap();

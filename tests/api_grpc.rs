@@ -70,6 +70,14 @@ async fn got_alpha1(c: &mut DaprClient<Channel>, name: &str) -> rv1::Job {
     resp.into_inner().job.unwrap_or_default()
 }
 
+/// ListJobs (stable).
+async fn list(c: &mut DaprClient<Channel>) -> rv1::ListJobsResponse {
+    c.list_jobs(rv1::ListJobsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 fn delete_req(name: &str) -> rv1::DeleteJobRequest {
     rv1::DeleteJobRequest {
         name: name.to_owned(),
@@ -293,11 +301,7 @@ async fn list_and_delete_by_prefix_stable_and_alpha1() {
         names.sort();
         names
     };
-    let listed = c
-        .list_jobs(rv1::ListJobsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = list(&mut c).await;
     assert_eq!(names(listed.jobs.clone()), ["a-1", "a-2", "b-1", "c-1"]);
     assert!(listed.jobs.iter().all(|j| j.failure_policy.is_some()));
     let listed = c
@@ -312,11 +316,7 @@ async fn list_and_delete_by_prefix_stable_and_alpha1() {
     })
     .await
     .unwrap();
-    let listed = c
-        .list_jobs(rv1::ListJobsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = list(&mut c).await;
     assert_eq!(names(listed.jobs), ["b-1", "c-1"]);
 
     c.delete_jobs_by_prefix_alpha1(rv1::DeleteJobsByPrefixRequestAlpha1 {
@@ -324,28 +324,16 @@ async fn list_and_delete_by_prefix_stable_and_alpha1() {
     })
     .await
     .unwrap();
-    let listed = c
-        .list_jobs(rv1::ListJobsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = list(&mut c).await;
     assert_eq!(names(listed.jobs), ["c-1"]);
 
     // No prefix: everything of this app, nothing of the other app.
     c.delete_jobs_by_prefix(rv1::DeleteJobsByPrefixRequest { name_prefix: None })
         .await
         .unwrap();
-    let listed = c
-        .list_jobs(rv1::ListJobsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = list(&mut c).await;
     assert!(listed.jobs.is_empty());
-    let theirs = o
-        .list_jobs(rv1::ListJobsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let theirs = list(&mut o).await;
     assert_eq!(names(theirs.jobs), ["a-theirs"]);
 }
 

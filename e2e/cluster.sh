@@ -31,80 +31,23 @@ E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=e2e/lib.sh
 source "$E2E_DIR/lib.sh"
 
-trap e2e_cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-ETCD_BIN="${ETCD_BIN:-/usr/bin/etcd}"
 LEASE_TTL=3s
 REPLICAS=3
 # The replica killed and restarted (1-based); not s1, the only address sidecar 2 is given.
 VICTIM=2
 # Upper bound for one Python phase, in seconds (the longest normally takes ~20 s).
 PHASE_TIMEOUT=90
+PHASE_SCRIPT=cluster_checks.py
 # Upper bound for etcd, a replica or a sidecar to become ready.
 START_TIMEOUT=30
 PY_DIR="$E2E_DIR/python"
 APP_ID=clusterapp
 
-suite_start=$SECONDS
 [ -x "$ETCD_BIN" ] || {
   e2e_fail "no etcd at $ETCD_BIN: run e2e/setup.sh (Debian etcd-server) or set ETCD_BIN"
   exit 1
 }
-jobsd_build
-e2e_venv "$PY_DIR/requirements.txt"
-
-e2e_mktemp
-work="$E2E_TMP"
-
-total_passed=0
-total_failed=0
-failures=()
-
-# run_phase LABEL ARGS...: run cluster_checks.py ARGS; add its counts to the totals. A phase
-# that crashes, times out or prints no closing line counts as a failure.
-run_phase() {
-  local label="$1"
-  shift
-  local out="$work/phase-$label.out" rc=0
-  e2e_log "phase $label: cluster_checks.py $*"
-  # In the background and waited for, so that a signal to this script is acted on at once.
-  e2e_spawn "$out" env CLUSTER_SIDECARS="$sidecar_addrs" CLUSTER_ETCD="$etcd_url" \
-    CLUSTER_ETCD_PREFIX=dapr CLUSTER_VICTIM="s$VICTIM" CLUSTER_APP_ID="$APP_ID" PYTHONUNBUFFERED=1 \
-    PYTHONDONTWRITEBYTECODE=1 timeout -k 5 "$PHASE_TIMEOUT" "$E2E_PY" "$PY_DIR/cluster_checks.py" "$@"
-  e2e_wait_spawned "$E2E_SPAWNED" || rc=$?
-  cat "$out"
-  e2e_tally_phase "$label" "$out" "$rc" failures
-  return 0
-}
-
-# shell_check LABEL CMD...: a check done by this script, counted with the Python ones.
-shell_check() {
-  local label="$1"
-  shift
-  if "$@"; then
-    total_passed=$((total_passed + 1))
-    echo "ok   shell/$label"
-  else
-    total_failed=$((total_failed + 1))
-    failures+=("$label")
-    echo "FAIL shell/$label"
-  fi
-}
-
-alive() { ! _proc_gone "$1"; }
-
-no_panic_in_logs() {
-  local f bad=0
-  for f in "$@"; do
-    if grep -n -i 'panicked' "$f" >&2; then
-      e2e_log "a panic is logged (above) in $f"
-      bad=1
-    fi
-  done
-  [ "$bad" -eq 0 ]
-}
+e2e_suite_begin
 
 # stop_exits_0 PID NAME: SIGTERM PID; it must exit 0 within E2E_STOP_TIMEOUT seconds.
 stop_exits_0() {
@@ -122,25 +65,6 @@ stop_exits_0() {
   _e2e_forget "$pid"
   [ "$rc" -eq 0 ] || e2e_log "$name (pid $pid) exited with status $rc after SIGTERM"
   [ "$rc" -eq 0 ]
-}
-
-# wait_http URL WANT PID NAME: wait until GET URL answers WANT (status code); fail after
-# START_TIMEOUT seconds or as soon as PID has exited.
-wait_http() {
-  local url="$1" want="$2" pid="$3" name="$4" deadline=$((SECONDS + START_TIMEOUT)) status=""
-  while :; do
-    status="$(_http_status "$url")"
-    [ "$status" = "$want" ] && return 0
-    if _proc_gone "$pid"; then
-      e2e_fail "$name (pid $pid) exited before GET $url answered $want"
-      return 1
-    fi
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      e2e_fail "$name: GET $url → ${status:-nothing}, not $want, after ${START_TIMEOUT}s"
-      return 1
-    fi
-    sleep 0.1
-  done
 }
 
 dump_logs() {
@@ -163,29 +87,20 @@ etcd_peer_port="${ports[1]}"
 replica_ports=("${ports[2]}" "${ports[3]}" "${ports[4]}")
 sidecar_http_ports=("${ports[5]}" "${ports[6]}")
 sidecar_grpc_ports=("${ports[7]}" "${ports[8]}")
-etcd_url="http://127.0.0.1:$etcd_client_port"
 replica_addrs=()
 for ((i = 0; i < REPLICAS; i++)); do replica_addrs+=("127.0.0.1:${replica_ports[$i]}"); done
 sidecar_addrs="127.0.0.1:${sidecar_http_ports[0]},127.0.0.1:${sidecar_http_ports[1]}"
 
+PHASE_ENV=(CLUSTER_SIDECARS="$sidecar_addrs" CLUSTER_ETCD_PREFIX=dapr CLUSTER_VICTIM="s$VICTIM"
+  CLUSTER_APP_ID="$APP_ID")
+
 # ---------------------------------------------------------------- etcd
-t_build_done=$SECONDS
-peer_url="http://127.0.0.1:$etcd_peer_port"
-e2e_spawn "$work/etcd.log" "$ETCD_BIN" --name default --data-dir "$work/etcd" \
-  --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
-  --listen-peer-urls "$peer_url" --initial-advertise-peer-urls "$peer_url" \
-  --initial-cluster "default=$peer_url"
-etcd_pid=$E2E_SPAWNED
-deadline=$((SECONDS + START_TIMEOUT))
-until curl -s --max-time 2 "$etcd_url/health" 2>/dev/null | grep -q '"health":"true"'; do
-  if _proc_gone "$etcd_pid" || [ "$SECONDS" -ge "$deadline" ]; then
-    dump_logs 40
-    e2e_fail "etcd not healthy on $etcd_url"
-    exit 1
-  fi
-  sleep 0.1
-done
-e2e_log "etcd $("$ETCD_BIN" --version | head -1 | sed 's/.*: //') (pid $etcd_pid) on $etcd_url"
+e2e_start_etcd "$work/etcd" "$work/etcd.log" "$etcd_client_port" "$etcd_peer_port" "$START_TIMEOUT" || {
+  dump_logs 40
+  exit 1
+}
+PHASE_ENV+=(CLUSTER_ETCD="$ETCD_URL")
+e2e_log "etcd $("$ETCD_BIN" --version | head -1 | sed 's/.*: //') (pid $ETCD_PID) on $ETCD_URL"
 
 # ---------------------------------------------------------------- replicas
 replica_pids=()
@@ -193,7 +108,7 @@ replica_pids=()
 start_replica() {
   local i="$1" log="$work/replica-s$(($1 + 1)).log"
   echo "=== start $(date -u +%H:%M:%S.%N)" >>"$log"
-  e2e_spawn "$log" env NO_COLOR=1 "$JOBSD_BIN" scheduler --etcd-endpoints "$etcd_url" \
+  e2e_spawn "$log" env NO_COLOR=1 "$JOBSD_BIN" scheduler --etcd-endpoints "$ETCD_URL" \
     --id "s$((i + 1))" --listen-address 127.0.0.1 --port "${replica_ports[$i]}" \
     --lease-ttl "$LEASE_TTL" --log-level info
   replica_pids[i]=$E2E_SPAWNED
@@ -202,20 +117,15 @@ start_replica() {
 
 # wait_serving ADDR...: every replica answers grpc.health.v1 SERVING (bounded).
 wait_serving() {
-  local rc=0
-  e2e_spawn "$work/serving.out" env PYTHONDONTWRITEBYTECODE=1 timeout -k 5 $((START_TIMEOUT + 10)) \
-    "$E2E_PY" "$PY_DIR/cluster_checks.py" serving "$START_TIMEOUT" "$@"
-  e2e_wait_spawned "$E2E_SPAWNED" || rc=$?
-  [ "$rc" -eq 0 ] || {
-    cat "$work/serving.out" >&2
+  e2e_wait_serving "$work/serving.out" "$START_TIMEOUT" "$@" || {
     dump_logs 40
-    e2e_fail "replicas $* not SERVING"
+    return 1
   }
 }
 
 for ((i = 0; i < REPLICAS; i++)); do start_replica "$i"; done
 wait_serving "${replica_addrs[@]}" || exit 1
-e2e_log "replicas SERVING after $((SECONDS - t_build_done))s"
+e2e_log "replicas SERVING after $((SECONDS - suite_ready))s"
 
 # ---------------------------------------------------------------- app and sidecars
 events="$work/events.jsonl"
@@ -242,8 +152,8 @@ for i in 0 1; do
   e2e_log "sidecar $((i + 1)) (pid $E2E_SPAWNED) on http ${sidecar_http_ports[$i]}, scheduler $hosts"
 done
 for i in 0 1; do
-  wait_http "http://127.0.0.1:${sidecar_http_ports[$i]}/v1.0/healthz" 204 "${sidecar_pids[$i]}" \
-    "sidecar $((i + 1))" || {
+  e2e_wait_http "http://127.0.0.1:${sidecar_http_ports[$i]}/v1.0/healthz" 204 "$START_TIMEOUT" \
+    "${sidecar_pids[$i]}" "sidecar $((i + 1))" || {
     dump_logs 40
     exit 1
   }
@@ -273,20 +183,18 @@ if [ -s "$state" ]; then
     e2e_log "replica s$VICTIM SERVING again ${since_kill}s after the kill"
     run_phase after-restart after-restart "$state" "$events" "$t_kill" "$t_restart"
   else
-    failures+=("restart of s$VICTIM")
-    total_failed=$((total_failed + 1))
+    skip_failed "restart of s$VICTIM"
   fi
   run_phase cleanup cleanup "$state" "$events"
 else
-  failures+=("setup (no state: the rest skipped)")
-  total_failed=$((total_failed + 1))
+  skip_failed "setup (no state: the rest skipped)"
 fi
 
 # ---------------------------------------------------------------- processes
-shell_check etcd_alive alive "$etcd_pid"
-shell_check app_alive alive "$app_pid"
-for i in 0 1; do shell_check "sidecar$((i + 1))_alive" alive "${sidecar_pids[$i]}"; done
-for ((i = 0; i < REPLICAS; i++)); do shell_check "replica_s$((i + 1))_alive" alive "${replica_pids[$i]}"; done
+shell_check etcd_alive e2e_alive "$ETCD_PID"
+shell_check app_alive e2e_alive "$app_pid"
+for i in 0 1; do shell_check "sidecar$((i + 1))_alive" e2e_alive "${sidecar_pids[$i]}"; done
+for ((i = 0; i < REPLICAS; i++)); do shell_check "replica_s$((i + 1))_alive" e2e_alive "${replica_pids[$i]}"; done
 shell_check no_panic_in_logs no_panic_in_logs "$work"/replica-*.log "$work"/sidecar-*.log
 for i in 0 1; do
   shell_check "sidecar$((i + 1))_exits_0_on_sigterm" stop_exits_0 "${sidecar_pids[$i]}" "sidecar $((i + 1))"
@@ -295,10 +203,4 @@ for ((i = 0; i < REPLICAS; i++)); do
   shell_check "replica_s$((i + 1))_exits_0_on_sigterm" stop_exits_0 "${replica_pids[$i]}" "replica s$((i + 1))"
 done
 
-e2e_log "suite took $((SECONDS - suite_start))s ($((SECONDS - t_build_done))s after build and venv)"
-if [ "$total_failed" -ne 0 ]; then
-  e2e_log "failed: ${failures[*]}"
-  dump_logs 80
-fi
-echo "cluster: $total_passed passed, $total_failed failed"
-[ "$total_failed" -eq 0 ]
+e2e_suite_end cluster dump_logs 80

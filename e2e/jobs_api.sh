@@ -18,64 +18,15 @@ E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=e2e/lib.sh
 source "$E2E_DIR/lib.sh"
 
-trap e2e_cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
 # Upper bound for one Python phase, in seconds (each normally takes a few seconds).
 PHASE_TIMEOUT=90
+PHASE_SCRIPT=jobs_api.py
 
-suite_start=$SECONDS
-jobsd_build
-e2e_venv "$E2E_DIR/python/requirements.txt"
-
-e2e_mktemp
-work="$E2E_TMP"
+e2e_suite_begin
 data_dir="$work/data"
 log="$work/jobsd.log"
 state="$work/durability.json"
 mkdir -p "$data_dir"
-
-total_passed=0
-total_failed=0
-phase_failures=()
-
-# run_phase LABEL ARGS...: run jobs_api.py ARGS against the running jobsd; add its counts to the
-# totals. A phase that crashes, times out or prints no closing line counts as one failure.
-run_phase() {
-  local label="$1"
-  shift
-  local out="$work/$label.out" rc=0
-  e2e_log "phase $label: jobs_api.py $*"
-  set +e
-  env -u DAPR_API_TOKEN -u DAPR_GRPC_ENDPOINT -u DAPR_HTTP_ENDPOINT \
-    DAPR_HTTP_PORT="$JOBSD_HTTP_PORT" DAPR_GRPC_PORT="$JOBSD_GRPC_PORT" \
-    DAPR_RUNTIME_HOST=127.0.0.1 DAPR_HEALTH_TIMEOUT=10 DAPR_API_TIMEOUT_SECONDS=15 \
-    PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
-    timeout -k 5 "$PHASE_TIMEOUT" "$E2E_PY" "$E2E_DIR/python/jobs_api.py" "$@" 2>&1 | tee "$out"
-  rc=${PIPESTATUS[0]}
-  set -e
-  e2e_tally_phase "$label" "$out" "$rc" phase_failures
-  if _proc_gone "$JOBSD_PID"; then
-    _dump_log
-    e2e_fail "jobsd died during phase $label"
-  fi
-  return 0
-}
-
-# shell_check LABEL CMD...: a check done by this script, counted with the Python ones.
-shell_check() {
-  local label="$1"
-  shift
-  if "$@"; then
-    total_passed=$((total_passed + 1))
-    echo "ok   shell/$label"
-  else
-    total_failed=$((total_failed + 1))
-    phase_failures+=("$label")
-    echo "FAIL shell/$label"
-  fi
-}
 
 # A second jobsd on a data dir in use must refuse to start (and fail fast), not share the store.
 second_instance_refused() {
@@ -91,15 +42,7 @@ second_instance_refused() {
   fi
 }
 
-no_panic_in_log() {
-  if grep -n -i -E 'panicked|thread .* panicked' "$log" >&2; then
-    e2e_log "jobsd logged a panic (above)"
-    return 1
-  fi
-}
-
 jobsd_start "$data_dir" "$log"
-t0=$SECONDS
 run_phase api api
 run_phase durability-setup durability-setup "$state"
 
@@ -112,16 +55,10 @@ if [ -f "$state" ]; then
   shell_check second_jobsd_on_same_data_dir_refused second_instance_refused
   run_phase durability-after-sigterm durability-verify "$state" sigterm
 else
-  phase_failures+=("durability-verify (no state: setup failed)")
-  total_failed=$((total_failed + 1))
+  skip_failed "durability-verify (no state: setup failed)"
 fi
 shell_check jobsd_exits_0_on_sigterm_again jobsd_stop
-shell_check no_panic_in_jobsd_log no_panic_in_log
+shell_check no_panic_in_jobsd_log no_panic_in_logs "$log"
 
-e2e_log "suite took $((SECONDS - suite_start))s ($((SECONDS - t0))s after build, venv and start)"
-if [ "$total_failed" -ne 0 ]; then
-  e2e_log "failed: ${phase_failures[*]}"
-  [ -z "${CI:-}" ] || _dump_log
-fi
-echo "jobs_api: $total_passed passed, $total_failed failed"
-[ "$total_failed" -eq 0 ]
+dump_log_on_ci() { [ -z "${CI:-}" ] || _dump_log; }
+e2e_suite_end jobs_api dump_log_on_ci

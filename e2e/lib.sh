@@ -1,10 +1,15 @@
 # shellcheck shell=bash
-# Shared helpers for the end-to-end suites: build the release jobsd, start/stop it on free
-# loopback ports, wait for its health endpoint, and make the Python venv the SDK suites use.
+# Shared helpers for the end-to-end suites and the bench scripts: build the release jobsd,
+# start/stop it on free loopback ports, wait for its health endpoint, make the Python venv the
+# SDK suites use; run a suite's checks in phases and count them (run_phase, shell_check,
+# e2e_suite_begin/e2e_suite_end); start etcd and wait for replicas; and the benches' measuring
+# helpers (busy_cores, bench_wait_quiet, median, field…). Every function is documented where
+# it is defined, and nothing is defined again in a script.
 #
 # Source it from a suite (`source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"`); it sets no shell
-# options of its own. Every wait is bounded. A suite should `trap e2e_cleanup EXIT` so that any
-# jobsd it started is killed and its temp dirs are removed, however it exits.
+# options of its own. Every wait is bounded. A suite calls e2e_suite_begin (or sets
+# `trap e2e_cleanup EXIT` itself) so that any process it started is killed and its temp dirs
+# are removed, however it exits.
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 E2E_ROOT="$(cd "$E2E_DIR/.." && pwd)"
@@ -362,4 +367,258 @@ e2e_tally_phase() {
     [ "$rc" -ne 124 ] || e2e_log "phase $label timed out after ${PHASE_TIMEOUT}s"
     _failures+=("$label (exit $rc)")
   fi
+}
+
+# ---------------------------------------------------------------- checks suites
+# A suite (jobs_api.sh, triggers.sh, cluster.sh) runs its Python checks in phases and a few
+# checks of its own, counts them all together and closes with `<suite>: N passed, M failed`.
+
+# Upper bound for one Python phase, in seconds (a suite may set it before sourcing this file).
+: "${PHASE_TIMEOUT:=90}"
+# The suite's checks script in e2e/python, and extra NAME=VALUE settings for it (an array).
+PHASE_SCRIPT=""
+PHASE_ENV=()
+# Counts of the checks run so far, and the labels of the failed ones.
+total_passed=0
+total_failed=0
+failures=()
+
+# e2e_suite_begin: the prelude of a suite: clean up on exit (e2e_cleanup), exit on INT/TERM,
+# build the release jobsd, make the venv, and make the suite's temp dir, left in `work`.
+e2e_suite_begin() {
+  trap e2e_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  suite_start=$SECONDS
+  jobsd_build
+  e2e_venv "$E2E_DIR/python/requirements.txt"
+  e2e_mktemp
+  work="$E2E_TMP"
+  suite_ready=$SECONDS
+}
+
+# run_phase LABEL ARGS...: run e2e/python/$PHASE_SCRIPT ARGS, bounded by PHASE_TIMEOUT, with
+# PHASE_ENV and, while a jobsd of jobsd_start runs, the Dapr SDK's settings pointing at it; add
+# its counts to the totals. A phase that crashes, times out or prints no closing line counts as
+# a failure, and a jobsd that died meanwhile ends the suite. The phase runs in the background and
+# is waited for, so that a signal to the suite is acted on at once and e2e_cleanup stops the
+# phase too; its output (in $work/LABEL.out) is shown when it ends.
+run_phase() {
+  local label="$1"
+  shift
+  local out="$work/$label.out" rc=0 settings=(${PHASE_ENV[@]+"${PHASE_ENV[@]}"})
+  if [ -n "$JOBSD_PID" ]; then
+    settings+=(DAPR_HTTP_PORT="$JOBSD_HTTP_PORT" DAPR_GRPC_PORT="$JOBSD_GRPC_PORT"
+      DAPR_RUNTIME_HOST=127.0.0.1 DAPR_HEALTH_TIMEOUT=10 DAPR_API_TIMEOUT_SECONDS=15)
+  fi
+  e2e_log "phase $label: $PHASE_SCRIPT $*"
+  e2e_spawn "$out" env -u DAPR_API_TOKEN -u DAPR_GRPC_ENDPOINT -u DAPR_HTTP_ENDPOINT \
+    ${settings[@]+"${settings[@]}"} PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
+    timeout -k 5 "$PHASE_TIMEOUT" "$E2E_PY" "$E2E_DIR/python/$PHASE_SCRIPT" "$@"
+  e2e_wait_spawned "$E2E_SPAWNED" || rc=$?
+  cat "$out"
+  e2e_tally_phase "$label" "$out" "$rc" failures
+  if [ -n "$JOBSD_PID" ] && _proc_gone "$JOBSD_PID"; then
+    _dump_log
+    e2e_fail "jobsd died during phase $label"
+  fi
+  return 0
+}
+
+# shell_check LABEL CMD...: a check done by the suite's shell, counted with the Python ones.
+shell_check() {
+  local label="$1"
+  shift
+  if "$@"; then
+    total_passed=$((total_passed + 1))
+    echo "ok   shell/$label"
+  else
+    total_failed=$((total_failed + 1))
+    failures+=("$label")
+    echo "FAIL shell/$label"
+  fi
+}
+
+# skip_failed LABEL: count a phase that could not run (its setup failed) as one failure.
+skip_failed() {
+  failures+=("$1")
+  total_failed=$((total_failed + 1))
+}
+
+# e2e_alive PID: true while PID runs.
+e2e_alive() { ! _proc_gone "$1"; }
+
+# no_panic_in_logs FILE...: no FILE logs a panic (the lines are shown if one does).
+no_panic_in_logs() {
+  local f bad=0
+  for f in "$@"; do
+    if grep -n -i 'panicked' "$f" >&2; then
+      e2e_log "a panic is logged (above) in $f"
+      bad=1
+    fi
+  done
+  [ "$bad" -eq 0 ]
+}
+
+# e2e_suite_end NAME [CMD...]: log the time taken and the failures (then run CMD, e.g. to show
+# logs), print the closing line `NAME: N passed, M failed`; the status is 0 only when nothing
+# failed, so the suite ends with it.
+e2e_suite_end() {
+  local name="$1"
+  shift
+  e2e_log "suite took $((SECONDS - suite_start))s ($((SECONDS - suite_ready))s after build and venv)"
+  if [ "$total_failed" -ne 0 ]; then
+    e2e_log "failed: ${failures[*]}"
+    [ "$#" -eq 0 ] || "$@"
+  fi
+  echo "$name: $total_passed passed, $total_failed failed"
+  [ "$total_failed" -eq 0 ]
+}
+
+# e2e_wait_http URL WANT TIMEOUT PID NAME: wait until GET URL answers status WANT; fail after
+# TIMEOUT seconds, or as soon as PID (NAME, the process meant to answer) has exited.
+e2e_wait_http() {
+  local url="$1" want="$2" timeout="$3" pid="$4" name="$5" deadline=$((SECONDS + $3)) status=""
+  while :; do
+    status="$(_http_status "$url")"
+    [ "$status" = "$want" ] && return 0
+    if _proc_gone "$pid"; then
+      e2e_fail "$name (pid $pid) exited before GET $url answered $want"
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      e2e_fail "$name: GET $url → ${status:-nothing}, not $want, after ${timeout}s"
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+# ---------------------------------------------------------------- etcd and replicas
+
+# e2e_start_etcd DATA_DIR LOG CLIENT_PORT PEER_PORT TIMEOUT: start a one-member etcd (ETCD_BIN,
+# Debian's by default) on loopback and wait until it reports itself healthy; sets ETCD_PID and
+# ETCD_URL. Fails after TIMEOUT seconds or as soon as etcd exits.
+ETCD_BIN="${ETCD_BIN:-/usr/bin/etcd}"
+ETCD_PID=""
+ETCD_URL=""
+e2e_start_etcd() {
+  local data_dir="$1" log="$2" peer="http://127.0.0.1:$4" deadline=$((SECONDS + $5))
+  ETCD_URL="http://127.0.0.1:$3"
+  e2e_spawn "$log" "$ETCD_BIN" --name default --data-dir "$data_dir" \
+    --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
+    --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+    --initial-cluster "default=$peer"
+  ETCD_PID=$E2E_SPAWNED
+  until curl -s --max-time 2 "$ETCD_URL/health" 2>/dev/null | grep -q '"health":"true"'; do
+    if _proc_gone "$ETCD_PID" || [ "$SECONDS" -ge "$deadline" ]; then
+      e2e_fail "etcd not healthy on $ETCD_URL (log: $log)"
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+# e2e_wait_serving OUT TIMEOUT ADDR...: wait until every replica at ADDR answers grpc.health.v1
+# SERVING (cluster_checks.py serving, from the venv); fail after TIMEOUT seconds, with the
+# checker's output (written to OUT) shown.
+e2e_wait_serving() {
+  local out="$1" timeout="$2" rc=0
+  shift 2
+  e2e_spawn "$out" env PYTHONDONTWRITEBYTECODE=1 timeout -k 5 $((timeout + 10)) \
+    "$E2E_PY" "$E2E_DIR/python/cluster_checks.py" serving "$timeout" "$@"
+  e2e_wait_spawned "$E2E_SPAWNED" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    cat "$out" >&2
+    e2e_fail "replicas $* not SERVING"
+    return 1
+  fi
+}
+
+# ---------------------------------------------------------------- benchmarks
+# The bench scripts (e2e/bench/*.sh) print figures; these are their shared measuring helpers.
+
+# bench_machine: what the figures were measured on (to the terminal).
+bench_machine() {
+  echo "== machine"
+  date -u '+%Y-%m-%d %H:%M:%S UTC'
+  echo "nproc: $(nproc)"
+  free -m | sed -n 1,2p
+  grep -m1 'model name' /proc/cpuinfo
+  echo "kernel: $(uname -r); $(rustc --version)"
+  echo "tree: $(git -C "$E2E_ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') ($(git -C "$E2E_ROOT" status --porcelain 2>/dev/null | wc -l) paths changed or untracked)"
+  echo "uptime: $(uptime)"
+}
+
+now_ns() { date +%s%N; }
+# ms_between A_NS B_NS: milliseconds from A to B.
+ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) / 1e6 }'; }
+# field NAME: the value of NAME=value in each RESULT line on stdin.
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+# median: the median of the numbers on stdin, one a line (`-` when there are none).
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
+
+# busy_cores [SECS]: cores busy machine-wide over SECS (2) seconds, from /proc/stat. Called while
+# nothing of the bench runs, so it is the other tenants' load right now (the load average lags
+# by a minute and also counts the bench's previous run).
+busy_cores() {
+  local secs="${1:-2}" a b
+  a=$(head -1 /proc/stat)
+  sleep "$secs"
+  b=$(head -1 /proc/stat)
+  awk -v a="$a" -v b="$b" -v s="$secs" 'BEGIN {
+    split(a, x); split(b, y)
+    busy = (y[2]+y[3]+y[4]+y[7]+y[8]) - (x[2]+x[3]+x[4]+x[7]+x[8])
+    printf "%.2f", busy / 100 / s }'
+}
+
+# bench_wait_quiet: wait (up to QUIET_WAIT seconds) until other processes use under QUIET cores;
+# sets BUSY (the cores they used just before the run) and prints it.
+bench_wait_quiet() {
+  local waited=0
+  while :; do
+    BUSY=$(busy_cores 2)
+    awk -v c="$BUSY" -v q="$QUIET" 'BEGIN { exit !(c < q) }' && break
+    if [ "$waited" -ge "$QUIET_WAIT" ]; then
+      echo "   (still $BUSY cores busy after ${QUIET_WAIT} s; measuring anyway)"
+      break
+    fi
+    [ "$waited" = 0 ] && echo "   (waiting for a quieter machine: $BUSY cores busy)"
+    waited=$((waited + 2))
+  done
+  echo "   before the run: $BUSY cores busy, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# bench_stop_jobsd: SIGTERM the jobsd in PID (started with e2e_spawn) and reap it; sets STOP_MS
+# (signal until the process is gone).
+bench_stop_jobsd() {
+  local t0
+  t0=$(now_ns)
+  kill -TERM "$PID"
+  wait "$PID" || echo "   (jobsd exited with status $?)"
+  # shellcheck disable=SC2034 # read by the bench scripts
+  STOP_MS=$(ms_between "$t0" "$(now_ns)")
+  _e2e_forget "$PID"
+  PID=
+}
+
+# bench_kill9_jobsd: SIGKILL the jobsd in PID (started with e2e_spawn) and reap it.
+bench_kill9_jobsd() {
+  kill -9 "$PID"
+  wait "$PID" 2>/dev/null || true
+  _e2e_forget "$PID"
+  PID=
+}
+
+# bench_begin NAME: the prelude of a bench script after its settings: print the machine, make
+# its temp dir TMP (removed on exit unless KEEP=1), and stop every process it started with
+# e2e_spawn on exit, INT or TERM.
+bench_begin() {
+  bench_machine
+  TMP=$(mktemp -d "${TMPDIR:-/tmp}/jobsd-$1.XXXXXX")
+  [ "${KEEP:-0}" = 1 ] || E2E_TMPDIRS+=("$TMP")
+  df -hT "$TMP" | tail -1
+  trap 'e2e_cleanup; [ "${KEEP:-0}" != 1 ] || echo "kept $TMP"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
 }

@@ -58,6 +58,26 @@ fn get_req(name: &str) -> rv1::GetJobRequest {
     }
 }
 
+/// GetJob of `name`: the job (empty when the answer has none).
+async fn got(c: &mut DaprClient<Channel>, name: &str) -> rv1::Job {
+    let resp = c.get_job(get_req(name)).await.unwrap();
+    resp.into_inner().job.unwrap_or_default()
+}
+
+/// GetJobAlpha1 of `name`: the job (empty when the answer has none).
+async fn got_alpha1(c: &mut DaprClient<Channel>, name: &str) -> rv1::Job {
+    let resp = c.get_job_alpha1(get_req(name)).await.unwrap();
+    resp.into_inner().job.unwrap_or_default()
+}
+
+/// ListJobs (stable).
+async fn list(c: &mut DaprClient<Channel>) -> rv1::ListJobsResponse {
+    c.list_jobs(rv1::ListJobsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 fn delete_req(name: &str) -> rv1::DeleteJobRequest {
     rv1::DeleteJobRequest {
         name: name.to_owned(),
@@ -99,13 +119,7 @@ async fn stable_rpcs_schedule_get_delete() {
     j.data = Some(data.clone());
     c.schedule_job(schedule_req(j, false)).await.unwrap();
 
-    let got = c
-        .get_job(get_req("stable"))
-        .await
-        .unwrap()
-        .into_inner()
-        .job
-        .unwrap_or_default();
+    let got = got(&mut c, "stable").await;
     assert_eq!(got.name, "stable");
     assert_eq!(got.schedule.as_deref(), Some("@every 1h"));
     assert_eq!(got.repeats, Some(10));
@@ -139,13 +153,7 @@ async fn alpha1_rpcs_behave_the_same() {
     c.schedule_job_alpha1(schedule_req(job("alpha", "@daily"), false))
         .await
         .unwrap();
-    let got = c
-        .get_job_alpha1(get_req("alpha"))
-        .await
-        .unwrap()
-        .into_inner()
-        .job
-        .unwrap_or_default();
+    let got = got_alpha1(&mut c, "alpha").await;
     assert_eq!(got.name, "alpha");
     // Both names see the same jobs.
     assert!(c.get_job(get_req("alpha")).await.is_ok());
@@ -158,13 +166,7 @@ async fn alpha1_rpcs_behave_the_same() {
     c.schedule_job_alpha1(schedule_req(job("alpha", "@hourly"), true))
         .await
         .unwrap();
-    let got = c
-        .get_job_alpha1(get_req("alpha"))
-        .await
-        .unwrap()
-        .into_inner()
-        .job
-        .unwrap_or_default();
+    let got = got_alpha1(&mut c, "alpha").await;
     assert_eq!(got.schedule.as_deref(), Some("@hourly"));
 
     c.delete_job_alpha1(delete_req("alpha")).await.unwrap();
@@ -299,11 +301,7 @@ async fn list_and_delete_by_prefix_stable_and_alpha1() {
         names.sort();
         names
     };
-    let listed = c
-        .list_jobs(rv1::ListJobsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = list(&mut c).await;
     assert_eq!(names(listed.jobs.clone()), ["a-1", "a-2", "b-1", "c-1"]);
     assert!(listed.jobs.iter().all(|j| j.failure_policy.is_some()));
     let listed = c
@@ -318,11 +316,7 @@ async fn list_and_delete_by_prefix_stable_and_alpha1() {
     })
     .await
     .unwrap();
-    let listed = c
-        .list_jobs(rv1::ListJobsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = list(&mut c).await;
     assert_eq!(names(listed.jobs), ["b-1", "c-1"]);
 
     c.delete_jobs_by_prefix_alpha1(rv1::DeleteJobsByPrefixRequestAlpha1 {
@@ -330,28 +324,16 @@ async fn list_and_delete_by_prefix_stable_and_alpha1() {
     })
     .await
     .unwrap();
-    let listed = c
-        .list_jobs(rv1::ListJobsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = list(&mut c).await;
     assert_eq!(names(listed.jobs), ["c-1"]);
 
     // No prefix: everything of this app, nothing of the other app.
     c.delete_jobs_by_prefix(rv1::DeleteJobsByPrefixRequest { name_prefix: None })
         .await
         .unwrap();
-    let listed = c
-        .list_jobs(rv1::ListJobsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = list(&mut c).await;
     assert!(listed.jobs.is_empty());
-    let theirs = o
-        .list_jobs(rv1::ListJobsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let theirs = list(&mut o).await;
     assert_eq!(names(theirs.jobs), ["a-theirs"]);
 }
 
@@ -397,67 +379,64 @@ async fn health_reports_serving() {
     assert_eq!(err.code(), Code::NotFound);
 }
 
+/// The first answer to one request on reflection `$version`'s ServerReflectionInfo stream
+/// (v1 and v1alpha have the same shape in different packages).
+macro_rules! reflect {
+    ($version:ident, $channel:expr, $request:ident($arg:expr)) => {{
+        use tonic_reflection::pb::$version::server_reflection_client::ServerReflectionClient;
+        use tonic_reflection::pb::$version::server_reflection_request::MessageRequest;
+        let req = tonic_reflection::pb::$version::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::$request($arg)),
+        };
+        ServerReflectionClient::new($channel)
+            .server_reflection_info(tokio_stream::iter([req]))
+            .await
+            .unwrap()
+            .into_inner()
+            .message()
+            .await
+            .unwrap()
+            .unwrap()
+    }};
+}
+
 #[tokio::test]
 async fn reflection_lists_services_on_v1_and_v1alpha() {
+    use tonic_reflection::pb::{v1, v1alpha};
+
     let addr = serve_grpc(state(engine(), "myapp", "default")).await;
     let ch = channel(addr).await;
 
-    {
-        use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-        use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-        use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-        use tonic_reflection::pb::v1::{ServerReflectionRequest, ServerReflectionResponse};
-
-        let mut client = ServerReflectionClient::new(ch.clone());
-        let req = ServerReflectionRequest {
-            host: String::new(),
-            message_request: Some(MessageRequest::ListServices(String::new())),
-        };
-        let mut stream = client
-            .server_reflection_info(tokio_stream::iter([req]))
-            .await
-            .unwrap()
-            .into_inner();
-        let resp: ServerReflectionResponse = stream.message().await.unwrap().unwrap();
-        let Some(MessageResponse::ListServicesResponse(list)) = resp.message_response else {
-            panic!("unexpected reflection answer {resp:?}");
-        };
-        let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-        for want in [
-            "dapr.proto.runtime.v1.Dapr",
-            "grpc.health.v1.Health",
-            "grpc.reflection.v1.ServerReflection",
-        ] {
-            assert!(
-                names.iter().any(|n| n == want),
-                "{want} missing from {names:?}"
-            );
-        }
+    let resp = reflect!(v1, ch.clone(), ListServices(String::new()));
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        resp.message_response
+    else {
+        panic!("unexpected reflection answer {resp:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for want in [
+        "dapr.proto.runtime.v1.Dapr",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} missing from {names:?}"
+        );
     }
-    {
-        use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
-        use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
-        use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
-        use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
 
-        let mut client = ServerReflectionClient::new(ch);
-        let req = ServerReflectionRequest {
-            host: String::new(),
-            message_request: Some(MessageRequest::FileContainingSymbol(
-                "dapr.proto.runtime.v1.Dapr".to_owned(),
-            )),
-        };
-        let mut stream = client
-            .server_reflection_info(tokio_stream::iter([req]))
-            .await
-            .unwrap()
-            .into_inner();
-        let resp = stream.message().await.unwrap().unwrap();
-        let Some(MessageResponse::FileDescriptorResponse(files)) = resp.message_response else {
-            panic!("unexpected reflection answer {resp:?}");
-        };
-        assert!(!files.file_descriptor_proto.is_empty());
-    }
+    let resp = reflect!(
+        v1alpha,
+        ch,
+        FileContainingSymbol("dapr.proto.runtime.v1.Dapr".to_owned())
+    );
+    let Some(v1alpha::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
+        resp.message_response
+    else {
+        panic!("unexpected reflection answer {resp:?}");
+    };
+    assert!(!files.file_descriptor_proto.is_empty());
 }
 
 #[tokio::test]

@@ -29,6 +29,12 @@ async fn post(addr: SocketAddr, path: &str, body: &str) -> HttpResponse {
     .await
 }
 
+/// POSTs `body` to `path` and asserts 204 No Content.
+async fn post_ok(addr: SocketAddr, path: &str, body: &str) {
+    let resp = post(addr, path, body).await;
+    assert_eq!(resp.status, 204, "POST {path}: {}", resp.text());
+}
+
 async fn get(addr: SocketAddr, path: &str) -> HttpResponse {
     http(addr, "GET", path, &[], b"").await
 }
@@ -106,13 +112,12 @@ async fn schedule_get_delete_round_trip_on_every_prefix() {
 #[tokio::test]
 async fn data_is_stored_as_a_value_and_absent_data_as_none() {
     let (addr, _) = server().await;
-    let resp = post(
+    post_ok(
         addr,
         "/v1.0/jobs/obj",
         r#"{"dueTime":"0s","data":{"expression":"val","n":[1,2.5,true,null]}}"#,
     )
     .await;
-    assert_eq!(resp.status, 204, "{}", resp.text());
     let body = get(addr, "/v1.0/jobs/obj").await.json();
     assert_eq!(
         body["data"],
@@ -121,31 +126,23 @@ async fn data_is_stored_as_a_value_and_absent_data_as_none() {
     );
 
     // An Any-looking object is not unpacked; it stays a Struct.
-    let resp = post(
-        addr,
-        "/v1.0/jobs/anylike",
-        r#"{"dueTime":"0s","data":{"@type":"type.googleapis.com/google.protobuf.StringValue","value":"x"}}"#,
-    )
-    .await;
-    assert_eq!(resp.status, 204);
+    post_ok(addr, "/v1.0/jobs/anylike", r#"{"dueTime":"0s","data":{"@type":"type.googleapis.com/google.protobuf.StringValue","value":"x"}}"#).await;
     let body = get(addr, "/v1.0/jobs/anylike").await.json();
     assert_eq!(
         body["data"]["value"],
         json!({"@type": "type.googleapis.com/google.protobuf.StringValue", "value": "x"})
     );
 
-    let resp = post(addr, "/v1.0/jobs/nodata", r#"{"schedule":"@daily"}"#).await;
-    assert_eq!(resp.status, 204);
+    post_ok(addr, "/v1.0/jobs/nodata", r#"{"schedule":"@daily"}"#).await;
     let body = get(addr, "/v1.0/jobs/nodata").await.json();
     assert!(body.get("data").is_none(), "{body}");
 
-    let resp = post(
+    post_ok(
         addr,
         "/v1.0/jobs/nulldata",
         r#"{"schedule":"@daily","data":null}"#,
     )
     .await;
-    assert_eq!(resp.status, 204);
     let body = get(addr, "/v1.0/jobs/nulldata").await.json();
     assert_eq!(body["data"]["value"], serde_json::Value::Null);
     assert!(body["data"].get("value").is_some(), "{body}");
@@ -154,13 +151,7 @@ async fn data_is_stored_as_a_value_and_absent_data_as_none() {
 #[tokio::test]
 async fn proto_field_names_and_failure_policies() {
     let (addr, _) = server().await;
-    let resp = post(
-        addr,
-        "/v1.0/jobs/snake",
-        r#"{"schedule":"@daily","due_time":"10s","failure_policy":{"constant":{"interval":"1.5s","max_retries":5}},"unknown":{"x":1}}"#,
-    )
-    .await;
-    assert_eq!(resp.status, 204, "{}", resp.text());
+    post_ok(addr, "/v1.0/jobs/snake", r#"{"schedule":"@daily","due_time":"10s","failure_policy":{"constant":{"interval":"1.5s","max_retries":5}},"unknown":{"x":1}}"#).await;
     let body = get(addr, "/v1.0/jobs/snake").await.json();
     assert_eq!(body["dueTime"], "10s");
     assert_eq!(
@@ -168,23 +159,21 @@ async fn proto_field_names_and_failure_policies() {
         json!({"constant": {"interval": "1.500s", "maxRetries": 5}})
     );
 
-    let resp = post(
+    post_ok(
         addr,
         "/v1.0/jobs/drop",
         r#"{"schedule":"@daily","failurePolicy":{"drop":{}}}"#,
     )
     .await;
-    assert_eq!(resp.status, 204);
     let body = get(addr, "/v1.0/jobs/drop").await.json();
     assert_eq!(body["failurePolicy"], json!({"drop": {}}));
 
-    let resp = post(
+    post_ok(
         addr,
         "/v1.0/jobs/forever",
         r#"{"schedule":"@daily","failurePolicy":{"constant":{"interval":"0s"}}}"#,
     )
     .await;
-    assert_eq!(resp.status, 204);
     let body = get(addr, "/v1.0/jobs/forever").await.json();
     assert_eq!(
         body["failurePolicy"],
@@ -235,13 +224,12 @@ async fn malformed_bodies_are_400_without_details() {
 #[tokio::test]
 async fn repeats_as_numeric_string_is_accepted() {
     let (addr, _) = server().await;
-    let resp = post(
+    post_ok(
         addr,
         "/v1.0/jobs/strrep",
         r#"{"schedule":"@daily","repeats":"7"}"#,
     )
     .await;
-    assert_eq!(resp.status, 204, "{}", resp.text());
     assert_eq!(get(addr, "/v1.0/jobs/strrep").await.json()["repeats"], 7);
 }
 
@@ -254,13 +242,12 @@ async fn name_checks_follow_daprd_order() {
     assert_eq!(body["message"], "Set the job name in the url only");
     assert_eq!(body["details"][0]["metadata"], json!({"appID": "myapp"}));
     // An empty name in the body is no name.
-    let resp = post(
+    post_ok(
         addr,
         "/v1.0/jobs/emptybodyname",
         r#"{"name":"","schedule":"@daily"}"#,
     )
     .await;
-    assert_eq!(resp.status, 204, "{}", resp.text());
 
     // Whitespace-only names (`%20`, `+`) are trimmed to nothing.
     for path in ["/v1.0/jobs/%20", "/v1.0/jobs/+", "/v1.0-alpha1/jobs/%09%20"] {
@@ -295,8 +282,7 @@ async fn name_checks_follow_daprd_order() {
         "{json}"
     );
     // The name is trimmed before use.
-    let resp = post(addr, "/v1.0/jobs/%20trimmed%20", r#"{"schedule":"@daily"}"#).await;
-    assert_eq!(resp.status, 204);
+    post_ok(addr, "/v1.0/jobs/%20trimmed%20", r#"{"schedule":"@daily"}"#).await;
     assert_eq!(get(addr, "/v1.0/jobs/trimmed").await.status, 200);
 }
 
@@ -320,13 +306,12 @@ async fn bad_url_escapes_are_plain_text_400() {
 #[tokio::test]
 async fn overwrite_conflicts_and_replaces() {
     let (addr, _) = server().await;
-    let resp = post(
+    post_ok(
         addr,
         "/v1.0/jobs/ow",
         r#"{"schedule":"@daily","repeats":1}"#,
     )
     .await;
-    assert_eq!(resp.status, 204);
 
     let resp = post(
         addr,
@@ -347,13 +332,12 @@ async fn overwrite_conflicts_and_replaces() {
     assert_eq!(job["schedule"], "@daily");
     assert_eq!(job["repeats"], 1);
 
-    let resp = post(
+    post_ok(
         addr,
         "/v1.0/jobs/ow",
         r#"{"schedule":"@hourly","repeats":2,"overwrite":true}"#,
     )
     .await;
-    assert_eq!(resp.status, 204, "{}", resp.text());
     let job = get(addr, "/v1.0/jobs/ow").await.json();
     assert_eq!(job["schedule"], "@hourly");
     assert_eq!(job["repeats"], 2);
@@ -559,13 +543,12 @@ async fn list_extension_filters_by_prefix_and_owner() {
     let other_ns_addr = serve_http(other_ns).await;
 
     for name in ["b-two", "a-one", "b-one"] {
-        let resp = post(
+        post_ok(
             addr,
             &format!("/v1.0/jobs/{name}"),
             r#"{"schedule":"@daily"}"#,
         )
         .await;
-        assert_eq!(resp.status, 204);
     }
     let resp = post(
         other_app_addr,
@@ -637,8 +620,7 @@ async fn health_metadata_and_unknown_routes() {
 #[tokio::test]
 async fn paths_are_cleaned_like_chi() {
     let (addr, _) = server().await;
-    let resp = post(addr, "/v1.0//jobs/clean/", r#"{"schedule":"@daily"}"#).await;
-    assert_eq!(resp.status, 204, "{}", resp.text());
+    post_ok(addr, "/v1.0//jobs/clean/", r#"{"schedule":"@daily"}"#).await;
     assert_eq!(
         get(addr, "/v1.0/jobs/./clean").await.json()["name"],
         "clean"

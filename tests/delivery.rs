@@ -1,6 +1,8 @@
 //! Delivery to real apps on 127.0.0.1: an axum HTTP app and tonic gRPC apps that record what
 //! the sidecar sends, checked against daprd's wire rules (`dapr-jobs-api.md` §4.4, §4.5).
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -67,6 +69,11 @@ fn trigger_for(
     }
 }
 
+/// Delivers a trigger of job `name` without data.
+async fn deliver(sink: &Delivery, name: &str) -> TriggerResult {
+    sink.deliver(trigger(name, None)).await
+}
+
 fn value_any(kind: Kind) -> prost_types::Any {
     prost_types::Any {
         type_url: VALUE_URL.into(),
@@ -96,7 +103,7 @@ async fn closed_port() -> SocketAddr {
 
 /// Waits (bounded) until the health watch shows `want`.
 async fn wait_health(rx: &mut watch::Receiver<bool>, want: bool) {
-    tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|v| *v == want))
+    tokio::time::timeout(common::PATIENCE, rx.wait_for(|v| *v == want))
         .await
         .unwrap_or_else(|_| panic!("health never became {want}"))
         .expect("probe loop alive");
@@ -135,6 +142,9 @@ struct HttpApp {
     probes: AtomicUsize,
     /// Requests to `/job/flaky…` so far; the first two fail.
     flaky: AtomicUsize,
+    /// Whether `/job/slow…` calls may answer; until `open_gate`, they hold.
+    gate_open: AtomicBool,
+    gate: tokio::sync::Notify,
 }
 
 impl HttpApp {
@@ -144,10 +154,38 @@ impl HttpApp {
     fn last(&self) -> Seen {
         self.seen().last().cloned().expect("a request")
     }
+
+    /// Lets the `/job/slow…` calls held so far, and every later one, answer.
+    fn open_gate(&self) {
+        self.gate_open.store(true, Ordering::SeqCst);
+        self.gate.notify_waiters();
+    }
+
+    async fn pass_gate(&self) {
+        loop {
+            let opened = self.gate.notified();
+            tokio::pin!(opened);
+            // Registered before the check, so an `open_gate` in between is not missed.
+            opened.as_mut().enable();
+            if self.gate_open.load(Ordering::SeqCst) {
+                return;
+            }
+            opened.await;
+        }
+    }
+
+    /// Waits (bounded) until `n` `/job/slow…` calls are held at once.
+    async fn wait_in_flight(&self, n: usize) {
+        common::eventually(&format!("{n} calls at the app"), async || {
+            self.in_flight.load(Ordering::SeqCst) >= n
+        })
+        .await;
+    }
 }
 
-/// Answers `/job/status-<code>` with that code, sleeps 100 ms on `/job/slow…`, fails the
-/// first two `/job/flaky…` with 503, and answers 200 otherwise; `/healthz` follows `healthy`.
+/// Answers `/job/status-<code>` with that code, holds `/job/slow…` until the test opens the
+/// gate, fails the first two `/job/flaky…` with 503, and answers 200 otherwise; `/healthz`
+/// follows `healthy`.
 async fn job_handler(State(app): State<Arc<HttpApp>>, req: Request) -> StatusCode {
     let (parts, body) = req.into_parts();
     let body = body
@@ -166,7 +204,7 @@ async fn job_handler(State(app): State<Arc<HttpApp>>, req: Request) -> StatusCod
     if path.starts_with("/job/slow") {
         let now = app.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         app.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        app.pass_gate().await;
         app.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
     if path.starts_with("/job/flaky") && app.flaky.fetch_add(1, Ordering::SeqCst) < 2 {
@@ -341,10 +379,7 @@ async fn http_job_names_are_escaped_like_go() {
         ("x(y)!*'", "/job/x(y)!*'"),
     ];
     for (name, want) in cases {
-        assert_eq!(
-            sink.deliver(trigger(name, None)).await,
-            TriggerResult::Success
-        );
+        assert_eq!(deliver(&sink, name).await, TriggerResult::Success);
         assert_eq!(app.last().path, want, "name {name:?}");
     }
 }
@@ -356,10 +391,7 @@ async fn http_sends_the_app_api_token() {
         app_api_token: Some("s3cret".into()),
         ..config(addr, Protocol::Http)
     });
-    assert_eq!(
-        sink.deliver(trigger("tok", None)).await,
-        TriggerResult::Success
-    );
+    assert_eq!(deliver(&sink, "tok").await, TriggerResult::Success);
     assert_eq!(app.last().header("dapr-api-token"), Some("s3cret"));
 }
 
@@ -390,7 +422,7 @@ async fn http_status_codes_map_to_results() {
         (301, TriggerResult::Failed),
     ];
     for (code, want) in cases {
-        let result = sink.deliver(trigger(&format!("status-{code}"), None)).await;
+        let result = deliver(&sink, &format!("status-{code}")).await;
         assert_eq!(result, want, "status {code}");
     }
     let stats = sink.stats();
@@ -420,10 +452,7 @@ async fn call_once_exposes_the_answer_for_resiliency() {
 async fn http_unreachable_app_fails() {
     let sink = delivery(config(closed_port().await, Protocol::Http));
     assert!(sink.is_deliverable("app||default||myapp||x"));
-    assert_eq!(
-        sink.deliver(trigger("x", None)).await,
-        TriggerResult::Failed
-    );
+    assert_eq!(deliver(&sink, "x").await, TriggerResult::Failed);
     assert!(matches!(
         sink.call_once(&trigger("x", None)).await,
         Err(jobsd::delivery::Error::Transport(_))
@@ -435,10 +464,7 @@ async fn no_app_port_is_undeliverable() {
     let sink = delivery(DeliveryConfig::default());
     assert!(!*sink.health().borrow());
     assert!(!sink.is_deliverable("app||default||myapp||x"));
-    assert_eq!(
-        sink.deliver(trigger("x", None)).await,
-        TriggerResult::Undeliverable
-    );
+    assert_eq!(deliver(&sink, "x").await, TriggerResult::Undeliverable);
     assert_eq!(sink.stats().undeliverable, 1);
 }
 
@@ -472,9 +498,14 @@ async fn http_concurrency_is_bounded() {
     let tasks: Vec<_> = (0..8)
         .map(|i| {
             let sink = sink.clone();
-            tokio::spawn(async move { sink.deliver(trigger(&format!("slow-{i}"), None)).await })
+            tokio::spawn(async move { deliver(&sink, &format!("slow-{i}")).await })
         })
         .collect();
+    // Two calls held at the app; a third would be there well within this pause.
+    app.wait_in_flight(2).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(app.in_flight.load(Ordering::SeqCst), 2);
+    app.open_gate();
     for t in tasks {
         assert_eq!(t.await.expect("task"), TriggerResult::Success);
     }
@@ -489,9 +520,12 @@ async fn http_unbounded_concurrency_runs_in_parallel() {
     let tasks: Vec<_> = (0..6)
         .map(|i| {
             let sink = sink.clone();
-            tokio::spawn(async move { sink.deliver(trigger(&format!("slow-{i}"), None)).await })
+            tokio::spawn(async move { deliver(&sink, &format!("slow-{i}")).await })
         })
         .collect();
+    // More than two calls at the app at once (all six, in fact: nothing bounds them).
+    app.wait_in_flight(6).await;
+    app.open_gate();
     for t in tasks {
         assert_eq!(t.await.expect("task"), TriggerResult::Success);
     }
@@ -507,7 +541,7 @@ async fn http_connections_are_kept_alive() {
     }));
     for i in 0..50 {
         assert_eq!(
-            sink.deliver(trigger(&format!("seq-{i}"), None)).await,
+            deliver(&sink, &format!("seq-{i}")).await,
             TriggerResult::Success
         );
     }
@@ -524,7 +558,7 @@ async fn http_connections_are_kept_alive() {
             tokio::spawn(async move {
                 for i in 0..25 {
                     assert_eq!(
-                        sink.deliver(trigger(&format!("par-{t}-{i}"), None)).await,
+                        deliver(&sink, &format!("par-{t}-{i}")).await,
                         TriggerResult::Success
                     );
                 }
@@ -732,10 +766,7 @@ async fn grpc_sends_the_app_api_token() {
         app_api_token: Some("s3cret".into()),
         ..config(addr, Protocol::Grpc)
     });
-    assert_eq!(
-        sink.deliver(trigger("tok", None)).await,
-        TriggerResult::Success
-    );
+    assert_eq!(deliver(&sink, "tok").await, TriggerResult::Success);
     assert_eq!(app.seen()[0].token.as_deref(), Some("s3cret"));
 }
 
@@ -743,23 +774,11 @@ async fn grpc_sends_the_app_api_token() {
 async fn grpc_status_codes_map_to_results() {
     let (addr, _app) = grpc_app(GrpcApp::default(), Services::All).await;
     let sink = delivery(config(addr, Protocol::Grpc));
-    assert_eq!(
-        sink.deliver(trigger("ok", None)).await,
-        TriggerResult::Success
-    );
-    assert_eq!(
-        sink.deliver(trigger("notfound", None)).await,
-        TriggerResult::Success
-    );
-    assert_eq!(
-        sink.deliver(trigger("internal", None)).await,
-        TriggerResult::Failed
-    );
+    assert_eq!(deliver(&sink, "ok").await, TriggerResult::Success);
+    assert_eq!(deliver(&sink, "notfound").await, TriggerResult::Success);
+    assert_eq!(deliver(&sink, "internal").await, TriggerResult::Failed);
     // Unimplemented from both rpcs (the Python SDK's answer for an unregistered name).
-    assert_eq!(
-        sink.deliver(trigger("unregistered", None)).await,
-        TriggerResult::Failed
-    );
+    assert_eq!(deliver(&sink, "unregistered").await, TriggerResult::Failed);
     let err = sink
         .call_once(&trigger("internal", None))
         .await
@@ -774,15 +793,9 @@ async fn grpc_falls_back_to_alpha_when_the_app_has_no_app_callback() {
     let (addr, app) = grpc_app(GrpcApp::default(), Services::AlphaOnly).await;
     let sink = delivery(config(addr, Protocol::Grpc));
     for name in ["a", "b", "notfound"] {
-        assert_eq!(
-            sink.deliver(trigger(name, None)).await,
-            TriggerResult::Success
-        );
+        assert_eq!(deliver(&sink, name).await, TriggerResult::Success);
     }
-    assert_eq!(
-        sink.deliver(trigger("internal", None)).await,
-        TriggerResult::Failed
-    );
+    assert_eq!(deliver(&sink, "internal").await, TriggerResult::Failed);
     let seen = app.seen();
     assert_eq!(seen.len(), 4);
     assert!(seen.iter().all(|e| e.rpc == "OnJobEventAlpha1"));
@@ -799,7 +812,7 @@ async fn grpc_always_tries_on_job_event_first_like_daprd() {
     let sink = delivery(config(addr, Protocol::Grpc));
     for i in 0..5 {
         assert_eq!(
-            sink.deliver(trigger(&format!("j{i}"), None)).await,
+            deliver(&sink, &format!("j{i}")).await,
             TriggerResult::Success
         );
     }
@@ -815,22 +828,10 @@ async fn grpc_switches_back_when_alpha_becomes_unimplemented() {
     // memory must not make later registered names fail or skip OnJobEvent for good.
     let (addr, app) = grpc_app(GrpcApp::default(), Services::All).await;
     let sink = delivery(config(addr, Protocol::Grpc));
-    assert_eq!(
-        sink.deliver(trigger("unregistered", None)).await,
-        TriggerResult::Failed
-    );
-    assert_eq!(
-        sink.deliver(trigger("ok1", None)).await,
-        TriggerResult::Success
-    );
-    assert_eq!(
-        sink.deliver(trigger("unregistered", None)).await,
-        TriggerResult::Failed
-    );
-    assert_eq!(
-        sink.deliver(trigger("ok2", None)).await,
-        TriggerResult::Success
-    );
+    assert_eq!(deliver(&sink, "unregistered").await, TriggerResult::Failed);
+    assert_eq!(deliver(&sink, "ok1").await, TriggerResult::Success);
+    assert_eq!(deliver(&sink, "unregistered").await, TriggerResult::Failed);
+    assert_eq!(deliver(&sink, "ok2").await, TriggerResult::Success);
     let seen = app.seen();
     for name in ["ok1", "ok2"] {
         let event = seen.iter().find(|e| e.request.name == name).expect("event");
@@ -844,10 +845,7 @@ async fn grpc_unreachable_app_fails_then_recovers() {
     let addr = listener.local_addr().expect("addr");
     drop(listener);
     let sink = delivery(config(addr, Protocol::Grpc));
-    assert_eq!(
-        sink.deliver(trigger("x", None)).await,
-        TriggerResult::Failed
-    );
+    assert_eq!(deliver(&sink, "x").await, TriggerResult::Failed);
 
     // The app comes up on the same port; the lazy channel reconnects by itself.
     let app = Arc::new(GrpcApp::default());
@@ -859,15 +857,10 @@ async fn grpc_unreachable_app_fails_then_recovers() {
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
             .await;
     });
-    let mut result = TriggerResult::Failed;
-    for _ in 0..100 {
-        result = sink.deliver(trigger("x", None)).await;
-        if result == TriggerResult::Success {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(result, TriggerResult::Success);
+    common::eventually("a delivery to the app that came up", async || {
+        deliver(&sink, "x").await == TriggerResult::Success
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -900,37 +893,49 @@ fn fast_health() -> HealthCheckConfig {
     }
 }
 
+fn with_health(addr: SocketAddr, protocol: Protocol) -> Delivery {
+    delivery(DeliveryConfig {
+        health: Some(fast_health()),
+        ..config(addr, protocol)
+    })
+}
+
+/// Once the probe loop has stopped (it drops its sender), no probe reaches the app any more
+/// but the one it may have cut short: sent before the stop, counted by the app after it.
+async fn assert_probes_stopped(health: &mut watch::Receiver<bool>, app: &HttpApp) {
+    tokio::time::timeout(common::PATIENCE, health.changed())
+        .await
+        .expect("loop stops")
+        .expect_err("sender dropped");
+    let probes = app.probes.load(Ordering::SeqCst);
+    // Ten probe intervals: a loop still running would probe again and again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = app.probes.load(Ordering::SeqCst);
+    assert!(
+        after <= probes + 1,
+        "{probes} probes at the stop, {after} later"
+    );
+}
+
 #[tokio::test]
 async fn http_health_gates_delivery() {
     let (addr, app) = http_app().await;
-    let sink = delivery(DeliveryConfig {
-        health: Some(fast_health()),
-        ..config(addr, Protocol::Http)
-    });
+    let sink = with_health(addr, Protocol::Http);
     let mut health = sink.health();
     wait_health(&mut health, true).await;
     assert!(sink.is_deliverable("app||default||myapp||j"));
-    assert_eq!(
-        sink.deliver(trigger("j", None)).await,
-        TriggerResult::Success
-    );
+    assert_eq!(deliver(&sink, "j").await, TriggerResult::Success);
 
     app.healthy.store(false, Ordering::SeqCst);
     wait_health(&mut health, false).await;
     assert!(!sink.is_deliverable("app||default||myapp||j"));
     let before = app.seen().len();
-    assert_eq!(
-        sink.deliver(trigger("j", None)).await,
-        TriggerResult::Undeliverable
-    );
+    assert_eq!(deliver(&sink, "j").await, TriggerResult::Undeliverable);
     assert_eq!(app.seen().len(), before, "nothing sent while unhealthy");
 
     app.healthy.store(true, Ordering::SeqCst);
     wait_health(&mut health, true).await;
-    assert_eq!(
-        sink.deliver(trigger("j", None)).await,
-        TriggerResult::Success
-    );
+    assert_eq!(deliver(&sink, "j").await, TriggerResult::Success);
     let stats = sink.stats();
     assert_eq!((stats.accepted, stats.undeliverable), (2, 1));
 }
@@ -939,15 +944,9 @@ async fn http_health_gates_delivery() {
 async fn http_health_starts_unhealthy_until_a_probe_passes() {
     let (addr, app) = http_app().await;
     app.healthy.store(false, Ordering::SeqCst);
-    let sink = delivery(DeliveryConfig {
-        health: Some(fast_health()),
-        ..config(addr, Protocol::Http)
-    });
+    let sink = with_health(addr, Protocol::Http);
     assert!(!*sink.health().borrow());
-    assert_eq!(
-        sink.deliver(trigger("j", None)).await,
-        TriggerResult::Undeliverable
-    );
+    assert_eq!(deliver(&sink, "j").await, TriggerResult::Undeliverable);
     // Several failed probes later it is still unhealthy.
     while app.probes.load(Ordering::SeqCst) < 4 {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -980,42 +979,24 @@ async fn one_failed_probe_below_the_threshold_keeps_the_app_healthy() {
 #[tokio::test]
 async fn grpc_health_gates_delivery() {
     let (addr, app) = grpc_app(GrpcApp::default(), Services::All).await;
-    let sink = delivery(DeliveryConfig {
-        health: Some(fast_health()),
-        ..config(addr, Protocol::Grpc)
-    });
+    let sink = with_health(addr, Protocol::Grpc);
     let mut health = sink.health();
     wait_health(&mut health, true).await;
-    assert_eq!(
-        sink.deliver(trigger("j", None)).await,
-        TriggerResult::Success
-    );
+    assert_eq!(deliver(&sink, "j").await, TriggerResult::Success);
     app.healthy.store(false, Ordering::SeqCst);
     wait_health(&mut health, false).await;
-    assert_eq!(
-        sink.deliver(trigger("j", None)).await,
-        TriggerResult::Undeliverable
-    );
+    assert_eq!(deliver(&sink, "j").await, TriggerResult::Undeliverable);
     app.healthy.store(true, Ordering::SeqCst);
     wait_health(&mut health, true).await;
-    assert_eq!(
-        sink.deliver(trigger("j", None)).await,
-        TriggerResult::Success
-    );
+    assert_eq!(deliver(&sink, "j").await, TriggerResult::Success);
 }
 
 #[tokio::test]
 async fn unreachable_app_with_health_checks_is_undeliverable() {
-    let sink = delivery(DeliveryConfig {
-        health: Some(fast_health()),
-        ..config(closed_port().await, Protocol::Http)
-    });
+    let sink = with_health(closed_port().await, Protocol::Http);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!*sink.health().borrow());
-    assert_eq!(
-        sink.deliver(trigger("j", None)).await,
-        TriggerResult::Undeliverable
-    );
+    assert_eq!(deliver(&sink, "j").await, TriggerResult::Undeliverable);
 }
 
 #[tokio::test]
@@ -1033,33 +1014,17 @@ async fn probes_stop_when_cancelled() {
     let mut health = sink.health();
     wait_health(&mut health, true).await;
     stop.cancel();
-    // The loop drops its sender once it has stopped.
-    tokio::time::timeout(Duration::from_secs(5), health.changed())
-        .await
-        .expect("loop stops")
-        .expect_err("sender dropped");
-    let probes = app.probes.load(Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(app.probes.load(Ordering::SeqCst), probes);
+    assert_probes_stopped(&mut health, &app).await;
 }
 
 #[tokio::test]
 async fn probes_stop_when_the_delivery_is_dropped() {
     let (addr, app) = http_app().await;
-    let sink = delivery(DeliveryConfig {
-        health: Some(fast_health()),
-        ..config(addr, Protocol::Http)
-    });
+    let sink = with_health(addr, Protocol::Http);
     let mut health = sink.health();
     wait_health(&mut health, true).await;
     drop(sink);
-    tokio::time::timeout(Duration::from_secs(5), health.changed())
-        .await
-        .expect("loop stops")
-        .expect_err("sender dropped");
-    let probes = app.probes.load(Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(app.probes.load(Ordering::SeqCst), probes);
+    assert_probes_stopped(&mut health, &app).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1088,10 +1053,7 @@ async fn resiliency_retries_until_the_app_recovers() {
         addr,
         Policy::new("app[myapp]", None, Some(retries(5, None)), None),
     );
-    assert_eq!(
-        sink.deliver(trigger("flaky", None)).await,
-        TriggerResult::Success
-    );
+    assert_eq!(deliver(&sink, "flaky").await, TriggerResult::Success);
     assert_eq!(app.seen().len(), 3);
     // One trigger, one result: retries inside the policy are not counted separately.
     assert_eq!(sink.stats().accepted, 1);
@@ -1111,15 +1073,9 @@ async fn resiliency_gives_up_with_the_last_failure() {
         .expect_err("always 503");
     assert_eq!(err.http_status(), Some(503));
     assert_eq!(app.seen().len(), 3);
-    assert_eq!(
-        sink.deliver(trigger("status-503", None)).await,
-        TriggerResult::Failed
-    );
+    assert_eq!(deliver(&sink, "status-503").await, TriggerResult::Failed);
     // 404 is an answer, not a failure: no retry.
-    assert_eq!(
-        sink.deliver(trigger("status-404", None)).await,
-        TriggerResult::Success
-    );
+    assert_eq!(deliver(&sink, "status-404").await, TriggerResult::Success);
     assert_eq!(app.seen().len(), 7);
 }
 
@@ -1137,15 +1093,9 @@ async fn resiliency_matching_limits_what_is_retried() {
         addr,
         Policy::new("app[myapp]", None, Some(retries(2, Some(matching))), None),
     );
-    assert_eq!(
-        sink.deliver(trigger("status-503", None)).await,
-        TriggerResult::Failed
-    );
+    assert_eq!(deliver(&sink, "status-503").await, TriggerResult::Failed);
     assert_eq!(app.seen().len(), 1);
-    assert_eq!(
-        sink.deliver(trigger("status-500", None)).await,
-        TriggerResult::Failed
-    );
+    assert_eq!(deliver(&sink, "status-500").await, TriggerResult::Failed);
     assert_eq!(app.seen().len(), 4);
 }
 
@@ -1160,10 +1110,7 @@ async fn resiliency_timeout_fails_a_slow_call() {
         sink.call(&trigger("slow", None)).await,
         Err(jobsd::delivery::Error::Timeout)
     ));
-    assert_eq!(
-        sink.deliver(trigger("slow", None)).await,
-        TriggerResult::Failed
-    );
+    assert_eq!(deliver(&sink, "slow").await, TriggerResult::Failed);
 }
 
 #[tokio::test]
@@ -1176,16 +1123,10 @@ async fn resiliency_open_breaker_fails_without_calling_the_app() {
     let sink = with_policy(addr, Policy::new("app[myapp]", None, None, Some(&breaker)));
     // gobreaker's default trip: more than 5 consecutive failures.
     for _ in 0..6 {
-        assert_eq!(
-            sink.deliver(trigger("status-500", None)).await,
-            TriggerResult::Failed
-        );
+        assert_eq!(deliver(&sink, "status-500").await, TriggerResult::Failed);
     }
     assert_eq!(app.seen().len(), 6);
-    assert_eq!(
-        sink.deliver(trigger("ok", None)).await,
-        TriggerResult::Failed
-    );
+    assert_eq!(deliver(&sink, "ok").await, TriggerResult::Failed);
     assert!(matches!(
         sink.call(&trigger("ok", None)).await,
         Err(jobsd::delivery::Error::Breaker(_))

@@ -9,144 +9,23 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use chrono::TimeDelta;
 use common::app::{self, HttpApp};
-use common::clockwork;
-use common::http;
+use common::replica::Rep;
+use common::{
+    any_port, app_metadata, due_now, eventually, fast_health_check, http, sidecar_config, t0,
+};
 use jobsd::app::Sidecar;
 use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
 use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
 use jobsd::proto::scheduler as sv1;
-use jobsd::proto::scheduler::job_target_metadata::Type as Target;
-use jobsd::proto::scheduler::scheduler_client::SchedulerClient;
-use jobsd::replica::Replica;
-use jobsd::store::{self, Store};
+use jobsd::store;
 use tonic::transport::Channel;
 
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
-}
-
-/// Polls `check` every 10 ms for up to 10 s; panics with `what` if it never holds.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    for _ in 0..1000 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-// ---- the replica -------------------------------------------------------------------------
-
-/// A replica on `listen` over `store`, driven by a manual clock.
-struct Rep {
-    replica: Replica,
-    clock: ManualClock,
-}
-
-impl Rep {
-    async fn start() -> Rep {
-        Self::start_on(
-            "127.0.0.1:0".parse().unwrap(),
-            Arc::new(store::Memory::new()),
-            ManualClock::new(t0()),
-        )
-        .await
-    }
-
-    async fn start_on(listen: SocketAddr, store: Arc<dyn Store>, clock: ManualClock) -> Rep {
-        let cfg = config::Replica {
-            id: "dapr-scheduler-server-0".into(),
-            listen,
-            broadcast_override: None,
-            data_dir: "unused".into(),
-            cluster: None,
-        };
-        let replica = Replica::start_with(cfg, store, Arc::new(clock.clone()))
-            .await
-            .unwrap();
-        Rep { replica, clock }
-    }
-
-    fn address(&self) -> String {
-        self.replica.broadcast_address.clone()
-    }
-
-    async fn client(&self) -> SchedulerClient<Channel> {
-        SchedulerClient::connect(format!("http://{}", self.replica.addr))
-            .await
-            .unwrap()
-    }
-
-    /// Waits until nothing is out or being written and nothing is due.
-    async fn settle(&self) {
-        clockwork::settle(self.replica.engine(), &self.clock).await;
-    }
-
-    /// Steps the clock to `now + d`, stopping at every fire time on the way.
-    async fn run_for(&self, d: TimeDelta) {
-        clockwork::run_for(self.replica.engine(), &self.clock, d).await;
-    }
-
-    async fn staged(&self) -> usize {
-        self.replica.engine().sync().await.unwrap().staged
-    }
-
-    /// Whether the replica holds job `name` of `myapp`.
-    async fn has(&self, name: &str) -> bool {
-        self.replica
-            .engine()
-            .get_job(sv1::GetJobRequest {
-                name: name.into(),
-                metadata: Some(myapp()),
-            })
-            .await
-            .is_ok()
-    }
-
-    async fn stop(self) -> ManualClock {
-        self.replica.shutdown_token().cancel();
-        self.replica.wait().await.unwrap();
-        self.clock
-    }
-}
-
-fn myapp() -> sv1::JobMetadata {
-    sv1::JobMetadata {
-        app_id: "myapp".into(),
-        namespace: "default".into(),
-        target: Some(sv1::JobTargetMetadata {
-            r#type: Some(Target::Job(sv1::TargetJob {})),
-        }),
-        concurrency_key: None,
-    }
-}
-
-// ---- the app -----------------------------------------------------------------------------
-
-// ---- the sidecar -------------------------------------------------------------------------
-
+/// A sidecar of `myapp` in remote mode, in front of the replicas at `hosts` and the app at `app`.
 fn sidecar_cfg(hosts: &[String], app: Option<SocketAddr>) -> config::Sidecar {
-    config::Sidecar {
-        app_id: "myapp".into(),
-        namespace: "default".into(),
-        app_address: app,
-        app_protocol: AppProtocol::Http,
-        http_addrs: vec!["127.0.0.1:0".parse().unwrap()],
-        grpc_addrs: vec!["127.0.0.1:0".parse().unwrap()],
-        data_dir: "unused-in-remote-mode".into(),
-        max_body_size: 4 << 20,
-        api_token: None,
-        app_api_token: None,
-        app_max_concurrency: config::DEFAULT_MAX_IN_FLIGHT,
-        health_check: None,
-        resources_paths: Vec::new(),
-        scheduler_hosts: hosts.to_vec(),
-        scheduler_job_streams: 3,
-    }
+    sidecar_config(app, AppProtocol::Http, hosts)
 }
 
 struct Side {
@@ -220,13 +99,13 @@ async fn http_and_grpc_calls_land_in_the_replica() {
         r#"{"schedule":"@every 1h","data":{"k":"v"},"ttl":"48h"}"#,
     )
     .await;
-    assert!(rep.has("http-job").await);
+    assert!(rep.exists("http-job").await);
     let stored = rep
         .replica
         .engine()
         .get_job(sv1::GetJobRequest {
             name: "http-job".into(),
-            metadata: Some(myapp()),
+            metadata: Some(app_metadata("myapp")),
         })
         .await
         .unwrap();
@@ -259,7 +138,7 @@ async fn http_and_grpc_calls_land_in_the_replica() {
         })
         .await
         .unwrap();
-        assert!(rep.has(name).await, "{name} is on the replica");
+        assert!(rep.exists(name).await, "{name} is on the replica");
     }
     let job = c
         .get_job(rv1::GetJobRequest {
@@ -287,18 +166,18 @@ async fn http_and_grpc_calls_land_in_the_replica() {
     })
     .await
     .unwrap();
-    assert!(!rep.has("other").await);
+    assert!(!rep.exists("other").await);
     c.delete_jobs_by_prefix(rv1::DeleteJobsByPrefixRequest {
         name_prefix: Some("grpc-".into()),
     })
     .await
     .unwrap();
-    assert!(!rep.has("grpc-a").await && !rep.has("grpc-b").await);
+    assert!(!rep.exists("grpc-a").await && !rep.exists("grpc-b").await);
 
     // HTTP delete; deleting a missing job is fine too.
     let del = side.send("DELETE", "/v1.0/jobs/http-job", "").await;
     assert_eq!(del.status, 204, "{}", del.text());
-    assert!(!rep.has("http-job").await);
+    assert!(!rep.exists("http-job").await);
     let del = side.send("DELETE", "/v1.0/jobs/never-was", "").await;
     assert_eq!(del.status, 204, "{}", del.text());
 
@@ -422,7 +301,7 @@ async fn a_due_job_reaches_the_app_and_its_ack_finishes_it() {
     assert_eq!(app.count("every"), 3);
     // SUCCESS acks finished the jobs on the replica.
     for name in ["once", "obj", "every"] {
-        assert!(!rep.has(name).await, "{name} should be done");
+        assert!(!rep.exists(name).await, "{name} should be done");
     }
 
     side.stop().await;
@@ -443,10 +322,10 @@ async fn a_failing_app_fails_the_ack_and_the_replicas_failure_policy_applies() {
 
     // Default policy: constant 1 s × 3 retries = 4 deliveries, then the job is dropped.
     assert_eq!(app.count("broken"), 4);
-    assert!(!rep.has("broken").await);
+    assert!(!rep.exists("broken").await);
     // 404 is SUCCESS, as in daprd: delivered once.
     assert_eq!(app.count("gone"), 1);
-    assert!(!rep.has("gone").await);
+    assert!(!rep.exists("gone").await);
 
     side.stop().await;
     rep.stop().await;
@@ -495,7 +374,7 @@ async fn a_restarted_sidecar_reconnects_and_delivery_goes_on() {
     eventually("the missed ticks", async || app.count("tick") == 5).await;
     rep.run_for(TimeDelta::seconds(20)).await;
     assert_eq!(app.count("tick"), 10);
-    assert!(!rep.has("tick").await);
+    assert!(!rep.exists("tick").await);
 
     side.stop().await;
     rep.stop().await;
@@ -504,13 +383,7 @@ async fn a_restarted_sidecar_reconnects_and_delivery_goes_on() {
 #[tokio::test]
 async fn streams_and_discovery_reconnect_after_a_replica_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
-    let rep = Rep::start_on(
-        "127.0.0.1:0".parse().unwrap(),
-        store,
-        ManualClock::new(t0()),
-    )
-    .await;
+    let rep = Rep::on_redb(any_port(), dir.path(), ManualClock::new(t0())).await;
     let listen = rep.replica.addr;
     let app = HttpApp::new();
     let side = Side::connected(&rep, app::serve(app.clone()).await).await;
@@ -535,8 +408,7 @@ async fn streams_and_discovery_reconnect_after_a_replica_restart() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished());
-    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
-    let rep = Rep::start_on(listen, store, clock).await;
+    let rep = Rep::on_redb(listen, dir.path(), clock).await;
     let answer = waiting.await.unwrap();
     assert_eq!(answer.status, 204, "{}", answer.text());
     side.wait_streams(3).await;
@@ -569,7 +441,7 @@ async fn without_an_app_port_no_streams_are_held_and_jobs_stay_staged() {
     let side = Side::connected(&rep, app::serve(app.clone()).await).await;
     eventually("the staged trigger", async || app.count("waiting") == 1).await;
     rep.settle().await;
-    assert!(!rep.has("waiting").await);
+    assert!(!rep.exists("waiting").await);
 
     idle.stop().await;
     side.stop().await;
@@ -582,12 +454,7 @@ async fn an_unhealthy_app_closes_the_streams_until_it_recovers() {
     let app = HttpApp::new();
     *app.healthy.lock().unwrap() = false;
     let mut cfg = sidecar_cfg(&[rep.address()], Some(app::serve(app.clone()).await));
-    cfg.health_check = Some(config::HealthCheck {
-        path: "/healthz".into(),
-        interval: Duration::from_millis(20),
-        timeout: Duration::from_millis(500),
-        threshold: 1,
-    });
+    cfg.health_check = Some(fast_health_check());
     let side = Side::start(cfg).await;
     eventually("hosts known", async || {
         side.send("GET", "/v1.0/healthz", "").await.status == 204
@@ -627,18 +494,7 @@ async fn host_list_changes_move_the_streams() {
         meta["scheduler"]["connected_addresses"],
         serde_json::json!(expected)
     );
-    let mut c = two.client().await;
-    c.schedule_job(sv1::ScheduleJobRequest {
-        name: "on-two".into(),
-        job: Some(sv1::Job {
-            due_time: Some("0s".into()),
-            ..Default::default()
-        }),
-        metadata: Some(myapp()),
-        overwrite: false,
-    })
-    .await
-    .unwrap();
+    two.schedule("on-two", due_now()).await;
     two.run_for(TimeDelta::seconds(1)).await;
     assert_eq!(app.count("on-two"), 1);
 
@@ -646,21 +502,10 @@ async fn host_list_changes_move_the_streams() {
     one.replica.set_hosts(vec![two.address()]);
     side.wait_streams(3).await;
     side.post("on-two-again", r#"{"dueTime":"0s"}"#).await;
-    assert!(two.has("on-two-again").await, "calls go to the new set");
+    assert!(two.exists("on-two-again").await, "calls go to the new set");
     two.run_for(TimeDelta::seconds(1)).await;
     assert_eq!(app.count("on-two-again"), 1);
-    let mut c = one.client().await;
-    c.schedule_job(sv1::ScheduleJobRequest {
-        name: "on-one".into(),
-        job: Some(sv1::Job {
-            due_time: Some("0s".into()),
-            ..Default::default()
-        }),
-        metadata: Some(myapp()),
-        overwrite: false,
-    })
-    .await
-    .unwrap();
+    one.schedule("on-one", due_now()).await;
     one.run_for(TimeDelta::seconds(1)).await;
     assert_eq!(one.staged().await, 1);
     assert_eq!(app.count("on-one"), 0);
@@ -689,7 +534,7 @@ async fn shutdown_acknowledges_the_deliveries_in_flight() {
     side.stop().await;
     assert_eq!(app.count("slow"), 1);
     rep.settle().await;
-    assert!(!rep.has("slow").await, "acked before the streams closed");
+    assert!(!rep.exists("slow").await, "acked before the streams closed");
     assert_eq!(rep.staged().await, 0);
 
     rep.stop().await;

@@ -7,108 +7,22 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use common::clockwork;
+use chrono::TimeDelta;
+use common::replica::Rep as Running;
+use common::{PATIENCE, any_port, app_metadata as app, due_now, t0};
 use jobsd::clock::ManualClock;
-use jobsd::config;
 use jobsd::proto::scheduler as sv1;
 use jobsd::proto::scheduler::job_target_metadata::Type as Target;
 use jobsd::proto::scheduler::scheduler_client::SchedulerClient;
 use jobsd::proto::scheduler::watch_jobs_request::WatchJobRequestType;
 use jobsd::proto::scheduler::{JobTargetType, WatchJobsRequestResultStatus as Status};
-use jobsd::replica::Replica;
-use jobsd::store::{self, Store};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::Code;
 use tonic::transport::Channel;
 
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
-}
-
-/// How long a test waits for something that should arrive.
-const PATIENCE: Duration = Duration::from_secs(5);
-
-fn cfg() -> config::Replica {
-    config::Replica {
-        id: "dapr-scheduler-server-0".into(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        broadcast_override: None,
-        data_dir: "unused".into(),
-        cluster: None,
-    }
-}
-
-struct Running {
-    replica: Replica,
-    clock: ManualClock,
-    client: SchedulerClient<Channel>,
-}
-
 impl Running {
-    async fn start() -> Running {
-        Self::start_on(Arc::new(store::Memory::new()), ManualClock::new(t0())).await
-    }
-
-    async fn start_on(store: Arc<dyn Store>, clock: ManualClock) -> Running {
-        let replica = Replica::start_with(cfg(), store, Arc::new(clock.clone()))
-            .await
-            .unwrap();
-        let client = SchedulerClient::connect(format!("http://{}", replica.addr))
-            .await
-            .unwrap();
-        Running {
-            replica,
-            clock,
-            client,
-        }
-    }
-
-    fn client(&self) -> SchedulerClient<Channel> {
-        self.client.clone()
-    }
-
-    /// Waits until nothing is out or being written and nothing is due.
-    async fn settle(&self) {
-        clockwork::settle(self.replica.engine(), &self.clock).await;
-    }
-
-    /// Steps the clock to `now + d`, stopping at every fire time on the way.
-    async fn run_for(&self, d: TimeDelta) {
-        clockwork::run_for(self.replica.engine(), &self.clock, d).await;
-    }
-
-    async fn staged(&self) -> usize {
-        self.replica.engine().sync().await.unwrap().staged
-    }
-
-    async fn schedule(&self, name: &str, job: sv1::Job) {
-        self.schedule_for(app("myapp"), name, job).await;
-    }
-
-    async fn schedule_for(&self, metadata: sv1::JobMetadata, name: &str, job: sv1::Job) {
-        self.client()
-            .schedule_job(sv1::ScheduleJobRequest {
-                name: name.into(),
-                job: Some(job),
-                metadata: Some(metadata),
-                overwrite: false,
-            })
-            .await
-            .unwrap();
-    }
-
-    async fn exists(&self, name: &str) -> bool {
-        self.client()
-            .get_job(sv1::GetJobRequest {
-                name: name.into(),
-                metadata: Some(app("myapp")),
-            })
-            .await
-            .is_ok()
-    }
-
+    /// The names of the jobs listed for `metadata`, sorted.
     async fn list(&self, metadata: sv1::JobMetadata) -> Vec<String> {
         let mut names: Vec<String> = self
             .client()
@@ -125,22 +39,6 @@ impl Running {
         names.sort();
         names
     }
-
-    async fn stop(self) {
-        self.replica.shutdown_token().cancel();
-        self.replica.wait().await.unwrap();
-    }
-}
-
-fn app(app_id: &str) -> sv1::JobMetadata {
-    sv1::JobMetadata {
-        app_id: app_id.into(),
-        namespace: "default".into(),
-        target: Some(sv1::JobTargetMetadata {
-            r#type: Some(Target::Job(sv1::TargetJob {})),
-        }),
-        concurrency_key: None,
-    }
 }
 
 fn actor(actor_type: &str, id: &str) -> sv1::JobMetadata {
@@ -152,13 +50,6 @@ fn actor(actor_type: &str, id: &str) -> sv1::JobMetadata {
             })),
         }),
         ..app("myapp")
-    }
-}
-
-fn due_now() -> sv1::Job {
-    sv1::Job {
-        due_time: Some("0s".into()),
-        ..Default::default()
     }
 }
 
@@ -760,8 +651,7 @@ async fn grpc_health_reports_the_scheduler_serving() {
 #[tokio::test]
 async fn shutdown_closes_streams_and_the_unacked_trigger_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
-    let r = Running::start_on(store, ManualClock::new(t0())).await;
+    let r = Running::on_redb(any_port(), dir.path(), ManualClock::new(t0())).await;
     let mut w = open(&r, initial("myapp", &[], &[])).await;
     r.schedule("j", due_now()).await;
     assert_eq!(w.next().await.id, 1);
@@ -774,8 +664,7 @@ async fn shutdown_closes_streams_and_the_unacked_trigger_survives_a_restart() {
         .expect("graceful shutdown finishes")
         .unwrap();
 
-    let store: Arc<dyn Store> = Arc::new(store::Redb::open(dir.path()).unwrap());
-    let r = Running::start_on(store, clock).await;
+    let r = Running::on_redb(any_port(), dir.path(), clock).await;
     let mut w = open(&r, initial("myapp", &[], &[])).await;
     let t = w.next().await;
     assert_eq!((t.name.as_str(), t.id), ("j", 1));

@@ -5,11 +5,10 @@ mod common;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use chrono::TimeDelta;
 use common::app::{self, HttpApp};
-use common::clockwork;
+use common::{clockwork, eventually, fast_health_check, sidecar_config, t0};
 use jobsd::app::Sidecar;
 use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
@@ -17,10 +16,6 @@ use jobsd::proto::runtime::app_callback_server::{AppCallback, AppCallbackServer}
 use jobsd::proto::runtime::{JobEventRequest, JobEventResponse};
 use jobsd::store::{self, Store};
 use tokio::net::TcpListener;
-
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
-}
 
 /// A gRPC app implementing `AppCallback.OnJobEvent`.
 #[derive(Clone, Default)]
@@ -52,23 +47,7 @@ async fn serve_grpc_app(app: GrpcApp) -> SocketAddr {
 }
 
 fn cfg(app: Option<SocketAddr>, protocol: AppProtocol) -> config::Sidecar {
-    config::Sidecar {
-        app_id: "myapp".into(),
-        namespace: "default".into(),
-        app_address: app,
-        app_protocol: protocol,
-        http_addrs: vec!["127.0.0.1:0".parse().unwrap()],
-        grpc_addrs: vec!["127.0.0.1:0".parse().unwrap()],
-        data_dir: "unused".into(),
-        max_body_size: 4 << 20,
-        api_token: None,
-        app_api_token: None,
-        app_max_concurrency: config::DEFAULT_MAX_IN_FLIGHT,
-        health_check: None,
-        resources_paths: Vec::new(),
-        scheduler_hosts: Vec::new(),
-        scheduler_job_streams: 3,
-    }
+    sidecar_config(app, protocol, &[])
 }
 
 struct Running {
@@ -249,12 +228,7 @@ async fn unhealthy_app_holds_triggers_until_it_recovers() {
     *app.healthy.lock().unwrap() = false;
     let addr = app::serve(app.clone()).await;
     let mut c = cfg(Some(addr), AppProtocol::Http);
-    c.health_check = Some(config::HealthCheck {
-        path: "/healthz".into(),
-        interval: Duration::from_millis(20),
-        timeout: Duration::from_millis(500),
-        threshold: 1,
-    });
+    c.health_check = Some(fast_health_check());
     let r = Running::start(c, Arc::new(store::Memory::new())).await;
     r.post("held", r#"{"dueTime":"0s"}"#).await;
     r.run_for(TimeDelta::seconds(5)).await;
@@ -263,12 +237,7 @@ async fn unhealthy_app_holds_triggers_until_it_recovers() {
 
     *app.healthy.lock().unwrap() = true;
     // The probe loop runs on real time; wait (bounded) for the release.
-    for _ in 0..500 {
-        if !app.bodies("held").is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("the held trigger", async || !app.bodies("held").is_empty()).await;
     r.settle().await;
     assert_eq!(app.bodies("held").len(), 1);
     r.stop().await;

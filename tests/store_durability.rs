@@ -134,8 +134,55 @@ fn kill_9_between_checkpoints_loses_no_acknowledged_write() {
     kill_9_rounds(true);
 }
 
+/// The key of `ack <key>` on a complete line (one that ends in a newline: a line cut short by
+/// the kill was never fully printed, so it acknowledges nothing); `None` at the end of the pipe.
+fn next_ack(out: &mut impl BufRead) -> Option<Option<String>> {
+    let mut line = String::new();
+    if out.read_line(&mut line).unwrap() == 0 {
+        return None;
+    }
+    let key = line
+        .strip_suffix('\n')
+        .and_then(|l| l.strip_prefix("ack "))
+        .map(str::to_owned);
+    Some(key)
+}
+
+/// What one writer task of one round acknowledged: the highest sequence number, if any.
+type LastAcked = std::collections::HashMap<(usize, usize), usize>;
+
+/// The round, writer and sequence number a key of `key()` names.
+fn parse_key(key: &str) -> (usize, usize, usize) {
+    let tail = key.rsplit("||").next().unwrap();
+    let parts: Vec<&str> = tail.splitn(3, '-').collect();
+    let number = |s: &str, prefix: &str| s.strip_prefix(prefix).unwrap().parse().unwrap();
+    (
+        number(parts[0], "r"),
+        number(parts[1], "w"),
+        number(parts[2], ""),
+    )
+}
+
+/// Every key a writer task may have written: each task writes its batches one after the other
+/// and prints a batch's acks before it starts the next, so at the kill it had written exactly
+/// the batches up to the one of its last ack, plus the next one if that ack ended its batch.
+fn attempted(rounds: usize, last_acked: &LastAcked) -> std::collections::HashSet<String> {
+    let mut keys = std::collections::HashSet::new();
+    for round in 0..rounds {
+        for writer in 0..WRITERS {
+            let end = match last_acked.get(&(round, writer)) {
+                None => BATCH,
+                Some(&last) if last % BATCH == BATCH - 1 => last + 1 + BATCH,
+                Some(&last) => (last / BATCH + 1) * BATCH,
+            };
+            keys.extend((0..end).map(|seq| key(&round.to_string(), writer, seq)));
+        }
+    }
+    keys
+}
+
 /// Three rounds of: a writer child acknowledges writes, gets `kill -9`, and the reopened store
-/// must hold every acknowledged key (and at most the writes that were in flight besides).
+/// must hold every key the child acknowledged before it died, and nothing it did not attempt.
 fn kill_9_rounds(no_checkpoint: bool) {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
@@ -146,6 +193,9 @@ fn kill_9_rounds(no_checkpoint: bool) {
         ACKS_BEFORE_KILL
     };
     let mut acked: Vec<String> = Vec::new();
+    let mut last_acked = LastAcked::new();
+    // Jobs the store held after the previous round's reopen.
+    let mut stored_before = 0;
     for round in 0..3 {
         let mut command = Command::new(&exe);
         command
@@ -165,16 +215,22 @@ fn kill_9_rounds(no_checkpoint: bool) {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut record = |key: String| {
+            let (r, writer, seq) = parse_key(&key);
+            assert_eq!(r, round, "{key}");
+            let last = last_acked.entry((round, writer)).or_insert(seq);
+            *last = (*last).max(seq);
+            acked.push(key);
+        };
         let mut this_round = 0;
-        for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            if let Some(key) = line.strip_prefix("ack ") {
-                acked.push(key.to_owned());
+        while this_round < acks_before_kill {
+            let Some(line) = next_ack(&mut stdout) else {
+                break;
+            };
+            if let Some(key) = line {
+                record(key);
                 this_round += 1;
-                if this_round >= acks_before_kill {
-                    break;
-                }
             }
         }
         assert!(
@@ -184,14 +240,20 @@ fn kill_9_rounds(no_checkpoint: bool) {
         // SIGKILL while the writer is still going: no chance to flush or close.
         child.kill().unwrap();
         child.wait().unwrap();
+        // The writer went on acknowledging until the kill: every ack it printed counts.
+        while let Some(line) = next_ack(&mut stdout) {
+            if let Some(key) = line {
+                record(key);
+                this_round += 1;
+            }
+        }
 
         let in_redb_file = jobs_in_redb_file(dir.path());
         if no_checkpoint {
             // Only the earlier rounds (checkpointed by the reopens below) are in redb itself:
             // this round's acknowledged writes exist only in the log.
             assert!(
-                in_redb_file
-                    <= (acked.len() - this_round) as u64 + (WRITERS * BATCH * round) as u64,
+                in_redb_file <= stored_before as u64,
                 "round {round}: {in_redb_file} jobs in redb, the log was checkpointed"
             );
         }
@@ -208,22 +270,25 @@ fn kill_9_rounds(no_checkpoint: bool) {
         for key in &acked {
             assert!(stored.contains(key.as_str()), "round {round}: lost {key}");
         }
-        // Besides the acknowledged ones, only writes in flight at each kill (one per writer
-        // task) may have made it.
-        let in_flight = WRITERS * BATCH * (round + 1);
-        assert!(
-            stored.len() >= acked.len() && stored.len() <= acked.len() + in_flight,
-            "round {round}: {} stored for {} acked",
-            stored.len(),
-            acked.len()
-        );
+        // Besides the acknowledged ones, only the writes in flight at each kill (at most one
+        // batch per writer task) may have made it.
+        let attempted = attempted(round + 1, &last_acked);
+        for key in &stored {
+            assert!(
+                attempted.contains(*key),
+                "round {round}: {key} stored but never written"
+            );
+        }
         eprintln!(
-            "round {round}: {} acked so far, {} stored ({in_redb_file} in redb before replay, \
-             {} batches replayed), reopen after kill took {reopened:?}",
+            "round {round}: {} acked so far ({this_round} this round), {} stored of {} \
+             attempted ({in_redb_file} in redb before replay, {} batches replayed), reopen \
+             after kill took {reopened:?}",
             acked.len(),
             stored.len(),
+            attempted.len(),
             store.stats().replayed
         );
+        stored_before = stored.len();
         drop(store);
     }
 }

@@ -20,6 +20,8 @@
 #   use less than this many cores; each run also reports the load it saw (other_cores).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=e2e/lib.sh
+source e2e/lib.sh
 
 N=${N:-100000}
 C=${C:-16}
@@ -34,16 +36,7 @@ QUIET_WAIT=${QUIET_WAIT:-300}
 HTTP=127.0.0.1:$HTTP_PORT
 GRPC=127.0.0.1:$GRPC_PORT
 
-echo "== machine"
-date -u '+%Y-%m-%d %H:%M:%S UTC'
-echo "nproc: $(nproc)"
-free -g
-grep -m1 'model name' /proc/cpuinfo
-echo "kernel: $(uname -r); $(rustc --version)"
-echo "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?') ($(git status --porcelain 2>/dev/null | wc -l) paths changed or untracked)"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/jobsd-bench.XXXXXX")
-df -hT "$TMP" | tail -1
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_begin bench
 
 echo "== build"
 cargo build --release --locked --bin jobsd --example bench_api
@@ -51,22 +44,11 @@ JOBSD=target/release/jobsd
 BENCH=target/release/examples/bench_api
 
 PID=
-LOAD_PID=
-cleanup() {
-  for p in $LOAD_PID $PID; do
-    kill -9 "$p" 2>/dev/null || true
-  done
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-
 RESULTS=$TMP/results.txt
 SUMMARY=$TMP/summary.txt
 : >"$RESULTS"
 : >"$SUMMARY"
 
-now_ns() { date +%s%N; }
-ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) / 1e6 }'; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 # VmRSS and VmHWM of $PID in MiB: "rss hwm".
 rss() {
@@ -77,69 +59,26 @@ rss() {
 }
 note() { echo "$*" | tee -a "$SUMMARY"; }
 
-# Cores busy over 2 s, from /proc/stat (nothing of ours runs while this is called).
-busy_cores() {
-  local a b
-  a=$(head -1 /proc/stat)
-  sleep 2
-  b=$(head -1 /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN {
-    split(a, x); split(b, y)
-    busy = (y[2]+y[3]+y[4]+y[7]+y[8]) - (x[2]+x[3]+x[4]+x[7]+x[8])
-    printf "%.2f", busy / 100 / 2 }'
-}
-wait_quiet() {
-  local waited=0 cores
-  while :; do
-    cores=$(busy_cores)
-    if awk -v c="$cores" -v q="$QUIET" 'BEGIN { exit !(c < q) }'; then return; fi
-    if [ "$waited" -ge "$QUIET_WAIT" ]; then
-      echo "   (machine still busy: $cores cores used by others; measuring anyway)"
-      return
-    fi
-    [ "$waited" = 0 ] && echo "   (waiting for a quieter machine: $cores cores busy)"
-    waited=$((waited + 2))
-  done
-}
-
 # Starts jobsd on $1; sets PID and READY_MS (launch until /v1.0/healthz answers 204).
 start_jobsd() {
   local t0 t1
   t0=$(now_ns)
-  "$JOBSD" --app-id myapp --data-dir "$1" --dapr-http-port "$HTTP_PORT" \
-    --dapr-grpc-port "$GRPC_PORT" --dapr-listen-addresses 127.0.0.1 --log-level warn \
-    >>"$TMP/jobsd.log" 2>&1 &
-  PID=$!
+  e2e_spawn "$TMP/jobsd.log" "$JOBSD" --app-id myapp --data-dir "$1" --dapr-http-port "$HTTP_PORT" \
+    --dapr-grpc-port "$GRPC_PORT" --dapr-listen-addresses 127.0.0.1 --log-level warn
+  PID=$E2E_SPAWNED
   t1=$("$BENCH" wait-healthy --http "$HTTP" --timeout-secs 900 --pid "$PID")
   READY_MS=$(ms_between "$t0" "$t1")
-}
-# SIGTERM; sets STOP_MS (signal until the process is gone).
-stop_jobsd() {
-  local t0 t1
-  t0=$(now_ns)
-  kill -TERM "$PID"
-  wait "$PID" || echo "   (jobsd exited with status $?)"
-  t1=$(now_ns)
-  STOP_MS=$(ms_between "$t0" "$t1")
-  PID=
-}
-kill9_jobsd() {
-  kill -9 "$PID"
-  wait "$PID" 2>/dev/null || true
-  PID=
 }
 
 # One load run; its RESULT line goes to $RESULTS, everything to the terminal.
 bench() {
-  wait_quiet
+  bench_wait_quiet
   "$BENCH" --http "$HTTP" --grpc "$GRPC" --server-pid "$PID" -n "$N" -c "$C" "$@" |
     tee "$TMP/last.log" | grep -v '^RESULT'
   cat "$TMP/last.log" >>"$TMP/bench.log"
   grep '^RESULT' "$TMP/last.log" >>"$RESULTS"
 }
 
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
 # "median rate, median p99, all rates, all p99s, median other load" of the runs labelled $1.
 summarize() {
   local lines
@@ -168,10 +107,10 @@ for r in $(seq 1 "$RUNS"); do
 done
 JOBS_AFTER=$(grep -c '^RESULT label=\(http\|grpc-ch[0-9]*\) ' "$RESULTS" || true)
 note "after the create runs ($JOBS_AFTER runs of $N + warmups): RSS (VmRSS VmHWM MiB): $(rss), data: $(du -sh "$TMP/data" | cut -f1)"
-stop_jobsd
+bench_stop_jobsd
 
 echo "== 4. fill $FILL jobs ($FILL_C clients, fresh data dir)"
-wait_quiet
+bench_wait_quiet
 start_jobsd "$TMP/fill"
 "$BENCH" --http "$HTTP" --grpc "$GRPC" --server-pid "$PID" --fill "$FILL" \
   --fill-concurrency "$FILL_C" --run-id fill | tee "$TMP/last.log" | grep -v '^RESULT'
@@ -185,30 +124,29 @@ FILL_RATE=$(field rate <"$RESULTS" | tail -1)
 FILL_P99=$(grep ' label=fill ' "$RESULTS" | field p99_ms | tail -1)
 
 echo "== 5. SIGTERM + reopen"
-stop_jobsd
+bench_stop_jobsd
 TERM_STOP_MS=$STOP_MS
 start_jobsd "$TMP/fill"
 REOPEN_MS=$READY_MS
 read -r REOPEN_RSS REOPEN_HWM < <(rss)
 
 echo "== 6. kill -9 (idle) + reopen"
-kill9_jobsd
+bench_kill9_jobsd
 start_jobsd "$TMP/fill"
 KILL_MS=$READY_MS
 read -r KILL_RSS KILL_HWM < <(rss)
 
 echo "== 6b. kill -9 during creates + reopen"
-"$BENCH" --http "$HTTP" --fill 200000 --fill-concurrency "$FILL_C" --run-id crash \
-  --max-error-ratio 1 >"$TMP/crash-load.log" 2>&1 &
-LOAD_PID=$!
+e2e_spawn "$TMP/crash-load.log" "$BENCH" --http "$HTTP" --fill 200000 --fill-concurrency "$FILL_C" \
+  --run-id crash --max-error-ratio 1
+LOAD_PID=$E2E_SPAWNED
 sleep 3
-kill9_jobsd
-wait "$LOAD_PID" 2>/dev/null || true
-LOAD_PID=
+bench_kill9_jobsd
+e2e_wait_spawned "$LOAD_PID" || true
 start_jobsd "$TMP/fill"
 CRASH_MS=$READY_MS
 read -r CRASH_RSS CRASH_HWM < <(rss)
-stop_jobsd
+bench_stop_jobsd
 
 {
   echo

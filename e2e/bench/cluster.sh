@@ -48,25 +48,9 @@ PARTITIONS=${PARTITIONS:-}
 PARTS=${PARTS:-abc}
 QUIET=${QUIET:-0.5}
 QUIET_WAIT=${QUIET_WAIT:-60}
-ETCD_BIN=${ETCD_BIN:-/usr/bin/etcd}
 
-echo "== machine"
-date -u '+%Y-%m-%d %H:%M:%S UTC'
-echo "nproc: $(nproc)"
-free -m | sed -n 1,2p
-grep -m1 'model name' /proc/cpuinfo
-echo "kernel: $(uname -r); $(rustc --version)"
-echo "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?') ($(git status --porcelain 2>/dev/null | wc -l) paths changed or untracked)"
+bench_begin cluster-bench
 echo "etcd: $("$ETCD_BIN" --version | head -1)"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/jobsd-cluster-bench.XXXXXX")
-# e2e_cleanup (on exit) stops every process started here and removes the dirs listed.
-[ "${KEEP:-0}" = 1 ] || E2E_TMPDIRS+=("$TMP")
-df -hT "$TMP" | tail -1
-echo "uptime: $(uptime)"
-
-trap 'e2e_cleanup; [ "${KEEP:-0}" != 1 ] || echo "kept $TMP"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 echo "== build"
 if [ "${BUILD:-1}" = 1 ]; then
@@ -79,51 +63,18 @@ e2e_venv e2e/python/requirements.txt # grpcio, for the replicas' gRPC health
 
 RESULTS=$TMP/results.txt
 : >"$RESULTS"
-now_ns() { date +%s%N; }
-
-# Cores busy over 2 s, from /proc/stat.
-busy_cores() {
-  local a b
-  a=$(head -1 /proc/stat)
-  sleep 2
-  b=$(head -1 /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN {
-    split(a, x); split(b, y)
-    busy = (y[2]+y[3]+y[4]+y[7]+y[8]) - (x[2]+x[3]+x[4]+x[7]+x[8])
-    printf "%.2f", busy / 100 / 2 }'
-}
-# Waits (up to QUIET_WAIT s) until under QUIET cores are busy; sets BUSY (cores busy before).
-wait_quiet() {
-  local waited=0
-  while :; do
-    BUSY=$(busy_cores)
-    awk -v c="$BUSY" -v q="$QUIET" 'BEGIN { exit !(c < q) }' && break
-    if [ "$waited" -ge "$QUIET_WAIT" ]; then
-      echo "   (still $BUSY cores busy after ${QUIET_WAIT} s; measuring anyway)"
-      break
-    fi
-    [ "$waited" = 0 ] && echo "   (waiting for a quieter machine: $BUSY cores busy)"
-    waited=$((waited + 2))
-  done
-  echo "   before the run: $BUSY cores busy, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-}
 
 # wait_healthz PORT PID: GET /v1.0/healthz → 204 within 30 s.
 wait_healthz() {
-  local i
-  for i in $(seq 1 300); do
-    [ "$(_http_status "http://127.0.0.1:$1/v1.0/healthz")" = 204 ] && return 0
-    _proc_gone "$2" && break
-    sleep 0.1
-  done
-  echo "sidecar on $1 (pid $2) not healthy"
-  tail -n 30 "$TMP"/*.log
-  exit 1
+  e2e_wait_http "http://127.0.0.1:$1/v1.0/healthz" 204 30 "$2" "sidecar on $1" || {
+    tail -n 30 "$TMP"/*.log
+    exit 1
+  }
 }
 
 # wait_serving ADDR...: grpc.health.v1 SERVING (cluster_checks.py serving), within 30 s.
 wait_serving() {
-  PYTHONDONTWRITEBYTECODE=1 "$E2E_PY" e2e/python/cluster_checks.py serving 30 "$@" || {
+  e2e_wait_serving "$TMP/serving.out" 30 "$@" || {
     tail -n 30 "$TMP"/replica-*.log
     exit 1
   }
@@ -137,13 +88,11 @@ e2e_wait_tcp "$APP_PORT" 30 "$APP_PID"
 APP=127.0.0.1:$APP_PORT
 
 # ---------------------------------------------------------------- cluster
-ETCD_PID=
 REPLICA_PORTS=()
 REPLICA_PIDS=()
 SC_HTTP=()
 SC_GRPC=()
 SC_PIDS=()
-ETCD_URL=
 # start_replica I: replica s<I+1> of the current cluster (again after a kill: same id, port).
 start_replica() {
   local i=$1
@@ -159,24 +108,13 @@ replica_addr() { echo "127.0.0.1:${REPLICA_PORTS[$1]}"; }
 # cluster_up TAG: fresh etcd, 3 replicas, 2 sidecars (app id myapp, every replica given).
 cluster_up() {
   CLUSTER_TAG=$1
-  local ports i peer
+  local ports i
   mapfile -t ports < <(free_ports 9)
-  ETCD_URL="http://127.0.0.1:${ports[0]}"
-  peer="http://127.0.0.1:${ports[1]}"
   REPLICA_PORTS=("${ports[2]}" "${ports[3]}" "${ports[4]}")
   SC_HTTP=("${ports[5]}" "${ports[6]}")
   SC_GRPC=("${ports[7]}" "${ports[8]}")
-  e2e_spawn "$TMP/etcd-$CLUSTER_TAG.log" "$ETCD_BIN" --name default --data-dir "$TMP/etcd-$CLUSTER_TAG" \
-    --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
-    --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "default=$peer"
-  ETCD_PID=$E2E_SPAWNED
-  for i in $(seq 1 300); do
-    curl -s --max-time 2 "$ETCD_URL/health" 2>/dev/null | grep -q '"health":"true"' && break
-    _proc_gone "$ETCD_PID" && break
-    sleep 0.1
-  done
-  curl -s --max-time 2 "$ETCD_URL/health" | grep -q '"health":"true"' ||
-    { echo "etcd not healthy"; tail "$TMP/etcd-$CLUSTER_TAG.log"; exit 1; }
+  e2e_start_etcd "$TMP/etcd-$CLUSTER_TAG" "$TMP/etcd-$CLUSTER_TAG.log" "${ports[0]}" "${ports[1]}" 30 ||
+    { tail "$TMP/etcd-$CLUSTER_TAG.log"; exit 1; }
   for i in 0 1 2; do start_replica "$i"; done
   wait_serving "$(replica_addr 0)" "$(replica_addr 1)" "$(replica_addr 2)"
   local all
@@ -226,8 +164,6 @@ embedded_down() {
 }
 
 has() { [[ "$PARTS" == *"$1"* ]]; }
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
 tag() { sed "s/\$/ mode=$1 busy_before=$BUSY/"; }
 
 # ---------------------------------------------------------------- (a) creates
@@ -238,7 +174,7 @@ if has a; then
   for r in $(seq 1 "$RUNS"); do
     for mode in cluster embedded; do
       echo "-- run $r, $mode"
-      wait_quiet
+      bench_wait_quiet
       if [ "$mode" = cluster ]; then http=${SC_HTTP[0]} pid=${SC_PIDS[0]}; else http=$EMB_HTTP pid=$EMB_PID; fi
       "$BENCH_API" --mode http --http "127.0.0.1:$http" --server-pid "$pid" -n "$CREATES" \
         -c "$CLIENTS" --run-id "$mode$r" | tee "$TMP/last.log" | grep -v '^RESULT'
@@ -257,7 +193,7 @@ if has b; then
   for r in $(seq 1 "$BURST_RUNS"); do
     for mode in cluster embedded; do
       echo "-- run $r, $mode"
-      wait_quiet
+      bench_wait_quiet
       if [ "$mode" = cluster ]; then
         set -- --http "127.0.0.1:${SC_HTTP[0]}" --grpc "127.0.0.1:${SC_GRPC[0]}" --jobsd-pid "${SC_PIDS[0]}"
       else

@@ -30,6 +30,8 @@
 #   the temp dir)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=e2e/lib.sh
+source e2e/lib.sh
 
 BURST_N=${BURST_N:-100000}
 BURST_RUNS=${BURST_RUNS:-3}
@@ -48,15 +50,7 @@ PERF=${PERF:-0}
 PARTS=${PARTS:-abcd}
 PERF_OUT=${PERF_OUT:-/tmp/jobsd-burst.perf.data}
 
-echo "== machine"
-date -u '+%Y-%m-%d %H:%M:%S UTC'
-echo "nproc: $(nproc)"
-free -m | sed -n 1,2p
-grep -m1 'model name' /proc/cpuinfo
-echo "kernel: $(uname -r); $(rustc --version)"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/jobsd-trig.XXXXXX")
-df -hT "$TMP" | tail -1
-echo "uptime: $(uptime)"
+bench_begin trig
 
 echo "== build"
 cargo build --release --locked --bin jobsd --example bench_triggers
@@ -64,52 +58,23 @@ cargo build --release --locked --bin jobsd --example bench_triggers
 JOBSD=${JOBSD_BIN:-${CARGO_TARGET_DIR:-target}/release/jobsd}
 BENCH=${CARGO_TARGET_DIR:-target}/release/examples/bench_triggers
 
-read -r APP_PORT HTTP_PORT GRPC_PORT < <(python3 - <<'PY'
-import socket
-socks = []
-for _ in range(3):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-)
+read -r APP_PORT HTTP_PORT GRPC_PORT < <(free_ports 3 | xargs)
 echo "ports: app $APP_PORT, jobsd http $HTTP_PORT grpc $GRPC_PORT"
 
 PID=
-APP_PID=
-cleanup() {
-  for p in $PID $APP_PID; do kill -9 "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
-  if [ "${KEEP:-0}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-
 RESULTS=$TMP/results.txt
 NOTES=$TMP/notes.txt
 : >"$RESULTS"
 : >"$NOTES"
 note() { echo "$*" | tee -a "$NOTES"; }
-now_ns() { date +%s%N; }
-ms_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) / 1e6 }'; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
-# Cores busy machine-wide over 3 s, from /proc/stat (nothing of ours runs while this is
-# called, so this is the other tenants' load right now; the load average lags by a minute and
-# also counts our own previous run).
-busy_cores() {
-  local a b
-  a=$(head -1 /proc/stat)
-  sleep 3
-  b=$(head -1 /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN {
-    split(a, x); split(b, y)
-    busy = (y[2]+y[3]+y[4]+y[7]+y[8]) - (x[2]+x[3]+x[4]+x[7]+x[8])
-    printf "%.2f", busy / 100 / 3 }'
-}
 # Waits (bounded by LOAD_WAIT s) until the 1-min load average is at most MAX_LOAD, or the
 # machine is idle right now (under QUIET cores busy over 3 s); sets LOAD and BUSY.
 wait_load() {
   local waited=0
   while :; do
-    BUSY=$(busy_cores)
+    BUSY=$(busy_cores 3)
     if awk -v l="$(load1)" -v m="$MAX_LOAD" -v b="$BUSY" -v q="$QUIET" \
       'BEGIN { exit !(l <= m || b < q) }'; then
       break
@@ -126,43 +91,24 @@ wait_load() {
   echo "   before the run: load average $LOAD, $BUSY cores busy (waited ${waited} s)"
 }
 
-"$BENCH" app --port "$APP_PORT" --threads "$APP_THREADS" >"$TMP/app.log" 2>&1 &
-APP_PID=$!
-for _ in $(seq 1 100); do
-  curl -fs -o /dev/null "http://127.0.0.1:$APP_PORT/_count" && break
-  sleep 0.1
-done
+e2e_spawn "$TMP/app.log" "$BENCH" app --port "$APP_PORT" --threads "$APP_THREADS"
+APP_PID=$E2E_SPAWNED
+e2e_wait_http "http://127.0.0.1:$APP_PORT/_count" 200 10 "$APP_PID" "bench app"
 
 # start_jobsd DIR: sets PID and T0 (launch, unix ns).
 start_jobsd() {
   T0=$(now_ns)
   # shellcheck disable=SC2086
-  "$JOBSD" --app-id myapp --app-port "$APP_PORT" --data-dir "$1" \
+  e2e_spawn "$TMP/jobsd.log" "$JOBSD" --app-id myapp --app-port "$APP_PORT" --data-dir "$1" \
     --dapr-http-port "$HTTP_PORT" --dapr-grpc-port "$GRPC_PORT" \
-    --dapr-listen-addresses 127.0.0.1 --log-level warn $JOBSD_ARGS >>"$TMP/jobsd.log" 2>&1 &
-  PID=$!
+    --dapr-listen-addresses 127.0.0.1 --log-level warn $JOBSD_ARGS
+  PID=$E2E_SPAWNED
 }
 wait_healthy() {
-  local i
-  for i in $(seq 1 6000); do
-    if curl -fs -o /dev/null "http://127.0.0.1:$HTTP_PORT/v1.0/healthz"; then return; fi
-    kill -0 "$PID" 2>/dev/null || { echo "jobsd died"; tail "$TMP/jobsd.log"; exit 1; }
-    sleep 0.1
-  done
-  echo "jobsd not healthy"; exit 1
-}
-stop_jobsd() {
-  local t0
-  t0=$(now_ns)
-  kill -TERM "$PID"
-  wait "$PID" || echo "   (jobsd exited with status $?)"
-  STOP_MS=$(ms_between "$t0" "$(now_ns)")
-  PID=
-}
-kill9_jobsd() {
-  kill -9 "$PID"
-  wait "$PID" 2>/dev/null || true
-  PID=
+  e2e_wait_http "http://127.0.0.1:$HTTP_PORT/v1.0/healthz" 204 600 "$PID" jobsd || {
+    tail "$TMP/jobsd.log"
+    exit 1
+  }
 }
 target() {
   echo --http "127.0.0.1:$HTTP_PORT" --grpc "127.0.0.1:$GRPC_PORT" --app "127.0.0.1:$APP_PORT" \
@@ -203,7 +149,7 @@ has a && for r in $(seq 1 "$BURST_RUNS"); do
     PERF_PID=
     echo "   perf data: $PERF_OUT"
   fi
-  stop_jobsd
+  bench_stop_jobsd
   rm -rf "$TMP/burst-$r"
 done
 
@@ -214,7 +160,7 @@ start_jobsd "$TMP/steady"
 wait_healthy
 run_bench steady-recurring steady --rate "$STEADY_RATE" --secs "$STEADY_SECS" --kind recurring \
   --run-id r
-stop_jobsd
+bench_stop_jobsd
 rm -rf "$TMP/steady"
 if [ "$STEADY_ONESHOT" = 1 ]; then
   wait_load
@@ -222,7 +168,7 @@ if [ "$STEADY_ONESHOT" = 1 ]; then
   wait_healthy
   run_bench steady-oneshot steady --rate "$STEADY_RATE" --secs "$STEADY_SECS" --kind oneshot \
     --run-id o
-  stop_jobsd
+  bench_stop_jobsd
   rm -rf "$TMP/steady1"
 fi
 fi
@@ -242,11 +188,13 @@ note "after the fill: RSS $FILL_RSS MiB, data dir $DATA_MIB MiB"
 
 # restart_case KIND: stores a probe job due 5 s ahead, stops jobsd (SIGTERM or kill -9),
 # waits until the probe is due, restarts, and times launch → healthz and → probe delivered.
+# (target's words are split on purpose: they are separate arguments.)
+# shellcheck disable=SC2046
 restart_case() {
   local kind=$1 due now healthz first early
   "$BENCH" clear $(target) >/dev/null
   due=$("$BENCH" probe --name "probe-$kind" --due-in-ms 5000 $(target))
-  if [ "$kind" = sigterm ]; then stop_jobsd; else kill9_jobsd; STOP_MS=0; fi
+  if [ "$kind" = sigterm ]; then bench_stop_jobsd; else bench_kill9_jobsd; STOP_MS=0; fi
   early=$("$BENCH" clear $(target))
   now=$(now_ns)
   if [ "$now" -gt "$due" ] || [ "$early" != 0 ]; then
@@ -269,11 +217,9 @@ echo "== (d) restart to first trigger with $FILL jobs stored"
 restart_case sigterm
 TERM_RSS=$RESTART_RSS
 restart_case kill9
-stop_jobsd
+bench_stop_jobsd
 fi
 
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
 {
   echo
   echo "== summary ($(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"

@@ -44,11 +44,10 @@ import math
 import os
 import sys
 import time
-import urllib.error
-import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+from checks import job_url, request, wait_until
 from harness import Suite
 
 SIDECARS = [f"http://{a}" for a in os.environ.get("CLUSTER_SIDECARS", "").split(",") if a]
@@ -92,19 +91,8 @@ CREATE_THREADS = 8
 
 def http(base: str, method: str, path: str, body=None, timeout: float = 15):
     """(status, body bytes) of a request to a sidecar's HTTP API."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
-
-
-def job_url(name: str) -> str:
-    return "/v1.0/jobs/" + urllib.parse.quote(name, safe="")
+    status, _, data = request(base + path, method, body, timeout)
+    return status, data
 
 
 def sidecar_of(i: int) -> str:
@@ -164,16 +152,6 @@ class Events:
 
     def statuses(self, name: str) -> list:
         return [s for _, s in self.by_name.get(name, [])]
-
-
-def wait_until(pred, timeout: float, interval: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if pred():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
 
 
 def sleep_until(t: float) -> None:
@@ -274,6 +252,22 @@ def settled_owners(timeout: float = 10.0) -> dict:
             return cur
         prev = cur
     return prev
+
+
+def check_every_counts_near_nominal(ev: "Events", every: dict, t_end: float) -> None:
+    """Every @every job delivered its nominal number of ticks up to t_end, ± 3."""
+    diffs = {n: len(ev.times(n, t_end)) - math.floor(t_end - e["t_after"])
+             for n, e in every.items()}
+    print(f"# @every deliveries minus nominal ticks: min {min(diffs.values())}, max "
+          f"{max(diffs.values())}", flush=True)
+    bad = {n: d for n, d in diffs.items() if abs(d) > 3}
+    assert not bad, f"@every delivery counts off the nominal by more than 3: {some(bad)}"
+
+
+def check_no_strays(ev: "Events", names: set) -> None:
+    """The app got requests for the jobs in `names` only."""
+    strays = ev.strays + [n for n in ev.by_name if n not in names]
+    assert not strays, f"requests for no scheduled job: {strays[:20]}"
 
 
 def load_state(path: str) -> dict:
@@ -497,12 +491,7 @@ def after_kill_phase(state_path: str, events_path: str, t_kill: float) -> Suite:
 
     @s.check
     def every_counts_near_nominal():
-        diffs = {n: len(ev.times(n, ctx["t_end"])) - math.floor(ctx["t_end"] - e["t_after"])
-                 for n, e in every.items()}
-        print(f"# @every deliveries minus nominal ticks: min {min(diffs.values())}, max "
-              f"{max(diffs.values())}", flush=True)
-        bad = {n: d for n, d in diffs.items() if abs(d) > 3}
-        assert not bad, f"@every delivery counts off the nominal by more than 3: {some(bad)}"
+        check_every_counts_near_nominal(ev, every, ctx["t_end"])
 
     @s.check
     def killed_replicas_partitions_taken_over():
@@ -521,9 +510,7 @@ def after_kill_phase(state_path: str, events_path: str, t_kill: float) -> Suite:
 
     @s.check
     def no_stray_requests():
-        names = set(every) | set(once)
-        strays = ev.strays + [n for n in ev.by_name if n not in names]
-        assert not strays, f"requests for no scheduled job: {strays[:20]}"
+        check_no_strays(ev, set(every) | set(once))
 
     return s
 
@@ -629,12 +616,7 @@ def after_restart_phase(state_path: str, events_path: str, t_kill: float,
 
     @s.check
     def every_counts_near_nominal():
-        diffs = {n: len(ev.times(n, ctx["t_end"])) - math.floor(ctx["t_end"] - e["t_after"])
-                 for n, e in every.items()}
-        print(f"# @every deliveries minus nominal ticks: min {min(diffs.values())}, max "
-              f"{max(diffs.values())}", flush=True)
-        bad = {n: d for n, d in diffs.items() if abs(d) > 3}
-        assert not bad, f"@every delivery counts off the nominal by more than 3: {some(bad)}"
+        check_every_counts_near_nominal(ev, every, ctx["t_end"])
 
     @s.check
     def restarted_replica_got_its_share_back():
@@ -648,9 +630,7 @@ def after_restart_phase(state_path: str, events_path: str, t_kill: float,
 
     @s.check
     def no_stray_requests():
-        names = set(every) | set(once) | set(ctx.get("late") or {})
-        strays = ev.strays + [n for n in ev.by_name if n not in names]
-        assert not strays, f"requests for no scheduled job: {strays[:20]}"
+        check_no_strays(ev, set(every) | set(once) | set(ctx.get("late") or {}))
 
     return s
 

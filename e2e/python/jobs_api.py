@@ -22,8 +22,6 @@ import datetime
 import json
 import os
 import sys
-import urllib.error
-import urllib.request
 import warnings
 
 import grpc
@@ -36,6 +34,7 @@ from dapr.clients import ConstantFailurePolicy, DaprClient, DropFailurePolicy, J
 from dapr.clients.exceptions import DaprGrpcError
 from dapr.proto import api_v1
 
+from checks import request
 from harness import Suite
 
 HTTP = f"http://{os.environ.get('DAPR_RUNTIME_HOST', '127.0.0.1')}:{os.environ['DAPR_HTTP_PORT']}"
@@ -129,15 +128,7 @@ def expect_not_found(d: DaprClient, name: str):
 
 def http(method: str, path: str, body=None):
     """(status, headers, body bytes) of an HTTP request to the Dapr HTTP API."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(HTTP + path, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=RPC_TIMEOUT) as resp:
-            return resp.status, resp.headers, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.headers, err.read()
+    return request(HTTP + path, method, body, RPC_TIMEOUT)
 
 
 def packed(msg) -> Any:

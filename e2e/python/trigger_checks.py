@@ -23,9 +23,6 @@ import math
 import os
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from datetime import datetime, timezone
 
 from google.protobuf import json_format
@@ -36,6 +33,7 @@ from google.protobuf.wrappers_pb2 import BytesValue, Int64Value, StringValue
 from dapr.clients import DaprClient, Job
 from dapr.proto.common.v1 import common_pb2
 
+from checks import job_url, request, wait_until
 from harness import Suite
 
 HTTP = f"http://{os.environ.get('DAPR_RUNTIME_HOST', '127.0.0.1')}:{os.environ.get('DAPR_HTTP_PORT', '3500')}"
@@ -60,24 +58,22 @@ EARLY_SLACK = 0.05
 
 def http(method: str, path: str, body=None, timeout: float = 15):
     """(status, headers, body bytes) of a request to the Dapr HTTP API."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(HTTP + path, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.headers, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.headers, err.read()
-
-
-def job_url(name: str) -> str:
-    return "/v1.0/jobs/" + urllib.parse.quote(name, safe="")
+    return request(HTTP + path, method, body, timeout)
 
 
 def schedule_http(name: str, spec: dict) -> None:
     status, _, body = http("POST", job_url(name), spec)
     assert status == 204, f"POST {job_url(name)} {json.dumps(spec)} → {status} {body!r}"
+
+
+def schedule_cases(cases) -> None:
+    """Schedules each case through its API: HTTP JSON or the SDK (gRPC)."""
+    with DaprClient() as d:
+        for c in cases:
+            if c.api == "http":
+                schedule_http(c.name, c.spec)
+            else:
+                d.schedule_job(c.job)
 
 
 def assert_gone(name: str) -> None:
@@ -106,16 +102,6 @@ def read_events(path: str) -> list:
     except FileNotFoundError:
         pass
     return out
-
-
-def wait_until(pred, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if pred():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
 
 
 def due_at(after: float):
@@ -267,12 +253,7 @@ def http_phase(events_path: str) -> Suite:
     @s.check
     def schedule_through_http_and_sdk():
         state["t0"] = time.time()
-        with DaprClient() as d:
-            for c in cases:
-                if c.api == "http":
-                    schedule_http(c.name, c.spec)
-                else:
-                    d.schedule_job(c.job)
+        schedule_cases(cases)
 
     @s.check
     def deliveries_arrive_then_stop():
@@ -442,12 +423,7 @@ def grpc_phase(events_path: str) -> Suite:
     @s.check
     def schedule_through_http_and_sdk():
         state["t0"] = time.time()
-        with DaprClient() as d:
-            for c in cases:
-                if c.api == "http":
-                    schedule_http(c.name, c.spec)
-                else:
-                    d.schedule_job(c.job)
+        schedule_cases(cases)
 
     @s.check
     def deliveries_arrive_then_stop():

@@ -4,18 +4,105 @@
 
 pub mod app;
 pub mod clockwork;
+pub mod replica;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use chrono::{TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use jobsd::api::{self, ApiState};
 use jobsd::clock::ManualClock;
+use jobsd::config::{self, AppProtocol};
 use jobsd::engine::Engine;
+use jobsd::proto::scheduler as sv1;
 use jobsd::scheduler::Scheduler;
 use jobsd::store;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+/// Where the manual clocks of the trigger tests start.
+pub fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+}
+
+/// 127.0.0.1 on a port the system picks.
+pub fn any_port() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// How long a test waits for something that happens on real time (a probe, a reconnect) before
+/// it gives up: far more than it takes on a loaded machine, so that only a hang fails.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Polls `check` every 10 ms until it holds; panics with `what` after `PATIENCE`.
+pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {PATIENCE:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The metadata of app `app_id`'s jobs in namespace `default`.
+pub fn app_metadata(app_id: &str) -> sv1::JobMetadata {
+    sv1::JobMetadata {
+        app_id: app_id.into(),
+        namespace: "default".into(),
+        target: Some(sv1::JobTargetMetadata {
+            r#type: Some(sv1::job_target_metadata::Type::Job(sv1::TargetJob {})),
+        }),
+        concurrency_key: None,
+    }
+}
+
+/// A one-shot job due at once.
+pub fn due_now() -> sv1::Job {
+    sv1::Job {
+        due_time: Some("0s".into()),
+        ..Default::default()
+    }
+}
+
+/// A sidecar of `myapp` on free loopback ports, in front of the app at `app` (none: no app
+/// port) speaking `protocol`, embedded unless `scheduler_hosts` names replicas.
+pub fn sidecar_config(
+    app: Option<SocketAddr>,
+    protocol: AppProtocol,
+    scheduler_hosts: &[String],
+) -> config::Sidecar {
+    config::Sidecar {
+        app_id: "myapp".into(),
+        namespace: "default".into(),
+        app_address: app,
+        app_protocol: protocol,
+        http_addrs: vec!["127.0.0.1:0".parse().unwrap()],
+        grpc_addrs: vec!["127.0.0.1:0".parse().unwrap()],
+        data_dir: "unused".into(),
+        max_body_size: 4 << 20,
+        api_token: None,
+        app_api_token: None,
+        app_max_concurrency: config::DEFAULT_MAX_IN_FLIGHT,
+        health_check: None,
+        resources_paths: Vec::new(),
+        scheduler_hosts: scheduler_hosts.to_vec(),
+        scheduler_job_streams: 3,
+    }
+}
+
+/// Health probes every 20 ms that fail at the first miss; the timeout only bounds a hung probe,
+/// so it is generous (a probe answered late on a loaded machine is not a failed one).
+pub fn fast_health_check() -> config::HealthCheck {
+    config::HealthCheck {
+        path: "/healthz".into(),
+        interval: Duration::from_millis(20),
+        timeout: Duration::from_secs(10),
+        threshold: 1,
+    }
+}
 
 /// A scheduler backed by the real engine over a fresh memory store, with a clock that never
 /// moves (so nothing fires while the API is under test).

@@ -97,7 +97,11 @@ impl Http {
         if let Some(token) = &self.token {
             headers.insert(API_TOKEN_HEADER, token.clone());
         }
-        let status = self.conns.send(req, self.max_drain, Keep::Status).await?.status;
+        let status = self
+            .conns
+            .send(req, self.max_drain, Keep::Status)
+            .await?
+            .status;
         if status.is_success() {
             Ok(Ack::Accepted)
         } else if status == StatusCode::NOT_FOUND {
@@ -111,7 +115,11 @@ impl Http {
     /// `dapr-api-token`.
     pub async fn probe(&self, path: &str) -> Result<(), Error> {
         let req = self.request(Method::GET, probe_path(path), Bytes::new())?;
-        let status = self.conns.send(req, self.max_drain, Keep::Status).await?.status;
+        let status = self
+            .conns
+            .send(req, self.max_drain, Keep::Status)
+            .await?
+            .status;
         if status.is_success() {
             Ok(())
         } else {

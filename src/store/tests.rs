@@ -952,8 +952,11 @@ mod wal {
         for i in 0..103 {
             write1(&s, put(&key(i), job(1, "x"), true)).await;
         }
-        // The checkpoint after the last batch runs after its answer: let it finish.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The checkpoint after the last batch runs after its answer: wait for it (bounded).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while s.stats().checkpoints <= 5 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let checkpoints = s.stats().checkpoints;
         assert!(checkpoints > 5, "{checkpoints} checkpoints");
         let live = state(&s).await;

@@ -222,9 +222,10 @@ async fn acknowledged_writes_survive_kill_9_of_etcd() {
 async fn a_watch_goes_on_across_an_etcd_restart() {
     let mut server = EtcdServer::start();
     let s = Etcd::connect(&[server.endpoint()], "dapr").await.unwrap();
-    let mut changes = Box::pin(s.watch_jobs(0));
-    // The watch is pinned to "now" once created; give it that moment.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // From the revision after the current one: the first write is seen however long the
+    // watch takes to be set up.
+    let from = s.revision().await.unwrap() + 1;
+    let mut changes = Box::pin(s.watch_jobs(from));
     write1(&s, put("a", 1, true)).await;
     match next_change(&mut changes).await {
         Change::Put { key, job: j, .. } => assert_eq!((key.as_str(), *j), ("a", job(1))),

@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         .compile_fds(compiler.file_descriptor_set())?;
 
-    let mut etcd = protox::Compiler::new(["proto"])?;
+    let mut etcd = protox::Compiler::new(["proto/third_party"])?;
     etcd.include_imports(true);
     etcd.open_files(ETCD_PROTOS)?;
     tonic_prost_build::configure()

@@ -55,7 +55,7 @@ pub mod jobsd {
     }
 }
 
-/// etcd's v3 API (`proto/etcd/`, trimmed to the KV, Watch and Lease services): what the etcd
+/// etcd's v3 API (`proto/third_party/etcd/`, trimmed to the KV, Watch and Lease services): what the etcd
 /// store's client sends. Client code only, and not in [`FILE_DESCRIPTOR_SET`]: jobsd does not
 /// serve it.
 pub mod etcd {

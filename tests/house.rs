@@ -282,25 +282,37 @@ fn in_room(m: &[String], room: &[&str]) -> bool {
     m.len() >= room.len() && m.iter().zip(room).all(|(a, b)| a == b)
 }
 
-#[test]
-fn engine_core_imports_no_transport() {
-    let root = src_dir().join("engine");
-    let mut files = Vec::new();
-    walk(&root, &mut files);
-    for path in files {
-        let rel = path.strip_prefix(src_dir()).unwrap();
-        if is_test_file(rel) {
-            continue;
+/// Asserts that no non-test file of `rooms` (folders or files under `src/`) names any of
+/// `words` in its code.
+fn assert_rooms_avoid(rooms: &[&str], words: &[&str], why: &str) {
+    for room in rooms {
+        let path = src_dir().join(room);
+        let mut files = Vec::new();
+        if path.is_dir() {
+            walk(&path, &mut files);
+        } else if path.exists() {
+            files.push(path);
         }
-        let code = strip(&std::fs::read_to_string(&path).unwrap());
-        for word in ["tonic", "etcd_client", "hyper", "axum"] {
-            assert!(
-                !code.contains(word),
-                "{} uses {word}: the engine core speaks no transport",
-                rel.display()
-            );
+        for file in files {
+            let rel = file.strip_prefix(src_dir()).unwrap();
+            if is_test_file(rel) {
+                continue;
+            }
+            let code = strip(&std::fs::read_to_string(&file).unwrap());
+            for word in words {
+                assert!(!code.contains(word), "{} uses {word}: {why}", rel.display());
+            }
         }
     }
+}
+
+#[test]
+fn engine_core_imports_no_transport() {
+    assert_rooms_avoid(
+        &["engine"],
+        &["tonic", "etcd_client", "hyper", "axum"],
+        "the engine core speaks no transport",
+    );
 }
 
 #[test]
@@ -398,38 +410,11 @@ fn rooms_import_only_downwards() {
 
 #[test]
 fn pure_rooms_do_no_io() {
-    for room in ["schedule", "go", "trigger.rs", "trigger"] {
-        let path = src_dir().join(room);
-        let mut files = Vec::new();
-        if path.is_dir() {
-            walk(&path, &mut files);
-        } else if path.exists() {
-            files.push(path);
-        }
-        for file in files {
-            let rel = file.strip_prefix(src_dir()).unwrap();
-            if is_test_file(rel) {
-                continue;
-            }
-            let code = strip(&std::fs::read_to_string(&file).unwrap());
-            for word in [
-                "tokio",
-                "std::fs",
-                "std::net",
-                "tonic",
-                "hyper",
-                "redb",
-                "Utc::now",
-                "SystemTime",
-            ] {
-                assert!(
-                    !code.contains(word),
-                    "{} uses {word}: this room is pure",
-                    rel.display()
-                );
-            }
-        }
-    }
+    assert_rooms_avoid(
+        &["schedule", "go", "trigger.rs", "trigger"],
+        &["tokio", "std::fs", "std::net", "tonic", "hyper", "redb", "Utc::now", "SystemTime"],
+        "this room is pure",
+    );
 }
 
 #[test]

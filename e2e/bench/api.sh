@@ -15,7 +15,7 @@
 #   6. kill -9 (idle) + restart, and kill -9 during a create load + restart: the same.
 #
 # Settings (environment): N=100000 C=16 RUNS=3 FILL=1000000 FILL_C=64 CEILING=1
-#   HTTP_PORT=3590 GRPC_PORT=30590 KEEP=0 (1: keep the temp dir)
+#   HTTP_PORT=3590 GRPC_PORT=30590 KEEP=0 (1: keep the temp dir) JOBSD_BIN=target/release/jobsd
 #   QUIET=0.5: before each timed run, wait (up to QUIET_WAIT=300 s) until other processes
 #   use less than this many cores; each run also reports the load it saw (other_cores).
 set -euo pipefail
@@ -40,7 +40,8 @@ bench_begin bench
 
 echo "== build"
 cargo build --release --locked --bin jobsd --example bench_api
-JOBSD=target/release/jobsd
+# JOBSD_BIN: another build of jobsd to measure (e.g. an older tree, side by side).
+JOBSD=${JOBSD_BIN:-target/release/jobsd}
 BENCH=target/release/examples/bench_api
 
 PID=

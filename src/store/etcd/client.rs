@@ -1,5 +1,5 @@
 //! A thin etcd v3 client: the generated tonic clients of etcd's KV, Watch and Lease services
-//! (`proto/etcd/`, compiled by `build.rs` without a system `protoc`) over one channel balanced
+//! (`proto/third_party/etcd/`, compiled by `build.rs` without a system `protoc`) over one channel balanced
 //! across the endpoints, and builders for the few request shapes the store and the cluster
 //! send.
 //!

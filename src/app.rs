@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, ApiState};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, AppProtocol};
+use crate::actors::{ActorRuntime, RuntimeConfig, SchedulerReminders, Targets};
 use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use crate::engine::Engine;
 use crate::resiliency::{self, Resiliency};
@@ -112,15 +113,24 @@ impl Sidecar {
         }
         let engine_stop = CancellationToken::new();
         let delivery = Arc::new(app_delivery(&cfg, &engine_stop)?);
+        let actors = actor_runtime(&cfg, &delivery, clock.clone())?;
+        let sink = Arc::new(Targets::new(delivery.clone(), actors.clone()));
         let (engine, engine_task) =
-            Engine::start(store.clone(), clock, delivery.clone(), engine_stop.clone()).await?;
+            Engine::start(store.clone(), clock, sink, engine_stop.clone()).await?;
+        actors.attach_reminders(Arc::new(SchedulerReminders::new(
+            Arc::new(engine.clone()),
+            &cfg.app_id,
+            &cfg.namespace,
+        )));
+        actors.start(engine_stop.clone());
         spawn_release_on_healthy(
             &delivery,
             engine.clone(),
             keys::app_job_prefix(&cfg.namespace, &cfg.app_id),
             engine_stop.clone(),
         );
-        let state = api_state(&cfg, Arc::new(engine.clone()), "embedded", None);
+        spawn_release_reminders(&actors, engine.clone(), &cfg.namespace, engine_stop.clone());
+        let state = api_state(&cfg, Arc::new(engine.clone()), "embedded", None, actors);
         let backend = Backend::Embedded {
             store,
             engine_stop,
@@ -144,22 +154,31 @@ impl Sidecar {
             // the Scheduler keep them staged for a sidecar that has one.
             tracing::info!("no --app-port: not receiving jobs from the scheduler");
         }
+        let actors = actor_runtime(&cfg, &delivery, clock.clone())?;
         let (remote, connections) = Remote::start(
             RemoteConfig {
                 addresses: cfg.scheduler_hosts.clone(),
                 app_id: cfg.app_id.clone(),
                 namespace: cfg.namespace.clone(),
                 job_streams: cfg.scheduler_job_streams,
+                actor_types: Some(actors.actor_types()),
             },
-            delivery.clone(),
+            Arc::new(Targets::new(delivery.clone(), actors.clone())),
             delivery.health(),
             clock,
         );
+        actors.attach_reminders(Arc::new(SchedulerReminders::new(
+            Arc::new(remote.clone()),
+            &cfg.app_id,
+            &cfg.namespace,
+        )));
+        actors.start(delivery_stop.clone());
         let state = api_state(
             &cfg,
             Arc::new(remote.clone()),
             "remote",
             Some(remote.hosts()),
+            actors,
         );
         let backend = Backend::Remote {
             remote,
@@ -344,6 +363,7 @@ fn api_state(
     scheduler: Arc<dyn Scheduler>,
     mode: &'static str,
     scheduler_hosts: Option<watch::Receiver<Vec<String>>>,
+    actors: ActorRuntime,
 ) -> ApiState {
     ApiState {
         scheduler,
@@ -353,7 +373,59 @@ fn api_state(
         max_body_size: cfg.max_body_size,
         mode,
         scheduler_hosts,
+        actors,
     }
+}
+
+/// The actor runtime of this sidecar: it calls an HTTP app on its own connections (a gRPC
+/// app or no app hosts no actors), learns the hosted types once the app is healthy.
+fn actor_runtime(
+    cfg: &config::Sidecar,
+    delivery: &Delivery,
+    clock: Arc<dyn Clock>,
+) -> Result<ActorRuntime, Error> {
+    let app = match (cfg.app_address, cfg.app_protocol) {
+        (Some(addr), AppProtocol::Http | AppProtocol::H2c) => Some(delivery::Http::new(
+            addr,
+            cfg.app_api_token.as_deref(),
+            cfg.app_protocol == AppProtocol::H2c,
+            0,
+            cfg.max_body_size,
+        )?),
+        _ => None,
+    };
+    Ok(ActorRuntime::new(RuntimeConfig {
+        app,
+        app_healthy: delivery.health(),
+        clock,
+    }))
+}
+
+/// Releases the staged reminders of every hosted actor type whenever the runtime can
+/// deliver again (config read, app reachable) or the hosted types change.
+fn spawn_release_reminders(
+    actors: &ActorRuntime,
+    engine: Engine,
+    namespace: &str,
+    stop: CancellationToken,
+) {
+    let mut ready = actors.ready();
+    let mut types = actors.actor_types();
+    let namespace = namespace.to_owned();
+    tokio::spawn(async move {
+        loop {
+            if *ready.borrow_and_update() {
+                for actor_type in types.borrow_and_update().iter() {
+                    engine.release(keys::actor_type_prefix(&namespace, actor_type));
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                changed = ready.changed() => if changed.is_err() { return },
+                changed = types.changed() => if changed.is_err() { return },
+            }
+        }
+    });
 }
 
 /// The resiliency policy that targets this app, from the first resources folder that has one.

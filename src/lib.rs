@@ -24,6 +24,7 @@
 //! | [`clock`] | the only place that reads wall time (system or manual) |
 #![forbid(unsafe_code)]
 
+pub mod actors;
 pub mod api;
 pub mod app;
 pub mod clock;

@@ -49,6 +49,10 @@ pub enum TriggerResult {
     /// counted, and fires again as soon as the target reports itself deliverable (Dapr
     /// `UNDELIVERABLE`).
     Undeliverable,
+    /// The target took it and asks that the job never fire again (an actor answering a
+    /// reminder with `X-DaprReminderCancel`): the job is deleted. Dapr's wire has no such
+    /// ack, so it travels as `SUCCESS` and the sidecar deletes the reminder itself.
+    Cancel,
 }
 
 impl TriggerResult {
@@ -56,7 +60,9 @@ impl TriggerResult {
     /// ack: a sidecar that could not deliver answers `FAILED`, as daprd does.
     pub fn to_wire(self) -> sv1::WatchJobsRequestResultStatus {
         match self {
-            TriggerResult::Success => sv1::WatchJobsRequestResultStatus::Success,
+            TriggerResult::Success | TriggerResult::Cancel => {
+                sv1::WatchJobsRequestResultStatus::Success
+            }
             TriggerResult::Failed | TriggerResult::Undeliverable => {
                 sv1::WatchJobsRequestResultStatus::Failed
             }
@@ -104,6 +110,7 @@ mod tests {
         assert_eq!(TriggerResult::Success.to_wire(), Wire::Success);
         assert_eq!(TriggerResult::Failed.to_wire(), Wire::Failed);
         assert_eq!(TriggerResult::Undeliverable.to_wire(), Wire::Failed);
+        assert_eq!(TriggerResult::Cancel.to_wire(), Wire::Success);
         for r in [TriggerResult::Success, TriggerResult::Failed] {
             assert_eq!(TriggerResult::from_wire(r.to_wire() as i32), Some(r));
         }

@@ -9,6 +9,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
 use super::ApiState;
+use super::actors::grpc as actors;
 use super::error::ApiError;
 use super::http::{API_TOKEN_HEADER, constant_time_eq};
 use crate::proto::runtime::{self as rv1, dapr_server::DaprServer};
@@ -195,5 +196,95 @@ impl rv1::dapr_server::Dapr for DaprApi {
     ) -> Result<Response<rv1::ListJobsResponse>, Status> {
         let jobs = self.list(request).await?;
         Ok(Response::new(rv1::ListJobsResponse { jobs }))
+    }
+    async fn register_actor_timer(
+        &self,
+        request: Request<rv1::RegisterActorTimerRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.authorize(&request)?;
+        actors::register_timer(&self.state, request.into_inner())?;
+        Ok(Response::new(()))
+    }
+
+    async fn unregister_actor_timer(
+        &self,
+        request: Request<rv1::UnregisterActorTimerRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.authorize(&request)?;
+        actors::unregister_timer(&self.state, request.get_ref());
+        Ok(Response::new(()))
+    }
+
+    async fn register_actor_reminder(
+        &self,
+        request: Request<rv1::RegisterActorReminderRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.authorize(&request)?;
+        actors::register_reminder(&self.state, request.into_inner()).await?;
+        Ok(Response::new(()))
+    }
+
+    async fn unregister_actor_reminder(
+        &self,
+        request: Request<rv1::UnregisterActorReminderRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.authorize(&request)?;
+        actors::unregister_reminder(&self.state, request.into_inner()).await?;
+        Ok(Response::new(()))
+    }
+
+    async fn get_actor_reminder(
+        &self,
+        request: Request<rv1::GetActorReminderRequest>,
+    ) -> Result<Response<rv1::GetActorReminderResponse>, Status> {
+        self.authorize(&request)?;
+        Ok(Response::new(
+            actors::get_reminder(&self.state, request.into_inner()).await?,
+        ))
+    }
+
+    async fn list_actor_reminders(
+        &self,
+        request: Request<rv1::ListActorRemindersRequest>,
+    ) -> Result<Response<rv1::ListActorRemindersResponse>, Status> {
+        self.authorize(&request)?;
+        Ok(Response::new(
+            actors::list_reminders(&self.state, request.into_inner()).await?,
+        ))
+    }
+
+    async fn unregister_actor_reminders_by_type(
+        &self,
+        request: Request<rv1::UnregisterActorRemindersByTypeRequest>,
+    ) -> Result<Response<rv1::UnregisterActorRemindersByTypeResponse>, Status> {
+        self.authorize(&request)?;
+        actors::unregister_reminders(&self.state, request.into_inner()).await?;
+        Ok(Response::new(rv1::UnregisterActorRemindersByTypeResponse {}))
+    }
+
+    async fn get_actor_state(
+        &self,
+        request: Request<rv1::GetActorStateRequest>,
+    ) -> Result<Response<rv1::GetActorStateResponse>, Status> {
+        self.authorize(&request)?;
+        Err(actors::no_state().into())
+    }
+
+    async fn execute_actor_state_transaction(
+        &self,
+        request: Request<rv1::ExecuteActorStateTransactionRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.authorize(&request)?;
+        Err(actors::no_state().into())
+    }
+
+    async fn invoke_actor(
+        &self,
+        request: Request<rv1::InvokeActorRequest>,
+    ) -> Result<Response<rv1::InvokeActorResponse>, Status> {
+        self.authorize(&request)?;
+        Ok(Response::new(
+            actors::invoke(&self.state, request.into_inner()).await?,
+        ))
     }
 }

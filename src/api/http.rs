@@ -38,7 +38,7 @@ const JOB_ROUTES: [&str; 3] = [
 
 /// What the handlers share: behind an `Arc`, so that handing it to a request (axum clones the
 /// state for every one) copies no strings.
-type Shared = Arc<ApiState>;
+pub(crate) type Shared = Arc<ApiState>;
 
 /// The HTTP API as an axum router (state applied). Serve it with HTTP/1.1 and h2c.
 pub fn router(state: ApiState) -> Router {
@@ -52,6 +52,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1.0/healthz", get(healthz))
         .route("/v1.0/healthz/outbound", get(healthz_outbound))
         .route("/v1.0/metadata", get(metadata))
+        .merge(super::actors::http::routes())
         .with_state(Arc::clone(&state));
     // A path that matches nothing is cleaned (`//`, `.`, `..`, trailing `/`) and routed
     // once more, as chi's CleanPath and StripSlashes middlewares do before daprd routes.
@@ -160,7 +161,7 @@ fn invalid_utf8_marshal_error() -> scheduler::Error {
 }
 
 /// Reads the whole body, up to `limit` bytes.
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
@@ -324,7 +325,7 @@ async fn metadata(State(state): State<Shared>) -> Response {
     json_response(body.to_string())
 }
 
-fn json_response(body: String) -> Response {
+pub(crate) fn json_response(body: String) -> Response {
     (
         StatusCode::OK,
         [(

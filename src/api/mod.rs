@@ -6,6 +6,7 @@
 //! check what daprd checks, in its order, build the Scheduler request for this app and call
 //! the [`Scheduler`] seam, which the embedded engine or a remote replica answers.
 
+pub mod actors;
 pub mod error;
 pub mod grpc;
 pub mod http;
@@ -42,6 +43,8 @@ pub struct ApiState {
     /// (`/v1.0/healthz` is not ready until then; `/v1.0/metadata` lists them). `None` in
     /// embedded mode.
     pub scheduler_hosts: Option<tokio::sync::watch::Receiver<Vec<String>>>,
+    /// The actor runtime: reminders, timers and method calls of the app's actors.
+    pub actors: crate::actors::ActorRuntime,
 }
 
 impl std::fmt::Debug for ApiState {

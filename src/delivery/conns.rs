@@ -243,7 +243,7 @@ fn checkin(idle: &Mutex<Vec<Idle>>, max_idle: usize, sender: http1::SendRequest<
 
 /// What of an answer the caller needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Keep {
+pub enum Keep {
     /// Status and headers; the body is read and dropped.
     Status,
     /// The body too (an actor method's answer).
@@ -252,9 +252,7 @@ pub(super) enum Keep {
 
 /// An app's answer.
 #[derive(Debug)]
-// Headers and body are read by the actor runtime's calls (issue #10, next).
-#[allow(dead_code)]
-pub(super) struct Answer {
+pub struct Answer {
     /// The status.
     pub status: StatusCode,
     /// The response headers.

@@ -11,7 +11,7 @@ use http::{Method, Request, StatusCode, Uri};
 use http_body_util::Full;
 
 use super::body::http_body;
-use super::conns::{Conns, Keep, ReqBody};
+use super::conns::{Answer, Conns, Keep, ReqBody};
 use super::{Ack, Error};
 
 /// Header carrying `APP_API_TOKEN` to the app.
@@ -109,6 +109,32 @@ impl Http {
         } else {
             Err(Error::HttpStatus(status.as_u16()))
         }
+    }
+
+    /// Any other call on the app (the actor routes): `method` on `path` (already escaped),
+    /// with `headers` (the `dapr-api-token` is added when `APP_API_TOKEN` is set) and
+    /// `body`. Every answer is returned, whatever its status; with [`Keep::Body`] its body
+    /// too (up to `--max-body-size`).
+    pub async fn send(
+        &self,
+        method: Method,
+        path: String,
+        headers: http::HeaderMap,
+        body: Bytes,
+        keep: Keep,
+    ) -> Result<Answer, Error> {
+        let mut req = self.request(method, path, body)?;
+        let out = req.headers_mut();
+        for (name, value) in &headers {
+            // The connection-level headers are ours to set.
+            if name != HOST && name != CONTENT_LENGTH {
+                out.append(name, value.clone());
+            }
+        }
+        if let Some(token) = &self.token {
+            out.insert(API_TOKEN_HEADER, token.clone());
+        }
+        self.conns.send(req, self.max_drain, keep).await
     }
 
     /// One health probe: `GET <path>` answering 2xx. Like daprd's probe it carries no

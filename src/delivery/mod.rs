@@ -23,6 +23,7 @@ use crate::proto::scheduler::job_target_metadata::Type as Target;
 use crate::resiliency::{Failure, Policy, PolicyError};
 use crate::trigger::{Sink, Trigger, TriggerResult, keys};
 
+pub use conns::{Answer, Keep};
 pub use grpc::Grpc;
 pub use health::HealthCheckConfig;
 pub use http::Http;

@@ -409,6 +409,18 @@ impl Runner {
         let outcome = match result {
             TriggerResult::Success => Outcome::Success,
             TriggerResult::Failed => Outcome::Failed,
+            TriggerResult::Cancel => {
+                // The target wants no more of it: the job is finished and deleted.
+                let counter = entry.counter;
+                self.jobs.set_persisting(&key);
+                self.push_result(Persisted {
+                    key,
+                    generation,
+                    counter,
+                    next: None,
+                });
+                return;
+            }
             TriggerResult::Undeliverable => {
                 if self.sink.is_deliverable(&key) {
                     // The target came back while this trigger was out: try again now.

@@ -3,6 +3,7 @@
 //! paths, trims data and writes protojson. Pure functions, no I/O; gathered here so that each
 //! exists once.
 
+pub mod json;
 pub mod path;
 pub mod protojson;
 pub mod quote;

@@ -152,6 +152,12 @@ impl ExponentialBackOff {
     }
 }
 
+/// gRPC's connection backoff, as daprd dials the Scheduler and as jobsd retries reaching
+/// an app or a replica: 500 ms, ×1.6 per attempt, up to 3 s, ±20 % jitter.
+pub fn connect_backoff() -> ExponentialBackOff {
+    ExponentialBackOff::endless(Duration::from_millis(500), 1.6, Duration::from_secs(3), 0.2)
+}
+
 /// A delay drawn uniformly from `interval` ± `factor`·`interval` (cenkalti's
 /// `getRandomValueFromInterval`), never below zero; `factor` 0 gives `interval` itself.
 pub fn jittered(interval: Duration, factor: f64, rng: &mut fastrand::Rng) -> Duration {
@@ -238,6 +244,19 @@ impl<B: BackOff + ?Sized> BackOff for Box<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connect_backoff_grows_to_its_cap() {
+        let mut b = connect_backoff();
+        let first = b.next_delay();
+        assert!((Duration::from_millis(400)..=Duration::from_millis(600)).contains(&first));
+        let mut last = first;
+        for _ in 0..20 {
+            last = b.next_delay();
+            assert!(last <= Duration::from_millis(3600), "{last:?}");
+        }
+        assert!(last >= Duration::from_millis(2400), "{last:?}");
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

@@ -7,6 +7,7 @@ pub mod duration;
 pub mod iso8601;
 pub mod job;
 pub mod name;
+pub mod period;
 pub mod plan;
 pub mod policy;
 pub mod rfc3339;

@@ -56,4 +56,8 @@ impl Scheduler for Engine {
     ) -> Result<(), Error> {
         Ok(Engine::delete_by_name_prefix(self, req).await?)
     }
+
+    async fn delete_by_metadata(&self, req: sv1::DeleteByMetadataRequest) -> Result<(), Error> {
+        Ok(Engine::delete_by_metadata(self, req).await?)
+    }
 }

@@ -102,6 +102,10 @@ pub trait Scheduler: Send + Sync + 'static {
     /// Deletes the owner's jobs whose name starts with `name_prefix` (empty = all of them).
     async fn delete_by_name_prefix(&self, req: sv1::DeleteByNamePrefixRequest)
     -> Result<(), Error>;
+
+    /// Deletes every job of the metadata's target: an app's jobs, an actor type's reminders,
+    /// or one actor's (with `id_prefix_match`, every actor id starting with it).
+    async fn delete_by_metadata(&self, req: sv1::DeleteByMetadataRequest) -> Result<(), Error>;
 }
 
 #[cfg(test)]

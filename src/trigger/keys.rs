@@ -38,6 +38,15 @@ pub fn is_app_job(key: &str) -> bool {
         .is_some_and(|rest| rest.starts_with(SEPARATOR))
 }
 
+/// The actor type of an actor reminder's key (`actorreminder||<ns>||<type>||…`); `None` for
+/// any other key.
+pub fn actor_type_of(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix("actorreminder")?.strip_prefix(SEPARATOR)?;
+    let (_namespace, rest) = rest.split_once(SEPARATOR)?;
+    let (actor_type, _) = rest.split_once(SEPARATOR)?;
+    Some(actor_type)
+}
+
 /// Prefix every app job of one app shares: `app||<namespace>||<app-id>||`.
 pub fn app_job_prefix(namespace: &str, app_id: &str) -> String {
     app_job_key(namespace, app_id, "")
@@ -159,6 +168,14 @@ mod tests {
             actor_reminder_key("ns", "T", "id1", "r"),
             "actorreminder||ns||T||id1||r"
         );
+    }
+
+    #[test]
+    fn actor_types_are_read_back_from_reminder_keys() {
+        let key = actor_reminder_key("ns", "Cart", "42", "r||1");
+        assert_eq!(actor_type_of(&key), Some("Cart"));
+        assert_eq!(actor_type_of("app||ns||app||job"), None);
+        assert_eq!(actor_type_of("actorreminder||ns"), None);
     }
 
     #[test]

@@ -114,13 +114,21 @@ pub fn engine() -> Arc<dyn Scheduler> {
 /// API state for `app_id` in `namespace` over `scheduler`.
 pub fn state(scheduler: Arc<dyn Scheduler>, app_id: &str, namespace: &str) -> ApiState {
     ApiState {
-        scheduler,
         app_id: app_id.to_owned(),
         namespace: namespace.to_owned(),
         api_token: None,
         max_body_size: 4 << 20,
         mode: "embedded",
         scheduler_hosts: None,
+        actors: jobsd::actors::ActorRuntime::without_app(
+            Arc::new(jobsd::actors::SchedulerReminders::new(
+                scheduler.clone(),
+                app_id,
+                namespace,
+            )),
+            Arc::new(jobsd::clock::SystemClock),
+        ),
+        scheduler,
     }
 }
 

@@ -30,7 +30,7 @@ use super::{Error, Scheduler};
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_client::SchedulerClient;
-use crate::resiliency::backoff::{ExponentialBackOff, jittered};
+use crate::resiliency::backoff::{connect_backoff, jittered};
 use crate::trigger::Sink;
 use hosts::{Host, HostSet, Publisher};
 
@@ -54,6 +54,9 @@ pub struct RemoteConfig {
     pub namespace: String,
     /// WatchJobs streams per replica (`--scheduler-job-streams`).
     pub job_streams: usize,
+    /// The actor types the app hosts (their reminders come on the job streams too); the
+    /// streams reopen when it changes. `None`: app jobs only.
+    pub actor_types: Option<channel::Receiver<Arc<Vec<String>>>>,
 }
 
 /// The Scheduler seam over Dapr Scheduler replicas; cheap to clone.
@@ -112,11 +115,13 @@ impl Remote {
             initial: sv1::WatchJobsRequestInitial {
                 app_id: config.app_id,
                 namespace: config.namespace,
-                // Actor reminders come with the actor runtime; until then ask for app jobs only.
                 actor_types: Vec::new(),
                 accept_job_types: vec![sv1::JobTargetType::Job.into()],
                 concurrency_limits: Vec::new(),
             },
+            actor_types: config
+                .actor_types
+                .unwrap_or_else(|| channel::channel(Arc::new(Vec::new())).1),
             sink,
             clock,
             in_flight: Arc::new(Semaphore::new(watch::MAX_IN_FLIGHT)),
@@ -282,6 +287,14 @@ impl Scheduler for Remote {
         .await
         .map(drop)
     }
+
+    async fn delete_by_metadata(&self, req: sv1::DeleteByMetadataRequest) -> Result<(), Error> {
+        self.call(req, |mut c, r| {
+            async move { c.delete_by_metadata(r).await }.boxed()
+        })
+        .await
+        .map(drop)
+    }
 }
 
 /// A Scheduler client over `channel` with daprd's message size limits.
@@ -309,30 +322,11 @@ fn never_sent(status: &tonic::Status) -> bool {
     false
 }
 
-/// gRPC's connection backoff as daprd dials the Scheduler: 500 ms, ×1.6 per attempt, up to
-/// 3 s, ±20 % jitter.
-fn connect_backoff() -> ExponentialBackOff {
-    ExponentialBackOff::endless(Duration::from_millis(500), 1.6, Duration::from_secs(3), 0.2)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn connect_backoff_grows_to_its_cap() {
-        let mut b = connect_backoff();
-        let first = b.next_delay();
-        assert!((Duration::from_millis(400)..=Duration::from_millis(600)).contains(&first));
-        let mut last = first;
-        for _ in 0..20 {
-            last = b.next_delay();
-            assert!(last <= Duration::from_millis(3600), "{last:?}");
-        }
-        assert!(last >= Duration::from_millis(2400), "{last:?}");
-    }
-
-    #[tokio::test]
+#[tokio::test]
     async fn a_refused_connection_counts_as_never_sent_and_a_status_does_not() {
         // A port nobody listens on: bind, learn the port, close.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -386,6 +380,7 @@ mod tests {
                 app_id: "myapp".into(),
                 namespace: "default".into(),
                 job_streams: 3,
+                actor_types: None,
             },
             Arc::new(NoApp),
             deliverable,

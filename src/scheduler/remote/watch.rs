@@ -34,8 +34,11 @@ pub(super) const MAX_IN_FLIGHT: usize = 4096;
 
 /// What every stream of this sidecar shares.
 pub(super) struct StreamContext {
-    /// Sent first on every stream.
+    /// Sent first on every stream; `actor_types` and `accept_job_types` are filled in from
+    /// [`StreamContext::actor_types`] when the stream opens.
     pub initial: sv1::WatchJobsRequestInitial,
+    /// The actor types the app hosts now (its reminders come on these streams too).
+    pub actor_types: watch::Receiver<Arc<Vec<String>>>,
     /// Where triggers go (the app's delivery).
     pub sink: Arc<dyn Sink>,
     /// Stamps triggers: the stream does not say when a trigger was due.
@@ -80,6 +83,9 @@ pub(super) async fn hold(
     let mut open: BTreeMap<Arc<str>, CancellationToken> = BTreeMap::new();
     let mut hosts_live = true;
     let mut deliverable_live = true;
+    let mut actor_types = ctx.actor_types.clone();
+    actor_types.borrow_and_update();
+    let mut actor_types_live = true;
     loop {
         let wanted: Vec<Host> = if *deliverable.borrow_and_update() {
             hosts.borrow_and_update().hosts.clone()
@@ -113,6 +119,17 @@ pub(super) async fn hold(
             changed = hosts.changed(), if hosts_live => hosts_live = changed.is_ok(),
             changed = deliverable.changed(), if deliverable_live => {
                 deliverable_live = changed.is_ok();
+            }
+            changed = actor_types.changed(), if actor_types_live => {
+                actor_types_live = changed.is_ok();
+                if actor_types_live {
+                    // The initial message names the actor types: reopen every stream so
+                    // the Scheduler learns the new set (daprd reconnects the same way).
+                    tracing::debug!(types = ?*actor_types.borrow_and_update(), "actor types changed; reopening job streams");
+                    for (_, token) in std::mem::take(&mut open) {
+                        token.cancel();
+                    }
+                }
             }
         }
     }
@@ -169,7 +186,7 @@ async fn session(
     let (acks, outbound) = mpsc::channel(ACK_BUFFER);
     let initial = sv1::WatchJobsRequest {
         watch_job_request_type: Some(sv1::watch_jobs_request::WatchJobRequestType::Initial(
-            ctx.initial.clone(),
+            initial_message(&ctx.initial, &ctx.actor_types.borrow()),
         )),
     };
     if acks.try_send(initial).is_err() {
@@ -208,9 +225,10 @@ async fn session(
         };
         let ctx = ctx.clone();
         let acks = acks.clone();
+        let channel = host.channel.clone();
         handlers.spawn(async move {
             let _permit = permit;
-            let ack = deliver(&ctx, job).await;
+            let ack = deliver(&ctx, job, channel).await;
             // No stream any more: the Scheduler resolves the trigger on its side.
             let _ = acks.send(ack).await;
         });
@@ -238,10 +256,45 @@ async fn session(
 /// Delivers one trigger and builds its ack. The app's answer decides: SUCCESS, or FAILED for
 /// a failed call and for anything the delivery could not take (daprd's app-channel errors
 /// are FAILED too; the stream protocol has no UNDELIVERABLE).
-async fn deliver(ctx: &StreamContext, job: sv1::WatchJobsResponse) -> sv1::WatchJobsRequest {
+///
+/// A reminder the actor cancelled (`X-DaprReminderCancel`) is acked SUCCESS and deleted on
+/// the Scheduler, as daprd does: the stream protocol has no "cancel" result.
+async fn deliver(
+    ctx: &StreamContext,
+    job: sv1::WatchJobsResponse,
+    channel: tonic::transport::Channel,
+) -> sv1::WatchJobsRequest {
     let id = job.id;
+    let cancel_request = sv1::DeleteJobRequest {
+        name: job.name.clone(),
+        metadata: job.metadata.clone(),
+    };
     let result = ctx.sink.deliver(trigger(job, ctx.clock.as_ref())).await;
+    if result == TriggerResult::Cancel {
+        tokio::spawn(async move {
+            if let Err(e) = client(channel).delete_job(cancel_request).await {
+                tracing::warn!(error = %e, "deleting a cancelled reminder failed");
+            }
+        });
+    }
     ack(id, result)
+}
+
+/// The initial message of a stream: app jobs, and the reminders of `actor_types` when the
+/// app hosts any.
+pub(super) fn initial_message(
+    base: &sv1::WatchJobsRequestInitial,
+    actor_types: &[String],
+) -> sv1::WatchJobsRequestInitial {
+    let mut initial = base.clone();
+    initial.actor_types = actor_types.to_vec();
+    initial.accept_job_types = vec![sv1::JobTargetType::Job.into()];
+    if !actor_types.is_empty() {
+        initial
+            .accept_job_types
+            .push(sv1::JobTargetType::ActorReminder.into());
+    }
+    initial
 }
 
 /// The ack for trigger `id` with `result`.

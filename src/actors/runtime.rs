@@ -1,0 +1,657 @@
+//! The single-host actor runtime: hosted types, one turn at a time per actor, method calls,
+//! reminder deliveries, idle deactivation (timers are in `timers.rs`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use bytes::Bytes;
+use chrono::{DateTime, TimeDelta, Utc};
+use http::{HeaderMap, Method, StatusCode};
+use tokio::sync::{Notify, OwnedMutexGuard, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::calls::{self, json_headers};
+use super::config::{ConfigError, Hosted};
+use super::reminders::{NewReminder, Reminder, ReminderError, Reminders};
+use super::timers::{NewTimer, Timers};
+use super::ActorRef;
+use crate::clock::Clock;
+use crate::delivery::{self, Answer, Keep};
+use crate::resiliency::backoff;
+use crate::schedule::period::TimerError;
+use crate::trigger::{Trigger, TriggerResult};
+
+/// Why an actor call failed; the API turns each into daprd's error for its route.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActorError {
+    /// The app does not host this actor type (or has said nothing yet).
+    #[error("actor type {0} is not hosted by this app")]
+    NotHosted(String),
+    /// There is no app channel (`--app-port` not given, or a gRPC app).
+    #[error("app channel is not initialized")]
+    NoApp,
+    /// No scheduler is attached for reminders (daprd's text for a sidecar without one).
+    #[error("reminder scheduler is not configured")]
+    NoReminders,
+    /// The reminder call failed.
+    #[error(transparent)]
+    Reminder(#[from] ReminderError),
+    /// The timer cannot be registered.
+    #[error(transparent)]
+    Timer(#[from] TimerError),
+    /// The method call failed (transport, or an answer other than 200); daprd's text.
+    #[error("{0}")]
+    Call(String),
+}
+
+/// A method call to an actor, as the API received it.
+#[derive(Debug, Clone, Default)]
+pub struct MethodCall {
+    /// The actor.
+    pub actor: ActorRef,
+    /// The method name.
+    pub method: String,
+    /// The caller's query string, forwarded.
+    pub query: Option<String>,
+    /// The caller's headers, forwarded (daprd copies them into the call's metadata).
+    pub headers: HeaderMap,
+    /// The body, passed through.
+    pub body: Bytes,
+}
+
+/// How the runtime reaches the app and the scheduler.
+pub struct RuntimeConfig {
+    /// The app's HTTP channel; `None` without `--app-port` or for a gRPC app (actors need
+    /// the HTTP channel, as the Dapr SDKs' actor runtimes serve HTTP).
+    pub app: Option<delivery::Http>,
+    /// Whether the app passes its health checks (always true without checks).
+    pub app_healthy: watch::Receiver<bool>,
+    /// Time, for idle deactivation and timers.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The single-host actor runtime. Cheap to clone (one `Arc`).
+#[derive(Clone)]
+pub struct ActorRuntime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The app's HTTP channel.
+    app: Option<delivery::Http>,
+    /// App health (from delivery's probes).
+    app_healthy: watch::Receiver<bool>,
+    /// Where reminders are kept: attached once the scheduler exists (which needs this
+    /// runtime as its reminders' sink first).
+    reminders: OnceLock<Arc<dyn Reminders>>,
+    /// Time.
+    clock: Arc<dyn Clock>,
+    /// The types hosted, as the app last said; published so remote mode can register them
+    /// on its job streams and the wiring can release staged reminders.
+    hosted: watch::Sender<Arc<Hosted>>,
+    /// The names of the hosted types, sorted; changes only when the set does.
+    types: watch::Sender<Arc<Vec<String>>>,
+    /// Whether reminders can be delivered now: the app's config is read and the app was
+    /// reachable at the last call. A failed connection clears it until the config is read
+    /// again (the loader notices).
+    ready: watch::Sender<bool>,
+    /// Active actors.
+    actors: Mutex<HashMap<ActorRef, Arc<Slot>>>,
+    /// `(deactivate at, actor)` of every active actor, earliest first.
+    idle: Mutex<BTreeSet<(DateTime<Utc>, ActorRef)>>,
+    /// Wakes the deactivation loop when an earlier deadline is queued.
+    idle_changed: Notify,
+    /// In-memory timers.
+    timers: Timers,
+}
+
+/// One active actor.
+struct Slot {
+    /// The actor's turn: one call at a time (methods, reminders, timers), FIFO. The flag is
+    /// set once the actor is deactivated: a waiter that gets the turn then starts over with
+    /// a fresh activation.
+    turn: Arc<tokio::sync::Mutex<bool>>,
+    /// The deadline this actor is queued under in `idle`.
+    idle_at: Mutex<Option<DateTime<Utc>>>,
+}
+
+/// Holding an actor's turn; the idle deadline restarts when it ends.
+pub(super) struct Turn {
+    /// The turn itself.
+    _guard: OwnedMutexGuard<bool>,
+    /// Whose turn.
+    actor: ActorRef,
+    /// Its slot.
+    slot: Arc<Slot>,
+    /// To requeue the idle deadline.
+    runtime: ActorRuntime,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.runtime.requeue_idle(&self.actor, &self.slot);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ActorRuntime {
+    /// A runtime hosting nothing until the app's `/dapr/config` is read ([`ActorRuntime::start`]).
+    pub fn new(cfg: RuntimeConfig) -> Self {
+        ActorRuntime {
+            inner: Arc::new(Inner {
+                app: cfg.app,
+                app_healthy: cfg.app_healthy,
+                reminders: OnceLock::new(),
+                clock: cfg.clock,
+                hosted: watch::Sender::new(Arc::new(Hosted::default())),
+                types: watch::Sender::new(Arc::new(Vec::new())),
+                ready: watch::Sender::new(false),
+                actors: Mutex::default(),
+                idle: Mutex::default(),
+                idle_changed: Notify::new(),
+                timers: Timers::default(),
+            }),
+        }
+    }
+
+    /// A runtime with no app (it hosts nothing until [`ActorRuntime::set_hosted`]) over
+    /// `reminders`: for tools and tests of the reminder API.
+    pub fn without_app(reminders: Arc<dyn Reminders>, clock: Arc<dyn Clock>) -> Self {
+        let runtime = ActorRuntime::new(RuntimeConfig {
+            app: None,
+            app_healthy: watch::channel(false).1,
+            clock,
+        });
+        runtime.attach_reminders(reminders);
+        runtime
+    }
+
+    /// Reads the app's actor config now and whenever the app turns healthy or unreachable,
+    /// and deactivates idle actors, until `stop`.
+    pub fn start(&self, stop: CancellationToken) {
+        if self.inner.app.is_some() {
+            tokio::spawn(self.clone().load_config(stop.clone()));
+        }
+        tokio::spawn(self.clone().deactivate_idle(stop));
+    }
+
+    /// The types hosted now, and each later change.
+    pub fn hosted(&self) -> watch::Receiver<Arc<Hosted>> {
+        self.inner.hosted.subscribe()
+    }
+
+    /// Whether reminders can be delivered now, and each later change.
+    pub fn ready(&self) -> watch::Receiver<bool> {
+        self.inner.ready.subscribe()
+    }
+
+    /// Whether a reminder of `actor_type` can be delivered now (otherwise it is staged).
+    pub fn deliverable(&self, actor_type: &str) -> bool {
+        *self.inner.ready.borrow() && self.inner.hosted.borrow().hosts(actor_type)
+    }
+
+    /// Attaches where reminders are kept; the first call wins.
+    pub fn attach_reminders(&self, reminders: Arc<dyn Reminders>) {
+        if self.inner.reminders.set(reminders).is_err() {
+            tracing::warn!("actor reminders already attached; ignoring another store");
+        }
+    }
+
+    /// Where reminders are kept.
+    fn reminders(&self) -> Result<&Arc<dyn Reminders>, ActorError> {
+        self.inner.reminders.get().ok_or(ActorError::NoReminders)
+    }
+
+    /// The names of the hosted types now, and each later change of the set.
+    pub fn actor_types(&self) -> watch::Receiver<Arc<Vec<String>>> {
+        self.inner.types.subscribe()
+    }
+
+    /// Publishes the hosted types (and their names, when the set changed).
+    fn publish_hosted(&self, hosted: Hosted) {
+        let names: Vec<String> = hosted.types.keys().cloned().collect();
+        self.inner.hosted.send_replace(Arc::new(hosted));
+        self.inner.types.send_if_modified(|types| {
+            if **types == names {
+                false
+            } else {
+                *types = Arc::new(names);
+                true
+            }
+        });
+    }
+
+    /// Active actors (for tests and tools).
+    pub fn active(&self) -> usize {
+        lock(&self.inner.actors).len()
+    }
+
+    /// Hosts exactly `hosted` (tests; the app's `/dapr/config` otherwise).
+    pub fn set_hosted(&self, hosted: Hosted) {
+        self.publish_hosted(hosted);
+        self.inner.ready.send_replace(true);
+    }
+
+    fn check_hosted(&self, actor_type: &str) -> Result<(), ActorError> {
+        if self.inner.hosted.borrow().hosts(actor_type) {
+            Ok(())
+        } else {
+            Err(ActorError::NotHosted(actor_type.to_owned()))
+        }
+    }
+
+    // ---- reminders (the API's calls; the trait does the work) ----
+
+    /// Registers a reminder of a hosted actor.
+    pub async fn create_reminder(&self, reminder: NewReminder) -> Result<(), ActorError> {
+        self.check_hosted(&reminder.actor.actor_type)?;
+        Ok(self.reminders()?.create(reminder).await?)
+    }
+
+    /// A reminder of a hosted actor (`None`: there is none).
+    pub async fn get_reminder(
+        &self,
+        actor: &ActorRef,
+        name: &str,
+    ) -> Result<Option<Reminder>, ActorError> {
+        self.check_hosted(&actor.actor_type)?;
+        Ok(self.reminders()?.get(actor, name).await?)
+    }
+
+    /// Deletes a reminder of a hosted actor.
+    pub async fn delete_reminder(&self, actor: &ActorRef, name: &str) -> Result<(), ActorError> {
+        self.check_hosted(&actor.actor_type)?;
+        Ok(self.reminders()?.delete(actor, name).await?)
+    }
+
+    /// The reminders of a hosted type, or of one actor of it.
+    pub async fn list_reminders(
+        &self,
+        actor_type: &str,
+        actor_id: Option<&str>,
+    ) -> Result<Vec<Reminder>, ActorError> {
+        self.check_hosted(actor_type)?;
+        Ok(self.reminders()?.list(actor_type, actor_id).await?)
+    }
+
+    /// Deletes the reminders of a hosted type, or of one actor of it.
+    pub async fn delete_reminders(
+        &self,
+        actor_type: &str,
+        actor_id: Option<&str>,
+    ) -> Result<(), ActorError> {
+        self.check_hosted(actor_type)?;
+        Ok(self
+            .reminders()?
+            .delete_all(actor_type, actor_id, false)
+            .await?)
+    }
+
+    // ---- timers ----
+
+    /// Registers (or replaces) a timer of a hosted actor.
+    pub fn create_timer(&self, timer: NewTimer) -> Result<(), ActorError> {
+        if !self.inner.hosted.borrow().hosts(&timer.actor.actor_type) {
+            return Err(ActorError::Call(format!(
+                "can't create timer for actor {}: actor type not registered",
+                timer.actor
+            )));
+        }
+        let plan = timer.plan(self.inner.clock.now())?;
+        self.inner.timers.start(self.clone(), timer, plan);
+        Ok(())
+    }
+
+    /// Deletes a timer; a missing one is fine.
+    pub fn delete_timer(&self, actor: &ActorRef, name: &str) {
+        self.inner.timers.stop(actor, name);
+    }
+
+    /// Timers running (for tests and tools).
+    pub fn timers(&self) -> usize {
+        self.inner.timers.len()
+    }
+
+    pub(super) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    pub(super) fn timer_registry(&self) -> &Timers {
+        &self.inner.timers
+    }
+
+    // ---- calls to the app ----
+
+    /// Calls an actor method: the app's `PUT /actors/<type>/<id>/method/<method>` in the
+    /// actor's turn. Only a 200 is a success (daprd's contract), or an answer carrying
+    /// `X-DaprErrorResponseHeader`, which is handed back as it is.
+    pub async fn invoke(&self, call: MethodCall) -> Result<Answer, ActorError> {
+        let app = self.inner.app.as_ref().ok_or(ActorError::NoApp)?;
+        if !self.inner.hosted.borrow().hosts(&call.actor.actor_type) {
+            return Err(ActorError::Call(format!(
+                "failed to lookup actor: did not find address for actor {}/{}",
+                call.actor.actor_type, call.actor.actor_id
+            )));
+        }
+        let mut path = calls::method_path(&call.actor, &call.method);
+        if let Some(q) = call.query.as_deref().filter(|q| !q.is_empty()) {
+            path.push('?');
+            path.push_str(q);
+        }
+        let _turn = self.turn(&call.actor).await;
+        let answer = app
+            .send(Method::PUT, path, call.headers, call.body, Keep::Body)
+            .await
+            .map_err(|e| ActorError::Call(e.to_string()))?;
+        if answer.status == StatusCode::OK
+            || answer.headers.contains_key("x-daprerrorresponseheader")
+        {
+            return Ok(answer);
+        }
+        if answer.status == StatusCode::NOT_FOUND {
+            return Err(ActorError::Call(format!(
+                "actor method not found: actors/{}/{}/method/{}",
+                call.actor.actor_type, call.actor.actor_id, call.method
+            )));
+        }
+        Err(ActorError::Call(format!(
+            "error from actor service: ({}) {}",
+            answer.status.as_u16(),
+            String::from_utf8_lossy(&answer.body)
+        )))
+    }
+
+    /// Delivers a reminder trigger: the app's `PUT …/method/remind/<name>` in the actor's
+    /// turn. 200 is a success, 200 with `X-DaprReminderCancel` a cancel (the reminder is
+    /// deleted), anything else a failure for the reminder's failure policy; with no app
+    /// config yet, a type not hosted or an app that cannot be reached, the trigger is staged
+    /// until the app is back.
+    pub async fn remind(&self, trigger: &Trigger) -> TriggerResult {
+        let Some(actor) = actor_of(trigger) else {
+            tracing::warn!(key = %trigger.key, "reminder without an actor target");
+            return TriggerResult::Failed;
+        };
+        let Some(app) = self.inner.app.as_ref() else {
+            return TriggerResult::Undeliverable;
+        };
+        if !self.deliverable(&actor.actor_type) {
+            return TriggerResult::Undeliverable;
+        }
+        let path = calls::method_path(&actor, &format!("remind/{}", trigger.name));
+        let body = calls::remind_body(trigger.data.as_ref());
+        let _turn = self.turn(&actor).await;
+        match app
+            .send(Method::PUT, path, json_headers(), body, Keep::Status)
+            .await
+        {
+            Ok(answer) if calls::cancels(answer.status, &answer.headers) => TriggerResult::Cancel,
+            Ok(answer) if answer.status == StatusCode::OK => TriggerResult::Success,
+            Ok(answer) => {
+                tracing::debug!(actor = %actor, reminder = %trigger.name, status = %answer.status,
+                    "reminder failed");
+                TriggerResult::Failed
+            }
+            Err(delivery::Error::Transport(e)) => {
+                tracing::warn!(actor = %actor, reminder = %trigger.name, error = %e,
+                    "app unreachable; reminders wait for it");
+                self.inner.ready.send_replace(false);
+                TriggerResult::Undeliverable
+            }
+            Err(e) => {
+                tracing::warn!(actor = %actor, reminder = %trigger.name, error = %e, "reminder failed");
+                TriggerResult::Failed
+            }
+        }
+    }
+
+    /// Calls a timer's callback in the actor's turn; errors are logged and the timer goes
+    /// on, as in daprd.
+    pub(super) async fn fire_timer(&self, actor: &ActorRef, name: &str, body: Bytes) {
+        let Some(app) = self.inner.app.as_ref() else {
+            return;
+        };
+        if !self.deliverable(&actor.actor_type) {
+            tracing::debug!(actor = %actor, timer = name, "app not ready; timer tick skipped");
+            return;
+        }
+        let path = calls::method_path(actor, &format!("timer/{name}"));
+        let _turn = self.turn(actor).await;
+        match app
+            .send(Method::PUT, path, json_headers(), body, Keep::Status)
+            .await
+        {
+            Ok(a) if a.status == StatusCode::OK => {}
+            Ok(a) => tracing::debug!(actor = %actor, timer = name, status = %a.status, "timer call failed"),
+            Err(e) => tracing::debug!(actor = %actor, timer = name, error = %e, "timer call failed"),
+        }
+    }
+
+    // ---- turns and idle deactivation ----
+
+    /// Waits for `actor`'s turn, activating it if it is not active.
+    pub(super) async fn turn(&self, actor: &ActorRef) -> Turn {
+        loop {
+            let slot = {
+                let mut actors = lock(&self.inner.actors);
+                actors
+                    .entry(actor.clone())
+                    .or_insert_with(|| {
+                        Arc::new(Slot {
+                            turn: Arc::new(tokio::sync::Mutex::new(false)),
+                            idle_at: Mutex::new(None),
+                        })
+                    })
+                    .clone()
+            };
+            let guard = slot.turn.clone().lock_owned().await;
+            if *guard {
+                // Deactivated while we waited: the next lookup activates a fresh one.
+                continue;
+            }
+            return Turn {
+                _guard: guard,
+                actor: actor.clone(),
+                slot,
+                runtime: self.clone(),
+            };
+        }
+    }
+
+    /// Queues `actor`'s deactivation one idle timeout from now.
+    fn requeue_idle(&self, actor: &ActorRef, slot: &Slot) {
+        let timeout = self.inner.hosted.borrow().idle_timeout(&actor.actor_type);
+        let at = self.inner.clock.now()
+            + TimeDelta::from_std(timeout).unwrap_or(TimeDelta::MAX / 2);
+        let mut idle_at = lock(&slot.idle_at);
+        let mut idle = lock(&self.inner.idle);
+        if let Some(old) = idle_at.take() {
+            idle.remove(&(old, actor.clone()));
+        }
+        let earliest = idle.first().is_none_or(|(first, _)| at < *first);
+        idle.insert((at, actor.clone()));
+        *idle_at = Some(at);
+        drop(idle);
+        drop(idle_at);
+        if earliest {
+            self.inner.idle_changed.notify_one();
+        }
+    }
+
+    /// Deactivates actors whose idle deadline passed: each in its turn, with the app's
+    /// `DELETE /actors/<type>/<id>`. Busy actors are skipped: their turn requeues them.
+    async fn deactivate_idle(self, stop: CancellationToken) {
+        loop {
+            let next = lock(&self.inner.idle).first().map(|(at, _)| *at);
+            let clock = self.inner.clock.clone();
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = self.inner.idle_changed.notified() => continue,
+                () = async {
+                    match next {
+                        Some(at) => clock.sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+            }
+            let now = self.inner.clock.now();
+            let due: Vec<(DateTime<Utc>, ActorRef)> = {
+                let mut idle = lock(&self.inner.idle);
+                let mut due = Vec::new();
+                while idle.first().is_some_and(|(at, _)| *at <= now) {
+                    if let Some(entry) = idle.pop_first() {
+                        due.push(entry);
+                    }
+                }
+                due
+            };
+            for (at, actor) in due {
+                self.deactivate(&actor, at).await;
+            }
+        }
+    }
+
+    async fn deactivate(&self, actor: &ActorRef, at: DateTime<Utc>) {
+        let Some(slot) = lock(&self.inner.actors).get(actor).cloned() else {
+            return;
+        };
+        let Ok(mut guard) = slot.turn.clone().try_lock_owned() else {
+            // In a turn: it requeues itself when the turn ends.
+            return;
+        };
+        {
+            let mut idle_at = lock(&slot.idle_at);
+            if *idle_at != Some(at) {
+                return;
+            }
+            *idle_at = None;
+        }
+        *guard = true;
+        lock(&self.inner.actors).remove(actor);
+        if let Some(app) = &self.inner.app {
+            let result = app
+                .send(
+                    Method::DELETE,
+                    calls::actor_path(actor),
+                    HeaderMap::new(),
+                    Bytes::new(),
+                    Keep::Status,
+                )
+                .await;
+            match result {
+                Ok(a) if a.status == StatusCode::OK => {
+                    tracing::debug!(actor = %actor, "actor deactivated");
+                }
+                Ok(a) => tracing::debug!(actor = %actor, status = %a.status, "deactivation answered"),
+                Err(e) => tracing::debug!(actor = %actor, error = %e, "deactivation failed"),
+            }
+        }
+        drop(guard);
+    }
+
+    // ---- the app's actor config ----
+
+    /// Reads `GET /dapr/config` until the app answers, then again whenever the app turns
+    /// healthy after being unhealthy, or a reminder found it unreachable.
+    async fn load_config(self, stop: CancellationToken) {
+        let mut healthy = self.inner.app_healthy.clone();
+        let mut ready = self.inner.ready.subscribe();
+        loop {
+            // Wait until the app is healthy and the config needs reading.
+            loop {
+                let need = !*ready.borrow_and_update() && *healthy.borrow_and_update();
+                if need {
+                    break;
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    r = healthy.changed() => if r.is_err() { return },
+                    r = ready.changed() => if r.is_err() { return },
+                }
+            }
+            let mut delays = backoff::connect_backoff();
+            loop {
+                match self.read_config().await {
+                    Ok(hosted) => {
+                        tracing::info!(types = ?hosted.types.keys().collect::<Vec<_>>(), "actor types hosted");
+                        self.publish_hosted(hosted);
+                        self.inner.ready.send_replace(true);
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "app actor config not read yet");
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            () = tokio::time::sleep(delays.next_delay()) => {}
+                        }
+                    }
+                }
+            }
+            // A later unhealthy → healthy edge reads the config again.
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    r = healthy.changed() => if r.is_err() { return },
+                    r = ready.changed() => if r.is_err() { return },
+                }
+                if !*healthy.borrow_and_update() {
+                    self.inner.ready.send_replace(false);
+                }
+                if !*ready.borrow_and_update() {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// One `GET /dapr/config`. Any answer but a transport failure counts: a non-200 means
+    /// the app hosts no actors (daprd's empty config).
+    async fn read_config(&self) -> Result<Hosted, ConfigRead> {
+        let app = self.inner.app.as_ref().ok_or(ConfigRead::NoApp)?;
+        let answer = app
+            .send(
+                Method::GET,
+                "/dapr/config".to_owned(),
+                json_headers(),
+                Bytes::new(),
+                Keep::Body,
+            )
+            .await
+            .map_err(|e| ConfigRead::Unreachable(e.to_string()))?;
+        if answer.status != StatusCode::OK {
+            return Ok(Hosted::default());
+        }
+        match Hosted::from_json(&answer.body) {
+            Ok(hosted) => Ok(hosted),
+            Err(e @ ConfigError::IdleTimeout(_)) => {
+                tracing::error!(error = %e, "the app's actors cannot be registered");
+                Ok(Hosted::default())
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the app's /dapr/config is not valid JSON; no actors");
+                Ok(Hosted::default())
+            }
+        }
+    }
+}
+
+/// Why the config could not be read (retried).
+#[derive(Debug, thiserror::Error)]
+enum ConfigRead {
+    #[error("no app channel")]
+    NoApp,
+    #[error("app unreachable: {0}")]
+    Unreachable(String),
+}
+
+/// The actor a reminder trigger is for.
+fn actor_of(trigger: &Trigger) -> Option<ActorRef> {
+    match trigger.metadata.target.as_ref()?.r#type.as_ref()? {
+        crate::proto::scheduler::job_target_metadata::Type::Actor(a) => {
+            Some(ActorRef::new(&a.r#type, &a.id))
+        }
+        crate::proto::scheduler::job_target_metadata::Type::Job(_) => None,
+    }
+}

@@ -1,0 +1,180 @@
+//! daprd's errors for the actor routes (`pkg/messages/predefined.go`): legacy
+//! `{"errorCode","message"}` bodies, each with its HTTP status and gRPC code.
+
+use http::StatusCode;
+
+use crate::actors::{ActorError, ReminderError};
+use crate::api::ApiError;
+
+/// Dapr's error codes for the actor routes.
+pub mod code {
+    /// The sidecar has no actor state store.
+    pub const RUNTIME_NOT_FOUND: &str = "ERR_ACTOR_RUNTIME_NOT_FOUND";
+    /// Invoking an actor method failed.
+    pub const INVOKE_METHOD: &str = "ERR_ACTOR_INVOKE_METHOD";
+    /// Registering a reminder failed.
+    pub const REMINDER_CREATE: &str = "ERR_ACTOR_REMINDER_CREATE";
+    /// Reading a reminder failed.
+    pub const REMINDER_GET: &str = "ERR_ACTOR_REMINDER_GET";
+    /// Deleting a reminder failed.
+    pub const REMINDER_DELETE: &str = "ERR_ACTOR_REMINDER_DELETE";
+    /// There is no such reminder.
+    pub const REMINDER_NOT_FOUND: &str = "ERR_ACTOR_REMINDER_NOT_FOUND";
+    /// `overwrite: false` and the reminder exists.
+    pub const REMINDER_ALREADY_EXISTS: &str = "ERR_ACTOR_REMINDER_ALREADY_EXISTS";
+    /// The actor type is not hosted by this app.
+    pub const REMINDER_NON_HOSTED: &str = "ERR_ACTOR_REMINDER_NON_HOSTED";
+    /// Registering a timer failed.
+    pub const TIMER_CREATE: &str = "ERR_ACTOR_TIMER_CREATE";
+    /// A request field is invalid.
+    pub const BAD_REQUEST: &str = "ERR_BAD_REQUEST";
+}
+
+fn legacy(
+    http: StatusCode,
+    code: tonic::Code,
+    error_code: &'static str,
+    message: String,
+) -> ApiError {
+    ApiError::Legacy {
+        code,
+        http,
+        error_code,
+        message,
+    }
+}
+
+/// 500 `ERR_ACTOR_RUNTIME_NOT_FOUND`: what daprd answers on the actor state routes of a
+/// sidecar without an actor state store (jobsd keeps no actor state).
+pub fn runtime_not_found() -> ApiError {
+    legacy(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        tonic::Code::Internal,
+        code::RUNTIME_NOT_FOUND,
+        "the state store is not configured to use the actor runtime. Have you set the - name: \
+         actorStateStore value: \"true\" in your state store component file?"
+            .to_owned(),
+    )
+}
+
+/// 403 `ERR_ACTOR_REMINDER_NON_HOSTED`.
+pub fn reminder_non_hosted() -> ApiError {
+    legacy(
+        StatusCode::FORBIDDEN,
+        tonic::Code::PermissionDenied,
+        code::REMINDER_NON_HOSTED,
+        "operations on actor reminders are only possible on hosted actor types".to_owned(),
+    )
+}
+
+/// 404 `ERR_ACTOR_REMINDER_NOT_FOUND` `actor reminder not found: <name>`.
+pub fn reminder_not_found(name: &str) -> ApiError {
+    legacy(
+        StatusCode::NOT_FOUND,
+        tonic::Code::NotFound,
+        code::REMINDER_NOT_FOUND,
+        format!("actor reminder not found: {name}"),
+    )
+}
+
+/// 400 `ERR_BAD_REQUEST` `invalid request: <detail>`.
+pub fn bad_request(detail: impl std::fmt::Display) -> ApiError {
+    legacy(
+        StatusCode::BAD_REQUEST,
+        tonic::Code::InvalidArgument,
+        code::BAD_REQUEST,
+        format!("invalid request: {detail}"),
+    )
+}
+
+/// Which reminder operation failed: each has its own code and message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReminderOp {
+    /// Register.
+    Create,
+    /// Read (one or a list).
+    Get,
+    /// Delete (one or many).
+    Delete,
+}
+
+/// daprd's error for a failed reminder operation on `name`: not hosted → 403, the Scheduler's
+/// AlreadyExists on create → 409, anything else → 500 with the operation's code and the
+/// cause (`rpc error: code = … desc = …` for a Scheduler error).
+pub fn reminder(op: ReminderOp, name: &str, err: &ActorError) -> ApiError {
+    if let ActorError::NotHosted(_) = err {
+        return reminder_non_hosted();
+    }
+    if let ActorError::Reminder(ReminderError::Scheduler(e)) = err
+        && op == ReminderOp::Create
+        && e.code == tonic::Code::AlreadyExists
+    {
+        return legacy(
+            StatusCode::CONFLICT,
+            tonic::Code::AlreadyExists,
+            code::REMINDER_ALREADY_EXISTS,
+            format!("actor reminder already exists: {name}"),
+        );
+    }
+    let (error_code, verb) = match op {
+        ReminderOp::Create => (code::REMINDER_CREATE, "creating"),
+        ReminderOp::Get => (code::REMINDER_GET, "getting"),
+        ReminderOp::Delete => (code::REMINDER_DELETE, "deleting"),
+    };
+    legacy(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        tonic::Code::Internal,
+        error_code,
+        format!("error {verb} actor reminder: {err}"),
+    )
+}
+
+/// 500 `ERR_ACTOR_TIMER_CREATE` `error creating actor timer: <cause>`.
+pub fn timer_create(err: &ActorError) -> ApiError {
+    legacy(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        tonic::Code::Internal,
+        code::TIMER_CREATE,
+        format!("error creating actor timer: {err}"),
+    )
+}
+
+/// 500 `ERR_ACTOR_INVOKE_METHOD` `error invoke actor method: <cause>`.
+pub fn invoke(err: &ActorError) -> ApiError {
+    legacy(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        tonic::Code::Internal,
+        code::INVOKE_METHOD,
+        format!("error invoke actor method: {err}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler;
+
+    #[test]
+    fn reminder_errors_follow_daprd() {
+        let exists = ActorError::Reminder(ReminderError::Scheduler(scheduler::Error::new(
+            tonic::Code::AlreadyExists,
+            "job already exists: 'x'",
+        )));
+        let e = reminder(ReminderOp::Create, "r1", &exists);
+        assert_eq!(e.http_status(), StatusCode::CONFLICT);
+        assert_eq!(e.to_string(), "actor reminder already exists: r1");
+        let e = reminder(ReminderOp::Delete, "r1", &exists);
+        assert_eq!(e.http_status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            e.to_string(),
+            "error deleting actor reminder: rpc error: code = AlreadyExists desc = job already exists: 'x'"
+        );
+        let e = reminder(ReminderOp::Get, "r1", &ActorError::NotHosted("T".into()));
+        assert_eq!(e.http_status(), StatusCode::FORBIDDEN);
+        let (_, body) = e.http_body();
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            r#"{"errorCode":"ERR_ACTOR_REMINDER_NON_HOSTED","message":"operations on actor reminders are only possible on hosted actor types"}"#
+        );
+    }
+}

@@ -12,10 +12,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::actors::{ActorRuntime, RuntimeConfig, SchedulerReminders, Targets};
 use crate::api::{self, ApiState};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, AppProtocol};
-use crate::actors::{ActorRuntime, RuntimeConfig, SchedulerReminders, Targets};
 use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use crate::engine::Engine;
 use crate::resiliency::{self, Resiliency};

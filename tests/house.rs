@@ -322,7 +322,28 @@ fn rooms_import_only_downwards() {
     let rules: &[(&[&str], &[&[&str]])] = &[
         (
             &["delivery"],
-            &[&["engine"], &["replica"], &["scheduler"], &["api"]],
+            &[
+                &["engine"],
+                &["replica"],
+                &["scheduler"],
+                &["api"],
+                &["actors"],
+            ],
+        ),
+        (
+            &["actors"],
+            &[
+                &["engine"],
+                &["replica"],
+                &["store"],
+                &["api"],
+                &["app"],
+                &["scheduler", "remote"],
+            ],
+        ),
+        (
+            &["scheduler"],
+            &[&["engine", "runner"], &["replica"], &["actors"], &["api"]],
         ),
         (&["scheduler", "remote"], &[&["engine"], &["replica"]]),
         (
@@ -333,6 +354,7 @@ fn rooms_import_only_downwards() {
                 &["delivery"],
                 &["app"],
                 &["scheduler"],
+                &["actors"],
             ],
         ),
         (
@@ -412,7 +434,16 @@ fn rooms_import_only_downwards() {
 fn pure_rooms_do_no_io() {
     assert_rooms_avoid(
         &["schedule", "go", "trigger.rs", "trigger"],
-        &["tokio", "std::fs", "std::net", "tonic", "hyper", "redb", "Utc::now", "SystemTime"],
+        &[
+            "tokio",
+            "std::fs",
+            "std::net",
+            "tonic",
+            "hyper",
+            "redb",
+            "Utc::now",
+            "SystemTime",
+        ],
         "this room is pure",
     );
 }

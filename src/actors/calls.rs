@@ -102,7 +102,9 @@ mod tests {
         );
         assert_eq!(
             timer_body(Some(br#"{"k":1}"#), "on_timer", "0h0m1s0ms0μs", "5s"),
-            Bytes::from(r#"{"data":{"k":1},"callback":"on_timer","dueTime":"0h0m1s0ms0μs","period":"5s"}"#)
+            Bytes::from(
+                r#"{"data":{"k":1},"callback":"on_timer","dueTime":"0h0m1s0ms0μs","period":"5s"}"#
+            )
         );
     }
 

@@ -63,8 +63,14 @@ impl Hosted {
     pub fn from_json(body: &[u8]) -> Result<Hosted, ConfigError> {
         let config: AppConfig =
             serde_json::from_slice(body).map_err(|e| ConfigError::Json(e.to_string()))?;
-        let default = match config.actor_idle_timeout.as_deref().filter(|s| !s.is_empty()) {
-            Some(text) => parse_duration(text).ok_or_else(|| ConfigError::IdleTimeout(text.into()))?,
+        let default = match config
+            .actor_idle_timeout
+            .as_deref()
+            .filter(|s| !s.is_empty())
+        {
+            Some(text) => {
+                parse_duration(text).ok_or_else(|| ConfigError::IdleTimeout(text.into()))?
+            }
             None => DEFAULT_IDLE_TIMEOUT,
         };
         let mut types: BTreeMap<String, Duration> = config
@@ -74,8 +80,7 @@ impl Hosted {
             .map(|t| (t, default))
             .collect();
         for entry in config.entities_config {
-            let Some(timeout) = entry.actor_idle_timeout.as_deref().and_then(parse_duration)
-            else {
+            let Some(timeout) = entry.actor_idle_timeout.as_deref().and_then(parse_duration) else {
                 continue;
             };
             for t in entry.entities {

@@ -26,7 +26,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use reminders::{NewReminder, Reminder, ReminderError, Reminders, SchedulerReminders};
-pub use runtime::{ActorError, ActorRuntime, MethodCall, RuntimeConfig};
+pub use runtime::{ActorError, ActorRuntime, MethodAnswer, MethodCall, RuntimeConfig};
 pub use sink::Targets;
 pub use timers::NewTimer;
 

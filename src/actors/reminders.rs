@@ -224,11 +224,7 @@ impl Reminders for SchedulerReminders {
         Ok(jobs
             .into_iter()
             .map(|named| {
-                let id = match named
-                    .metadata
-                    .and_then(|m| m.target)
-                    .and_then(|t| t.r#type)
-                {
+                let id = match named.metadata.and_then(|m| m.target).and_then(|t| t.r#type) {
                     Some(sv1::job_target_metadata::Type::Actor(a)) => a.id,
                     _ => actor_id.unwrap_or_default().to_owned(),
                 };

@@ -10,13 +10,13 @@ use http::{HeaderMap, Method, StatusCode};
 use tokio::sync::{Notify, OwnedMutexGuard, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::ActorRef;
 use super::calls::{self, json_headers};
 use super::config::{ConfigError, Hosted};
 use super::reminders::{NewReminder, Reminder, ReminderError, Reminders};
-use super::timers::{NewTimer, Timers};
-use super::ActorRef;
+use super::timers::{Fire, NewTimer, Timers};
 use crate::clock::Clock;
-use crate::delivery::{self, Answer, Keep};
+use crate::delivery::{self, Keep};
 use crate::resiliency::backoff;
 use crate::schedule::period::TimerError;
 use crate::trigger::{Trigger, TriggerResult};
@@ -56,6 +56,17 @@ pub struct MethodCall {
     /// The caller's headers, forwarded (daprd copies them into the call's metadata).
     pub headers: HeaderMap,
     /// The body, passed through.
+    pub body: Bytes,
+}
+
+/// The app's answer to a method call: status, headers and body, passed back to the caller.
+#[derive(Debug, Clone)]
+pub struct MethodAnswer {
+    /// The status (200, or the app's own with `X-DaprErrorResponseHeader`).
+    pub status: StatusCode,
+    /// The response headers.
+    pub headers: HeaderMap,
+    /// The body.
     pub body: Bytes,
 }
 
@@ -301,7 +312,12 @@ impl ActorRuntime {
             )));
         }
         let plan = timer.plan(self.inner.clock.now())?;
-        self.inner.timers.start(self.clone(), timer, plan);
+        self.inner.timers.start(
+            Arc::new(self.clone()),
+            self.inner.clock.clone(),
+            timer,
+            plan,
+        );
         Ok(())
     }
 
@@ -315,20 +331,12 @@ impl ActorRuntime {
         self.inner.timers.len()
     }
 
-    pub(super) fn clock(&self) -> &Arc<dyn Clock> {
-        &self.inner.clock
-    }
-
-    pub(super) fn timer_registry(&self) -> &Timers {
-        &self.inner.timers
-    }
-
     // ---- calls to the app ----
 
     /// Calls an actor method: the app's `PUT /actors/<type>/<id>/method/<method>` in the
     /// actor's turn. Only a 200 is a success (daprd's contract), or an answer carrying
     /// `X-DaprErrorResponseHeader`, which is handed back as it is.
-    pub async fn invoke(&self, call: MethodCall) -> Result<Answer, ActorError> {
+    pub async fn invoke(&self, call: MethodCall) -> Result<MethodAnswer, ActorError> {
         let app = self.inner.app.as_ref().ok_or(ActorError::NoApp)?;
         if !self.inner.hosted.borrow().hosts(&call.actor.actor_type) {
             return Err(ActorError::Call(format!(
@@ -349,7 +357,11 @@ impl ActorRuntime {
         if answer.status == StatusCode::OK
             || answer.headers.contains_key("x-daprerrorresponseheader")
         {
-            return Ok(answer);
+            return Ok(MethodAnswer {
+                status: answer.status,
+                headers: answer.headers,
+                body: answer.body,
+            });
         }
         if answer.status == StatusCode::NOT_FOUND {
             return Err(ActorError::Call(format!(
@@ -409,7 +421,7 @@ impl ActorRuntime {
 
     /// Calls a timer's callback in the actor's turn; errors are logged and the timer goes
     /// on, as in daprd.
-    pub(super) async fn fire_timer(&self, actor: &ActorRef, name: &str, body: Bytes) {
+    async fn fire_timer(&self, actor: &ActorRef, name: &str, body: Bytes) {
         let Some(app) = self.inner.app.as_ref() else {
             return;
         };
@@ -424,8 +436,12 @@ impl ActorRuntime {
             .await
         {
             Ok(a) if a.status == StatusCode::OK => {}
-            Ok(a) => tracing::debug!(actor = %actor, timer = name, status = %a.status, "timer call failed"),
-            Err(e) => tracing::debug!(actor = %actor, timer = name, error = %e, "timer call failed"),
+            Ok(a) => {
+                tracing::debug!(actor = %actor, timer = name, status = %a.status, "timer call failed")
+            }
+            Err(e) => {
+                tracing::debug!(actor = %actor, timer = name, error = %e, "timer call failed")
+            }
         }
     }
 
@@ -463,8 +479,8 @@ impl ActorRuntime {
     /// Queues `actor`'s deactivation one idle timeout from now.
     fn requeue_idle(&self, actor: &ActorRef, slot: &Slot) {
         let timeout = self.inner.hosted.borrow().idle_timeout(&actor.actor_type);
-        let at = self.inner.clock.now()
-            + TimeDelta::from_std(timeout).unwrap_or(TimeDelta::MAX / 2);
+        let at =
+            self.inner.clock.now() + TimeDelta::from_std(timeout).unwrap_or(TimeDelta::MAX / 2);
         let mut idle_at = lock(&slot.idle_at);
         let mut idle = lock(&self.inner.idle);
         if let Some(old) = idle_at.take() {
@@ -544,7 +560,9 @@ impl ActorRuntime {
                 Ok(a) if a.status == StatusCode::OK => {
                     tracing::debug!(actor = %actor, "actor deactivated");
                 }
-                Ok(a) => tracing::debug!(actor = %actor, status = %a.status, "deactivation answered"),
+                Ok(a) => {
+                    tracing::debug!(actor = %actor, status = %a.status, "deactivation answered")
+                }
                 Err(e) => tracing::debug!(actor = %actor, error = %e, "deactivation failed"),
             }
         }
@@ -653,5 +671,12 @@ fn actor_of(trigger: &Trigger) -> Option<ActorRef> {
             Some(ActorRef::new(&a.r#type, &a.id))
         }
         crate::proto::scheduler::job_target_metadata::Type::Job(_) => None,
+    }
+}
+
+#[async_trait::async_trait]
+impl Fire for ActorRuntime {
+    async fn fire(&self, actor: &ActorRef, name: &str, body: Bytes) {
+        self.fire_timer(actor, name, body).await;
     }
 }

@@ -25,7 +25,12 @@ impl Targets {
 #[async_trait::async_trait]
 impl Sink for Targets {
     async fn deliver(&self, trigger: Trigger) -> TriggerResult {
-        match trigger.metadata.target.as_ref().and_then(|t| t.r#type.as_ref()) {
+        match trigger
+            .metadata
+            .target
+            .as_ref()
+            .and_then(|t| t.r#type.as_ref())
+        {
             Some(Target::Actor(_)) => self.actors.remind(&trigger).await,
             _ => self.jobs.deliver(trigger).await,
         }

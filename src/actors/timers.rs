@@ -3,14 +3,22 @@
 //! a failed callback is logged and the timer goes on.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use super::ActorRef;
 use super::calls::timer_body;
-use super::runtime::ActorRuntime;
+use crate::clock::Clock;
 use crate::schedule::period::{TimerError, TimerPlan};
+
+/// What a timer calls on each tick: the runtime, which runs the callback in the actor's turn.
+#[async_trait::async_trait]
+pub(super) trait Fire: Send + Sync + 'static {
+    /// Calls the timer's callback; failures are the target's to log.
+    async fn fire(&self, actor: &ActorRef, name: &str, body: Bytes);
+}
 
 /// A timer to register.
 #[derive(Debug, Clone, Default)]
@@ -39,9 +47,14 @@ impl NewTimer {
     }
 }
 
-/// The running timers.
-#[derive(Default)]
+/// The running timers; cheap to clone (one `Arc`).
+#[derive(Default, Clone)]
 pub(super) struct Timers {
+    inner: Arc<Registry>,
+}
+
+#[derive(Default)]
+struct Registry {
     /// `(actor, name)` → the running task's stop token and generation.
     running: Mutex<HashMap<(ActorRef, String), (u64, CancellationToken)>>,
     /// Generations, so a finished task never removes its replacement.
@@ -54,35 +67,51 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Timers {
     /// Starts `timer` (replacing one of the same name).
-    pub(super) fn start(&self, runtime: ActorRuntime, timer: NewTimer, plan: TimerPlan) {
+    pub(super) fn start(
+        &self,
+        target: Arc<dyn Fire>,
+        clock: Arc<dyn Clock>,
+        timer: NewTimer,
+        plan: TimerPlan,
+    ) {
         let generation = {
-            let mut next = lock(&self.next);
+            let mut next = lock(&self.inner.next);
             *next += 1;
             *next
         };
         let stop = CancellationToken::new();
         let key = (timer.actor.clone(), timer.name.clone());
-        if let Some((_, old)) = lock(&self.running).insert(key, (generation, stop.clone())) {
+        if let Some((_, old)) = lock(&self.inner.running).insert(key, (generation, stop.clone())) {
             old.cancel();
         }
-        tokio::spawn(run(runtime, timer, plan, generation, stop));
+        tokio::spawn(run(
+            self.clone(),
+            target,
+            clock,
+            timer,
+            plan,
+            generation,
+            stop,
+        ));
     }
 
     /// Stops a timer; a missing one is fine.
     pub(super) fn stop(&self, actor: &ActorRef, name: &str) {
-        if let Some((_, token)) = lock(&self.running).remove(&(actor.clone(), name.to_owned())) {
+        if let Some((_, token)) =
+            lock(&self.inner.running).remove(&(actor.clone(), name.to_owned()))
+        {
             token.cancel();
         }
     }
 
     /// Timers running.
     pub(super) fn len(&self) -> usize {
-        lock(&self.running).len()
+        lock(&self.inner.running).len()
     }
 
     /// Forgets a timer that finished, unless it was replaced meanwhile.
     fn finished(&self, actor: &ActorRef, name: &str, generation: u64) {
-        let mut running = lock(&self.running);
+        let mut running = lock(&self.inner.running);
         let key = (actor.clone(), name.to_owned());
         if running.get(&key).is_some_and(|(g, _)| *g == generation) {
             running.remove(&key);
@@ -91,7 +120,9 @@ impl Timers {
 }
 
 async fn run(
-    runtime: ActorRuntime,
+    timers: Timers,
+    target: Arc<dyn Fire>,
+    clock: Arc<dyn Clock>,
     timer: NewTimer,
     plan: TimerPlan,
     generation: u64,
@@ -103,7 +134,6 @@ async fn run(
         &timer.due_time,
         &timer.period,
     );
-    let clock = runtime.clock().clone();
     let mut fired = 0u32;
     let mut next = plan.next(0, clock.now());
     while let Some(at) = next {
@@ -111,15 +141,9 @@ async fn run(
             () = stop.cancelled() => return,
             () = clock.sleep_until(at) => {}
         }
-        runtime.fire_timer(&timer.actor, &timer.name, body.clone()).await;
+        target.fire(&timer.actor, &timer.name, body.clone()).await;
         fired = fired.saturating_add(1);
         next = plan.next(fired, clock.now());
     }
-    runtime.timers_done(&timer.actor, &timer.name, generation);
-}
-
-impl ActorRuntime {
-    fn timers_done(&self, actor: &ActorRef, name: &str, generation: u64) {
-        self.timer_registry().finished(actor, name, generation);
-    }
+    timers.finished(&timer.actor, &timer.name, generation);
 }

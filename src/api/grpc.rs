@@ -259,7 +259,9 @@ impl rv1::dapr_server::Dapr for DaprApi {
     ) -> Result<Response<rv1::UnregisterActorRemindersByTypeResponse>, Status> {
         self.authorize(&request)?;
         actors::unregister_reminders(&self.state, request.into_inner()).await?;
-        Ok(Response::new(rv1::UnregisterActorRemindersByTypeResponse {}))
+        Ok(Response::new(
+            rv1::UnregisterActorRemindersByTypeResponse {},
+        ))
     }
 
     async fn get_actor_state(

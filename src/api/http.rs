@@ -11,23 +11,21 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use http::{HeaderValue, Method, StatusCode, Uri, header};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http::{HeaderValue, Method, StatusCode, Uri};
 use tower::ServiceExt;
 
 use super::error::ApiError;
+pub use super::http_parts::API_TOKEN_HEADER;
+use super::http_parts::{Shared, json_response, read_body};
 use super::{ApiState, json};
 use crate::go;
 use crate::proto::{internals::JobHttpRequest, runtime as rv1};
 use crate::scheduler;
-
-/// The header carrying the API token (daprd's `APITokenHeader`).
-pub const API_TOKEN_HEADER: &str = "dapr-api-token";
 
 /// The three route prefixes daprd serves jobs under.
 const JOB_ROUTES: [&str; 3] = [
@@ -35,10 +33,6 @@ const JOB_ROUTES: [&str; 3] = [
     "/v1.0/jobs/{name}",
     "/v1.0/schedule/jobs/{name}",
 ];
-
-/// What the handlers share: behind an `Arc`, so that handing it to a request (axum clones the
-/// state for every one) copies no strings.
-pub(crate) type Shared = Arc<ApiState>;
 
 /// The HTTP API as an axum router (state applied). Serve it with HTTP/1.1 and h2c.
 pub fn router(state: ApiState) -> Router {
@@ -158,17 +152,6 @@ fn invalid_utf8_marshal_error() -> scheduler::Error {
         tonic::Code::Internal,
         "grpc: error while marshaling: string field contains invalid UTF-8",
     )
-}
-
-/// Reads the whole body, up to `limit` bytes.
-pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(ApiError::body_too_large(limit))
-        }
-        Err(e) => Err(ApiError::body_read(e)),
-    }
 }
 
 /// `POST …/jobs/{name}`: 204 on success.
@@ -323,18 +306,6 @@ async fn metadata(State(state): State<Shared>) -> Response {
         },
     });
     json_response(body.to_string())
-}
-
-pub(crate) fn json_response(body: String) -> Response {
-    (
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body,
-    )
-        .into_response()
 }
 
 #[cfg(test)]

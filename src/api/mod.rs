@@ -10,6 +10,7 @@ pub mod actors;
 pub mod error;
 pub mod grpc;
 pub mod http;
+pub mod http_parts;
 pub mod json;
 
 use std::sync::Arc;

@@ -70,7 +70,9 @@ impl Period {
 
 /// The Scheduler job fields a reminder period becomes: `(schedule, repeats)`. An empty or
 /// absent period is a one-shot reminder (no schedule).
-pub fn reminder_schedule(period: Option<&str>) -> Result<(Option<String>, Option<u32>), PeriodError> {
+pub fn reminder_schedule(
+    period: Option<&str>,
+) -> Result<(Option<String>, Option<u32>), PeriodError> {
     let Some(text) = period.filter(|p| !p.is_empty()) else {
         return Ok((None, None));
     };
@@ -259,11 +261,15 @@ mod tests {
         assert_eq!(plan.expires, Some(at(4)), "ttl counts from the due time");
         assert_eq!(plan.next(3, at(4)), None);
         assert_eq!(
-            TimerPlan::new("k", "soon", "", "", at(0)).unwrap_err().to_string(),
+            TimerPlan::new("k", "soon", "", "", at(0))
+                .unwrap_err()
+                .to_string(),
             "error parsing timer due time: unsupported time/duration format: soon"
         );
         assert_eq!(
-            TimerPlan::new("k", "", "weekly", "", at(0)).unwrap_err().to_string(),
+            TimerPlan::new("k", "", "weekly", "", at(0))
+                .unwrap_err()
+                .to_string(),
             "invalid timer period: parse error: unsupported duration format: weekly"
         );
         assert_eq!(
@@ -271,7 +277,13 @@ mod tests {
             TimerError::ZeroRepetitions
         );
         assert!(matches!(
-            TimerPlan::new("T||1||t", "2026-01-01T00:00:10Z", "", "2026-01-01T00:00:05Z", at(0)),
+            TimerPlan::new(
+                "T||1||t",
+                "2026-01-01T00:00:10Z",
+                "",
+                "2026-01-01T00:00:05Z",
+                at(0)
+            ),
             Err(TimerError::Expired { .. })
         ));
     }

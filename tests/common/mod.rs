@@ -2,6 +2,7 @@
 //! API servers on 127.0.0.1:0, and a raw HTTP/1.1 client that sends paths byte for byte.
 #![allow(dead_code)]
 
+pub mod actor_app;
 pub mod app;
 pub mod clockwork;
 pub mod replica;

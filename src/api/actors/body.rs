@@ -195,7 +195,10 @@ mod tests {
         assert_eq!(b.period.as_deref(), Some("2s"));
         assert_eq!(b.overwrite, Some(false));
         let b = parse(br#"{"failure_policy":{"drop":{}}}"#).unwrap();
-        assert!(matches!(b.failure_policy.unwrap().policy, Some(Policy::Drop(_))));
+        assert!(matches!(
+            b.failure_policy.unwrap().policy,
+            Some(Policy::Drop(_))
+        ));
     }
 
     #[test]

@@ -34,7 +34,10 @@ fn timer_data(bytes: &[u8]) -> Option<Vec<u8>> {
 /// `json.Marshal([]byte)`: a base64 JSON string.
 fn base64_json(bytes: &[u8]) -> String {
     let mut json = String::with_capacity(bytes.len() * 4 / 3 + 4);
-    write_str(&mut json, &base64::engine::general_purpose::STANDARD.encode(bytes));
+    write_str(
+        &mut json,
+        &base64::engine::general_purpose::STANDARD.encode(bytes),
+    );
     json
 }
 
@@ -133,7 +136,10 @@ pub async fn unregister_reminders(
 }
 
 /// `RegisterActorTimer`.
-pub fn register_timer(state: &ApiState, req: rv1::RegisterActorTimerRequest) -> Result<(), ApiError> {
+pub fn register_timer(
+    state: &ApiState,
+    req: rv1::RegisterActorTimerRequest,
+) -> Result<(), ApiError> {
     state.register_timer(NewTimer {
         actor: ActorRef::new(&req.actor_type, &req.actor_id),
         data: timer_data(&req.data),

@@ -12,7 +12,7 @@ use http::{HeaderMap, StatusCode, Uri};
 use super::{body, errors, reminder_json};
 use crate::actors::reminders::data_from_json;
 use crate::actors::{ActorRef, MethodCall, NewReminder, NewTimer};
-use crate::api::http::{API_TOKEN_HEADER, Shared, json_response, read_body};
+use crate::api::http_parts::{API_TOKEN_HEADER, Shared, json_response, read_body};
 use crate::api::{ApiError, ApiState};
 
 /// The actor routes, to merge into the API router.

@@ -9,10 +9,11 @@ pub mod errors;
 pub mod grpc;
 pub mod http;
 
-use crate::actors::{ActorError, ActorRef, MethodCall, NewReminder, NewTimer, Reminder};
-use crate::api::{ApiError, ApiState};
-use crate::delivery::Answer;
 use crate::actors::reminders::data_to_json;
+use crate::actors::{
+    ActorError, ActorRef, MethodAnswer, MethodCall, NewReminder, NewTimer, Reminder,
+};
+use crate::api::{ApiError, ApiState};
 use crate::go::json::write_str;
 use crate::schedule::rfc3339;
 use chrono::SecondsFormat;
@@ -89,7 +90,7 @@ impl ApiState {
     }
 
     /// Calls an actor method: the app's answer, or `ERR_ACTOR_INVOKE_METHOD`.
-    pub async fn invoke_actor(&self, call: MethodCall) -> Result<Answer, ApiError> {
+    pub async fn invoke_actor(&self, call: MethodCall) -> Result<MethodAnswer, ApiError> {
         self.actors
             .invoke(call)
             .await

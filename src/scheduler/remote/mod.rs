@@ -326,7 +326,7 @@ fn never_sent(status: &tonic::Status) -> bool {
 mod tests {
     use super::*;
 
-#[tokio::test]
+    #[tokio::test]
     async fn a_refused_connection_counts_as_never_sent_and_a_status_does_not() {
         // A port nobody listens on: bind, learn the port, close.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -203,6 +203,15 @@ async fn deactivate(
 
 /// Serves `app` on `addr` (a free loopback port when `None`).
 pub async fn serve_on(app: ActorApp, addr: Option<SocketAddr>) -> SocketAddr {
+    serve_until(app, addr, tokio_util::sync::CancellationToken::new()).await
+}
+
+/// Serves `app` on `addr` until `stop` is cancelled (then the port is free again).
+pub async fn serve_until(
+    app: ActorApp,
+    addr: Option<SocketAddr>,
+    stop: tokio_util::sync::CancellationToken,
+) -> SocketAddr {
     let router = Router::new()
         .route("/dapr/config", get(config))
         .route("/healthz", get(|| async { StatusCode::OK }))
@@ -215,6 +224,10 @@ pub async fn serve_on(app: ActorApp, addr: Option<SocketAddr>) -> SocketAddr {
         .await
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+    });
     addr
 }

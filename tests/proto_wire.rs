@@ -853,7 +853,78 @@ fn descriptor_set_has_dapr_service() {
                 "DeleteJobsByPrefixResponse",
             ),
             rt("ListJobs", "ListJobsRequest", "ListJobsResponse"),
-        ],
+            rt("RegisterActorTimer", "RegisterActorTimerRequest", "EMPTY"),
+            rt(
+                "UnregisterActorTimer",
+                "UnregisterActorTimerRequest",
+                "EMPTY",
+            ),
+            rt(
+                "RegisterActorReminder",
+                "RegisterActorReminderRequest",
+                "EMPTY",
+            ),
+            rt(
+                "UnregisterActorReminder",
+                "UnregisterActorReminderRequest",
+                "EMPTY",
+            ),
+            rt(
+                "GetActorReminder",
+                "GetActorReminderRequest",
+                "GetActorReminderResponse",
+            ),
+            rt(
+                "ListActorReminders",
+                "ListActorRemindersRequest",
+                "ListActorRemindersResponse",
+            ),
+            rt(
+                "UnregisterActorRemindersByType",
+                "UnregisterActorRemindersByTypeRequest",
+                "UnregisterActorRemindersByTypeResponse",
+            ),
+            rt(
+                "GetActorState",
+                "GetActorStateRequest",
+                "GetActorStateResponse",
+            ),
+            rt(
+                "ExecuteActorStateTransaction",
+                "ExecuteActorStateTransactionRequest",
+                "EMPTY",
+            ),
+            rt("InvokeActor", "InvokeActorRequest", "InvokeActorResponse"),
+        ]
+        .map(|(name, req, resp, cs, ss)| {
+            let resp = if resp.ends_with(".EMPTY") {
+                ".google.protobuf.Empty".to_owned()
+            } else {
+                resp
+            };
+            (name, req, resp, cs, ss)
+        }),
+    );
+}
+
+/// The actor messages keep Dapr's field numbers: what the Dapr SDKs put on the wire.
+#[test]
+fn actor_reminder_request_wire_is_daprs() {
+    use jobsd::proto::runtime::RegisterActorReminderRequest;
+    let req = RegisterActorReminderRequest {
+        actor_type: "T".into(),
+        actor_id: "1".into(),
+        name: "r".into(),
+        due_time: "1s".into(),
+        period: "2s".into(),
+        data: b"d".to_vec(),
+        ttl: "3s".into(),
+        overwrite: Some(false),
+        failure_policy: Some(jobsd::proto::common::JobFailurePolicy::default()),
+    };
+    assert_eq!(
+        req.encode_to_vec(),
+        b"\x0a\x01T\x12\x011\x1a\x01r\x22\x021s\x2a\x022s\x32\x01d\x3a\x023s\x40\x00\x4a\x00"
     );
 }
 

@@ -140,7 +140,9 @@ class Events:
         end = chunk.rfind(b"\n") + 1  # a last line still being written is read next time
         for line in chunk[:end].splitlines():
             e = json.loads(line)
-            if e.get("name") is None:
+            if e["method"] == "GET" and e["path"] == "/dapr/config":
+                pass  # a sidecar reading the app's actor config (daprd does too): no delivery
+            elif e.get("name") is None:
                 self.strays.append((e["t"], e["method"], e["path"]))
             else:
                 self.by_name.setdefault(e["name"], []).append((e["t"], e["status"]))

@@ -107,48 +107,91 @@ jobsd_start() {
   shift 2
   [ -n "${JOBSD_BIN:-}" ] || jobsd_build
   JOBSD_LOG="$log"
-  local attempt
+  local attempt rc
   for attempt in 1 2 3; do
     local ports
     mapfile -t ports < <(free_ports 2)
     [ "${#ports[@]}" -eq 2 ] || e2e_fail "could not pick free ports"
     JOBSD_HTTP_PORT="${ports[0]}"
     JOBSD_GRPC_PORT="${ports[1]}"
-    echo "=== start (attempt $attempt): http=$JOBSD_HTTP_PORT grpc=$JOBSD_GRPC_PORT data=$data_dir" >>"$log"
-    # NO_COLOR keeps ANSI escapes out of the log. jobsd also reads APP_ID, APP_PORT and
-    # DAPR_*_PORT from the environment: the flags below (and no app, no API token) are the
-    # whole configuration.
-    env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN NO_COLOR=1 "$JOBSD_BIN" --app-id myapp --data-dir "$data_dir" \
-      --dapr-http-port "$JOBSD_HTTP_PORT" --dapr-grpc-port "$JOBSD_GRPC_PORT" \
-      --dapr-listen-addresses 127.0.0.1 "$@" </dev/null >>"$log" 2>&1 &
-    JOBSD_PID=$!
-    e2e_log "jobsd pid $JOBSD_PID on http $JOBSD_HTTP_PORT / grpc $JOBSD_GRPC_PORT"
-
-    local deadline=$((SECONDS + E2E_HEALTH_TIMEOUT)) status=""
-    while :; do
-      status="$(_http_status "http://127.0.0.1:$JOBSD_HTTP_PORT/v1.0/healthz")"
-      [ "$status" = 204 ] && return 0
-      if _proc_gone "$JOBSD_PID"; then
-        local rc=0
-        wait "$JOBSD_PID" || rc=$?
-        JOBSD_PID=""
-        if grep -qiE 'address (already )?in use' "$log" && [ "$attempt" -lt 3 ]; then
-          e2e_log "port collision, retrying with new ports"
-          continue 2
-        fi
-        _dump_log
-        e2e_fail "jobsd exited with status $rc before becoming healthy"
-        return 1
-      fi
-      if [ "$SECONDS" -ge "$deadline" ]; then
-        _dump_log
-        e2e_fail "jobsd not healthy after ${E2E_HEALTH_TIMEOUT}s (last GET /v1.0/healthz status: ${status:-none})"
-        return 1
-      fi
-      sleep 0.1
-    done
+    rc=0
+    _jobsd_launch "$attempt" "$data_dir" "$log" "$@" || rc=$?
+    [ "$rc" -eq 2 ] && [ "$attempt" -lt 3 ] && continue
+    return "$((rc == 0 ? 0 : 1))"
   done
   e2e_fail "could not start jobsd"
+}
+
+# jobsd_restart DATA_DIR LOG [EXTRA_ARGS...]: start jobsd again on the ports of the previous
+# jobsd_start (after jobsd_stop or jobsd_kill9), as a restarted daprd keeps its ports: an app's
+# SDK that was given the sidecar's port keeps using it. Otherwise as jobsd_start; if the ports
+# are still held (a socket lingering), it retries for a few seconds.
+jobsd_restart() {
+  local data_dir="$1" log="$2"
+  shift 2
+  if [ -z "$JOBSD_HTTP_PORT" ] || [ -z "$JOBSD_GRPC_PORT" ]; then
+    e2e_fail "jobsd_restart before jobsd_start"
+    return 1
+  fi
+  if [ -n "$JOBSD_PID" ]; then
+    e2e_fail "jobsd_restart while jobsd (pid $JOBSD_PID) runs"
+    return 1
+  fi
+  JOBSD_LOG="$log"
+  local attempt rc
+  for attempt in 1 2 3 4 5; do
+    rc=0
+    _jobsd_launch "restart $attempt" "$data_dir" "$log" "$@" || rc=$?
+    if [ "$rc" -eq 2 ] && [ "$attempt" -lt 5 ]; then
+      sleep 1
+      continue
+    fi
+    return "$((rc == 0 ? 0 : 1))"
+  done
+  e2e_fail "could not restart jobsd"
+}
+
+# _jobsd_launch ATTEMPT DATA_DIR LOG [EXTRA_ARGS...]: start jobsd on JOBSD_HTTP_PORT and
+# JOBSD_GRPC_PORT and wait until it is healthy (status 0; sets JOBSD_PID). Status 2: it exited
+# because a port was in use; 1: any other failure (its log is shown).
+_jobsd_launch() {
+  local attempt="$1" data_dir="$2" log="$3"
+  shift 3
+  echo "=== start (attempt $attempt): http=$JOBSD_HTTP_PORT grpc=$JOBSD_GRPC_PORT data=$data_dir" >>"$log"
+  local mark
+  mark="$(wc -l <"$log")"
+  # NO_COLOR keeps ANSI escapes out of the log. jobsd also reads APP_ID, APP_PORT and
+  # DAPR_*_PORT from the environment: the flags below (and no app, no API token) are the
+  # whole configuration.
+  env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN NO_COLOR=1 "$JOBSD_BIN" --app-id myapp --data-dir "$data_dir" \
+    --dapr-http-port "$JOBSD_HTTP_PORT" --dapr-grpc-port "$JOBSD_GRPC_PORT" \
+    --dapr-listen-addresses 127.0.0.1 "$@" </dev/null >>"$log" 2>&1 &
+  JOBSD_PID=$!
+  e2e_log "jobsd pid $JOBSD_PID on http $JOBSD_HTTP_PORT / grpc $JOBSD_GRPC_PORT"
+
+  local deadline=$((SECONDS + E2E_HEALTH_TIMEOUT)) status=""
+  while :; do
+    status="$(_http_status "http://127.0.0.1:$JOBSD_HTTP_PORT/v1.0/healthz")"
+    [ "$status" = 204 ] && return 0
+    if _proc_gone "$JOBSD_PID"; then
+      local rc=0
+      wait "$JOBSD_PID" || rc=$?
+      JOBSD_PID=""
+      if tail -n "+$((mark + 1))" "$log" | grep -qiE 'address (already )?in use'; then
+        e2e_log "port collision (attempt $attempt)"
+        return 2
+      fi
+      _dump_log
+      e2e_fail "jobsd exited with status $rc before becoming healthy"
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      _dump_log
+      e2e_fail "jobsd not healthy after ${E2E_HEALTH_TIMEOUT}s (last GET /v1.0/healthz status: ${status:-none})"
+      return 1
+    fi
+    sleep 0.1
+  done
 }
 
 # jobsd_stop: SIGTERM jobsd and require it to exit with status 0 within E2E_STOP_TIMEOUT.

@@ -12,3 +12,4 @@ cargo test --locked --all-targets
 bash e2e/jobs_api.sh
 bash e2e/triggers.sh
 bash e2e/cluster.sh
+bash e2e/actors.sh

@@ -389,7 +389,9 @@ fn actor_runtime(
             addr,
             cfg.app_api_token.as_deref(),
             cfg.app_protocol == AppProtocol::H2c,
-            0,
+            // The same bound as the app's job deliveries: connections beyond it wait for
+            // one to come back instead of piling connects onto the app's accept queue.
+            cfg.app_max_concurrency,
             cfg.max_body_size,
         )?),
         _ => None,

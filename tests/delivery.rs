@@ -576,6 +576,60 @@ async fn http_connections_are_kept_alive() {
     );
 }
 
+/// The actor runtime calls the app through its own `Http` client: the bound on open
+/// connections is the client's, so a burst of calls reuses a few kept-alive connections
+/// instead of piling connects onto the app's accept queue.
+#[tokio::test]
+async fn http_client_opens_no_more_connections_than_its_bound() {
+    let (addr, app) = http_app().await;
+    let http = jobsd::delivery::Http::new(addr, None, false, 4, 4 << 20).expect("client");
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let http = http.clone();
+            tokio::spawn(async move { http.call(&format!("slow-{i}"), None).await })
+        })
+        .collect();
+    app.wait_in_flight(4).await;
+    app.open_gate();
+    for t in tasks {
+        assert!(t.await.expect("task").is_ok());
+    }
+    assert_eq!(app.seen().len(), 40);
+    assert_eq!(app.max_in_flight.load(Ordering::SeqCst), 4);
+    let opened = app.connections.load(Ordering::SeqCst);
+    assert!(opened <= 4, "{opened} connections for a bound of 4");
+}
+
+/// Health probes go on a connection of their own: calls holding every connection the
+/// bound allows do not hold the probes back (which would make a busy app "unhealthy").
+#[tokio::test]
+async fn health_probes_do_not_wait_for_busy_connections() {
+    let (addr, app) = http_app().await;
+    let sink = Arc::new(delivery(DeliveryConfig {
+        max_concurrency: Some(2),
+        health: Some(fast_health()),
+        ..config(addr, Protocol::Http)
+    }));
+    wait_health(&mut sink.health(), true).await;
+    let tasks: Vec<_> = (0..2)
+        .map(|i| {
+            let sink = sink.clone();
+            tokio::spawn(async move { deliver(&sink, &format!("slow-{i}")).await })
+        })
+        .collect();
+    app.wait_in_flight(2).await;
+    let before = app.probes.load(Ordering::SeqCst);
+    common::eventually("probes while both connections are busy", async || {
+        app.probes.load(Ordering::SeqCst) >= before + 3
+    })
+    .await;
+    assert!(*sink.health().borrow(), "a busy app stays healthy");
+    app.open_gate();
+    for t in tasks {
+        assert_eq!(t.await.expect("task"), TriggerResult::Success);
+    }
+}
+
 #[tokio::test]
 async fn h2c_speaks_http2() {
     let (addr, app) = http_app().await;

@@ -44,6 +44,9 @@ enum Kind {
         idle: Mutex<Vec<Idle>>,
         /// Most idle connections kept; more are closed when their call ends.
         max_idle: usize,
+        /// One permit per connection that may be open at once: a call waits for a
+        /// connection to come back rather than open one more past the bound.
+        slots: tokio::sync::Semaphore,
     },
     /// h2c: every call shares one connection; the lock is held only to replace a closed one.
     H2(tokio::sync::Mutex<Option<http2::SendRequest<ReqBody>>>),
@@ -56,17 +59,25 @@ struct Idle {
 }
 
 impl Conns {
-    /// Connections (opened lazily) to `addr`; HTTP/1.1 keeps at most `max_idle` idle ones.
-    pub(super) fn new(addr: SocketAddr, h2c: bool, max_idle: usize) -> Self {
+    /// Connections (opened lazily) to `addr`; HTTP/1.1 opens at most `max_open` at once and
+    /// keeps all of them when idle.
+    pub(super) fn new(addr: SocketAddr, h2c: bool, max_open: usize) -> Self {
+        let max_open = max_open.max(1);
         let kind = if h2c {
             Kind::H2(tokio::sync::Mutex::new(None))
         } else {
             Kind::H1 {
                 idle: Mutex::new(Vec::new()),
-                max_idle,
+                max_idle: max_open,
+                slots: tokio::sync::Semaphore::new(max_open),
             }
         };
         Self { addr, kind }
+    }
+
+    /// Connections of their own to the same app (HTTP/1.1: at most `max_open`).
+    pub(super) fn fresh(&self, max_open: usize) -> Self {
+        Self::new(self.addr, self.is_h2(), max_open)
     }
 
     /// Whether requests must carry an absolute URI (h2c: `:scheme` and `:authority`) rather
@@ -85,7 +96,13 @@ impl Conns {
         keep: Keep,
     ) -> Result<Answer, Error> {
         match &self.kind {
-            Kind::H1 { idle, max_idle } => {
+            Kind::H1 {
+                idle,
+                max_idle,
+                slots,
+            } => {
+                // Never closed, so the permit always comes.
+                let _slot = slots.acquire().await;
                 self.send_h1(idle, *max_idle, req, max_drain, keep).await
             }
             Kind::H2(shared) => self.send_h2(shared, req, max_drain, keep).await,

@@ -17,8 +17,8 @@ use super::{Ack, Error};
 /// Header carrying `APP_API_TOKEN` to the app.
 const API_TOKEN_HEADER: HeaderName = HeaderName::from_static("dapr-api-token");
 
-/// Idle connections kept when the app's concurrency is unlimited.
-const DEFAULT_POOL_MAX_IDLE: usize = 64;
+/// Connections open to the app at once when its concurrency is unlimited.
+const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
 /// Calls an HTTP app. Cheap to clone: clones share the connections.
 #[derive(Clone)]
@@ -46,13 +46,14 @@ impl std::fmt::Debug for Http {
 
 impl Http {
     /// A client for the app at `addr`. `h2c` speaks HTTP/2 without TLS (daprd's
-    /// `--app-protocol h2c`); `pool_max_idle` is the number of idle connections kept (0 = a
-    /// default); `max_body_size` caps how much of a response is drained for reuse.
+    /// `--app-protocol h2c`); `max_connections` bounds the HTTP/1.1 connections open at once,
+    /// all kept alive when idle (0 = a default); `max_body_size` caps how much of a
+    /// response is drained for reuse.
     pub fn new(
         addr: SocketAddr,
         api_token: Option<&str>,
         h2c: bool,
-        pool_max_idle: usize,
+        max_connections: usize,
         max_body_size: usize,
     ) -> Result<Self, Error> {
         let token = api_token
@@ -73,13 +74,13 @@ impl Http {
             authority.as_str()
         };
         let host = HeaderValue::from_str(host).map_err(|e| config_error(&e))?;
-        let max_idle = if pool_max_idle == 0 {
-            DEFAULT_POOL_MAX_IDLE
+        let max_open = if max_connections == 0 {
+            DEFAULT_MAX_CONNECTIONS
         } else {
-            pool_max_idle
+            max_connections
         };
         Ok(Self {
-            conns: Arc::new(Conns::new(addr, h2c, max_idle)),
+            conns: Arc::new(Conns::new(addr, h2c, max_open)),
             authority,
             host,
             token,
@@ -135,6 +136,15 @@ impl Http {
             out.insert(API_TOKEN_HEADER, token.clone());
         }
         self.conns.send(req, self.max_drain, keep).await
+    }
+
+    /// The same client on a connection of its own, for health probes: a probe must not
+    /// wait for one of the connections the app's calls hold.
+    pub(crate) fn for_probes(&self) -> Self {
+        Self {
+            conns: Arc::new(self.conns.fresh(1)),
+            ..self.clone()
+        }
     }
 
     /// One health probe: `GET <path>` answering 2xx. Like daprd's probe it carries no

@@ -249,7 +249,7 @@ impl Delivery {
                         // A path that can never be probed would keep the app unhealthy
                         // forever; refuse it up front.
                         http.probe_uri(&check.path)?;
-                        health::Prober::Http(http.clone(), check.path.clone())
+                        health::Prober::Http(http.for_probes(), check.path.clone())
                     }
                     Channel::Grpc(grpc) => health::Prober::Grpc(grpc.clone()),
                 };

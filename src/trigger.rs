@@ -30,6 +30,51 @@ pub struct Trigger {
     /// received from a Scheduler replica carries the time it arrived (the wire has none).
     /// Delivery logs how late it went out against this time.
     pub scheduled_at: chrono::DateTime<chrono::Utc>,
+    /// The execution this trigger is an attempt of: one per job tick, the same on every
+    /// retry of that tick (see [`ExecutionId::for_tick`]).
+    pub execution_id: ExecutionId,
+    /// Which attempt of the execution this is, from 1.
+    pub attempt: u32,
+}
+
+/// The id of one execution of a job: a name-based (version 5) UUID of the job's composed key
+/// and the nominal time of the tick, so every retry of a tick, every replica and every restart
+/// name it alike, and two ticks never share one. Its 16 bytes also serve as the W3C trace id
+/// of the execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExecutionId(uuid::Uuid);
+
+/// The UUID namespace of jobsd's execution ids (a v5 UUID of "jobsd.execution" in the URL
+/// namespace; fixed forever, or ids would change meaning).
+const EXECUTION_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x6b2e_0c4f_3a57_5d8e_9f41_2c7a_d0e3_b915);
+
+impl ExecutionId {
+    /// The execution of `key`'s tick at `tick` (nominal time, nanosecond precision).
+    pub fn for_tick(key: &str, tick: chrono::DateTime<chrono::Utc>) -> Self {
+        let name = format!(
+            "{key}@{}",
+            tick.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+        );
+        ExecutionId(uuid::Uuid::new_v5(&EXECUTION_NAMESPACE, name.as_bytes()))
+    }
+
+    /// The id's 16 bytes (never all zero: a v5 UUID has its version bits set).
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        self.0.as_bytes()
+    }
+
+    /// Parses the hyphenated form [`std::fmt::Display`] prints.
+    pub fn parse(s: &str) -> Option<Self> {
+        uuid::Uuid::try_parse(s).ok().map(ExecutionId)
+    }
+}
+
+impl std::fmt::Display for ExecutionId {
+    /// Hyphenated lower-case UUID (`6f1c…-…`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
 }
 
 /// What became of a trigger: the one result type from the sink back to the engine, and
@@ -115,5 +160,23 @@ mod tests {
             assert_eq!(TriggerResult::from_wire(r.to_wire() as i32), Some(r));
         }
         assert_eq!(TriggerResult::from_wire(99), None);
+    }
+
+    #[test]
+    fn execution_ids_are_per_tick_and_stable() {
+        use chrono::TimeZone;
+        let t = chrono::Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap();
+        let a = ExecutionId::for_tick("app||default||myapp||j", t);
+        assert_eq!(a, ExecutionId::for_tick("app||default||myapp||j", t));
+        assert_ne!(a, ExecutionId::for_tick("app||default||myapp||k", t));
+        let later = t + chrono::TimeDelta::nanoseconds(1);
+        assert_ne!(a, ExecutionId::for_tick("app||default||myapp||j", later));
+        // Fixed forever: stored history and apps' idempotency keys rely on it.
+        assert_eq!(
+            a.to_string(),
+            ExecutionId::parse(&a.to_string()).unwrap().to_string()
+        );
+        assert_eq!(a.to_string().len(), 36);
+        assert_eq!(a.as_bytes()[6] >> 4, 5, "a version 5 UUID");
     }
 }

@@ -56,6 +56,8 @@ fn trigger_for(
         _ => format!("app||default||myapp||{name}"),
     };
     Trigger {
+        execution_id: jobsd::trigger::ExecutionId::for_tick(&key, chrono::Utc::now()),
+        attempt: 1,
         key: Arc::from(key),
         name: Arc::from(name),
         data,

@@ -17,7 +17,7 @@ use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Outcome, Plan};
 use crate::store::{LoadedJob, Op, OpResult, Store};
-use crate::trigger::{Sink, Trigger, TriggerResult, keys};
+use crate::trigger::{ExecutionId, Sink, Trigger, TriggerResult, keys};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -526,12 +526,16 @@ impl Runner {
                 continue;
             };
             let name_at = usize::try_from(entry.name_at).unwrap_or(0);
+            // The tick this trigger is an attempt of (`at` is pushed back by retries).
+            let tick = entry.plan.next_tick(&entry.counter).unwrap_or(at);
             let trigger = Trigger {
                 key: key.clone(),
                 name: Arc::from(key.get(name_at..).unwrap_or(&key)),
                 data: entry.data.clone(),
                 metadata: entry.metadata.clone(),
                 scheduled_at: at,
+                execution_id: ExecutionId::for_tick(&key, tick),
+                attempt: entry.counter.attempts.saturating_add(1),
             };
             let generation = entry.generation;
             let outlet = self.outlet.clone();

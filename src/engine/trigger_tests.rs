@@ -28,6 +28,9 @@ struct Delivery {
     at: DateTime<Utc>,
     /// The nominal time the trigger was for.
     scheduled: DateTime<Utc>,
+    /// The execution it is an attempt of, and which attempt.
+    execution: crate::trigger::ExecutionId,
+    attempt: u32,
 }
 
 /// A sink that records deliveries and answers from a per-job script (default: success).
@@ -50,6 +53,8 @@ impl Sink for TestSink {
             name: name.clone(),
             at: self.clock.now(),
             scheduled: t.scheduled_at,
+            execution: t.execution_id,
+            attempt: t.attempt,
         });
         if let Some(r) = self
             .script
@@ -445,6 +450,35 @@ async fn attempts_survive_a_restart() {
         h.deliveries("j").len(),
         4,
         "4 deliveries in all, not 4 more"
+    );
+}
+
+#[tokio::test]
+async fn retries_of_a_tick_share_its_execution_id_across_a_restart() {
+    let h = Harness::new().await;
+    h.answer_always("j", Failed);
+    h.schedule("j", every("@every 10s")).await;
+    h.run_for(TimeDelta::milliseconds(11_500)).await; // tick 10s: attempts at 10s and 11s
+    let h = h.restart().await;
+    h.run_for(TimeDelta::seconds(12)).await; // attempts at 12s and 13s, then tick 20s
+    let got = h.deliveries("j");
+    assert!(got.len() >= 5, "{got:?}");
+    let first = &got[..4];
+    assert_eq!(
+        first.iter().map(|d| d.attempt).collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+    assert!(first.iter().all(|d| d.execution == first[0].execution));
+    let key = "app||default||myapp||j";
+    assert_eq!(
+        first[0].execution,
+        crate::trigger::ExecutionId::for_tick(key, secs(10))
+    );
+    assert_eq!(got[4].attempt, 1, "a new tick starts again at attempt 1");
+    assert_ne!(got[4].execution, first[0].execution);
+    assert_eq!(
+        got[4].execution,
+        crate::trigger::ExecutionId::for_tick(key, secs(20))
     );
 }
 

@@ -423,6 +423,8 @@ mod tests {
             data: None,
             metadata: Arc::new(metadata),
             scheduled_at: chrono::DateTime::UNIX_EPOCH,
+            execution_id: crate::trigger::ExecutionId::for_tick(name, chrono::DateTime::UNIX_EPOCH),
+            attempt: 1,
         }
     }
 

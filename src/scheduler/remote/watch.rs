@@ -17,7 +17,7 @@ use super::{JITTER, client};
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
 use crate::resiliency::backoff::jittered;
-use crate::trigger::{Sink, Trigger, TriggerResult, keys};
+use crate::trigger::{ExecutionId, Sink, Trigger, TriggerResult, keys};
 
 /// Wait before reopening a stream that failed or ended (`500ms ± 250ms`, see [`JITTER`]).
 const RECONNECT: Duration = Duration::from_millis(500);
@@ -318,12 +318,17 @@ pub(super) fn trigger(job: sv1::WatchJobsResponse, clock: &dyn Clock) -> Trigger
         Ok(prefix) => prefix + &job.name,
         Err(_) => job.name.clone(),
     };
+    // Dapr's WatchJobs message carries neither the tick nor the attempt: the execution is
+    // named by the arrival time, each arrival an attempt of its own.
+    let now = clock.now();
     Trigger {
+        execution_id: ExecutionId::for_tick(&key, now),
         key: key.into(),
         name: job.name.into(),
         data: job.data,
         metadata: Arc::new(metadata),
-        scheduled_at: clock.now(),
+        scheduled_at: now,
+        attempt: 1,
     }
 }
 

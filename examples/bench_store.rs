@@ -72,6 +72,7 @@ fn job(generation: u64, name: &str) -> StoredJob {
             seconds: 1_800_003_600,
             nanos: 0,
         }),
+        ..Default::default()
     }
 }
 

@@ -35,6 +35,8 @@ pub struct Trigger {
     pub execution_id: ExecutionId,
     /// Which attempt of the execution this is, from 1.
     pub attempt: u32,
+    /// W3C `traceparent` of the request that created the job, when its caller sent one.
+    pub created_by: Option<Arc<str>>,
 }
 
 /// The id of one execution of a job: a name-based (version 5) UUID of the job's composed key

@@ -58,6 +58,7 @@ fn trigger_for(
     Trigger {
         execution_id: jobsd::trigger::ExecutionId::for_tick(&key, chrono::Utc::now()),
         attempt: 1,
+        created_by: None,
         key: Arc::from(key),
         name: Arc::from(name),
         data,

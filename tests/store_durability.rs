@@ -56,6 +56,7 @@ fn job(generation: u64, name: &str) -> StoredJob {
             nanos: 0,
         })),
         expiration: None,
+        ..Default::default()
     }
 }
 

@@ -110,6 +110,8 @@ pub fn stored_job(
         generation,
         begin: Some(begin),
         expiration: plan.expiration.map(timestamp),
+        labels: Default::default(),
+        traceparent: String::new(),
     }
 }
 

@@ -26,6 +26,22 @@ use crate::schedule;
 use crate::store::{self, Op, OpResult, Store};
 use crate::trigger::{Sink, keys};
 
+/// jobsd's settings of a job that Dapr's `Job` message has no field for; stored beside it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobExtras {
+    /// Labels (`POST /jobsd/v1/jobs/{name}`), for filtering lists.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// W3C `traceparent` of the create request, linked from every execution's trace.
+    pub traceparent: Option<String>,
+}
+
+impl JobExtras {
+    /// Whether nothing is set (a plain Dapr create).
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.traceparent.is_none()
+    }
+}
+
 /// The scheduling engine over one store.
 #[derive(Clone)]
 pub struct Engine {
@@ -199,12 +215,23 @@ impl Engine {
     /// Stores a job (Scheduler `ScheduleJob`): create-only unless `overwrite`; an overwrite
     /// resets the job's progress.
     pub async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Error> {
+        self.schedule_job_with(req, JobExtras::default()).await
+    }
+
+    /// [`Engine::schedule_job`] with jobsd's settings that Dapr's `Job` lacks, stored beside it.
+    pub async fn schedule_job_with(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+    ) -> Result<(), Error> {
         let key = keys::job_key(keys::check_metadata(req.metadata.as_ref())?, &req.name)?;
         // Present: checked just above.
         let metadata = req.metadata.unwrap_or_default();
         let mut job = req.job.ok_or(Error::NoJob)?;
         let plan = convert::validate(&mut job, self.inner.clock.now())?;
-        let stored = convert::stored_job(job, metadata, &plan, fastrand::u64(..));
+        let mut stored = convert::stored_job(job, metadata, &plan, fastrand::u64(..));
+        stored.labels = extras.labels.into_iter().collect();
+        stored.traceparent = extras.traceparent.unwrap_or_default();
         let _guard = self.lock(&key).await;
         let results = self
             .write(vec![Op::PutJob {

@@ -24,6 +24,8 @@ pub struct Entry {
     pub data: Option<prost_types::Any>,
     /// Owner and target; shared by every job of the same owner.
     pub metadata: Arc<sv1::JobMetadata>,
+    /// `traceparent` of the create request, if it had one.
+    pub created_by: Option<Arc<str>>,
     /// Where the entry is in its cycle.
     pub state: State,
 }
@@ -211,6 +213,7 @@ mod tests {
             name_at: 0,
             data: None,
             metadata: Arc::default(),
+            created_by: None,
             state: State::Persisting,
         }
     }

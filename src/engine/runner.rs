@@ -467,11 +467,13 @@ impl Runner {
         } else {
             0
         };
+        let created_by = (!job.traceparent.is_empty()).then(|| Arc::from(job.traceparent));
         Entry {
             generation: job.generation,
             plan,
             counter,
             name_at,
+            created_by,
             data: job.job.and_then(|j| j.data),
             metadata: self.owners.intern(&prefix, metadata),
             state: State::Persisting,
@@ -536,6 +538,7 @@ impl Runner {
                 scheduled_at: at,
                 execution_id: ExecutionId::for_tick(&key, tick),
                 attempt: entry.counter.attempts.saturating_add(1),
+                created_by: entry.created_by.clone(),
             };
             let generation = entry.generation;
             let outlet = self.outlet.clone();

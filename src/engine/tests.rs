@@ -205,3 +205,34 @@ async fn list_and_delete_by_prefix_see_only_the_owner() {
         .unwrap();
     assert!(list.is_empty());
 }
+
+#[tokio::test]
+async fn extras_are_stored_beside_the_dapr_job_and_never_shown_by_get() {
+    let store = Arc::new(store::Memory::new());
+    let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+    let e = Engine::new(store.clone(), Arc::new(clock));
+    let extras = JobExtras {
+        labels: [("team".to_owned(), "billing".to_owned())].into(),
+        traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+    };
+    e.schedule_job_with(schedule("j", daily(), false), extras)
+        .await
+        .unwrap();
+    let stored = store
+        .get_job("app||default||myapp||j")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.labels.get("team").map(String::as_str),
+        Some("billing")
+    );
+    assert!(stored.traceparent.starts_with("00-0af7651916cd43dd"));
+    let mut want = daily();
+    want.failure_policy = Some(convert::default_failure_policy());
+    assert_eq!(
+        get(&e, "j").await.unwrap(),
+        want,
+        "Dapr's GET shows Dapr's job only"
+    );
+}

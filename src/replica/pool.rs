@@ -425,6 +425,7 @@ mod tests {
             scheduled_at: chrono::DateTime::UNIX_EPOCH,
             execution_id: crate::trigger::ExecutionId::for_tick(name, chrono::DateTime::UNIX_EPOCH),
             attempt: 1,
+            created_by: None,
         }
     }
 

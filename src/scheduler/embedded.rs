@@ -6,7 +6,7 @@ use tonic::Code;
 use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
-use super::{Error, Scheduler};
+use super::{Error, JobExtras, Scheduler};
 
 impl From<engine::Error> for Error {
     /// The code Dapr's Scheduler answers for each engine error: go-etcd-cron's plain errors
@@ -36,6 +36,14 @@ impl From<engine::Error> for tonic::Status {
 impl Scheduler for Engine {
     async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Error> {
         Ok(Engine::schedule_job(self, req).await?)
+    }
+
+    async fn schedule_job_with(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+    ) -> Result<(), Error> {
+        Ok(Engine::schedule_job_with(self, req, extras).await?)
     }
 
     async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {

@@ -11,6 +11,7 @@ use std::fmt;
 
 pub use remote::{Connections, Remote, RemoteConfig};
 
+pub use crate::engine::JobExtras;
 use crate::proto::scheduler as sv1;
 
 /// An error as a Scheduler replica reports it: a gRPC code and its description.
@@ -88,6 +89,24 @@ pub trait Scheduler: Send + Sync + 'static {
     /// Dapr's rules (`Unknown` with `job failed validation: …`, `InvalidArgument` for missing
     /// metadata or a bad name).
     async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Error>;
+
+    /// `schedule_job` with jobsd's settings beside Dapr's job. A scheduler that cannot keep
+    /// them (a Dapr Scheduler replica) refuses the settings a user gave, naming the field,
+    /// rather than dropping them; the create's trace context is only a link and may be lost.
+    async fn schedule_job_with(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+    ) -> Result<(), Error> {
+        if !extras.labels.is_empty() {
+            return Err(Error::new(
+                tonic::Code::FailedPrecondition,
+                "field \"labels\" cannot travel to a Dapr Scheduler (--scheduler-host-address): \
+                 labels need jobsd's embedded scheduler",
+            ));
+        }
+        self.schedule_job(req).await
+    }
 
     /// The job as stored (original dueTime/ttl strings, default failure policy filled in);
     /// `NotFound` with `job not found: <name>` when there is none.

@@ -102,6 +102,8 @@ fn job(generation: u64, tag: &str) -> StoredJob {
             seconds: 1_700_003_600,
             nanos: 0,
         }),
+        labels: [("team".to_owned(), tag.to_owned())].into(),
+        traceparent: String::new(),
     }
 }
 

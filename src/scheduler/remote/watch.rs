@@ -329,6 +329,7 @@ pub(super) fn trigger(job: sv1::WatchJobsResponse, clock: &dyn Clock) -> Trigger
         metadata: Arc::new(metadata),
         scheduled_at: now,
         attempt: 1,
+        created_by: None,
     }
 }
 

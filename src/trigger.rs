@@ -127,12 +127,46 @@ impl TriggerResult {
     }
 }
 
+/// A sink's answer with what the run history keeps of it: the result, and for a failure the
+/// app's HTTP status or gRPC code and the error text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// What became of the trigger.
+    pub result: TriggerResult,
+    /// A resiliency timeout cut the attempt short.
+    pub timed_out: bool,
+    /// HTTP status the app answered with, when it was not 2xx.
+    pub http_status: Option<u16>,
+    /// gRPC code the app answered with.
+    pub grpc_code: Option<i32>,
+    /// Why it failed, for people.
+    pub error: Option<String>,
+}
+
+impl From<TriggerResult> for Report {
+    fn from(result: TriggerResult) -> Self {
+        Report {
+            result,
+            timed_out: false,
+            http_status: None,
+            grpc_code: None,
+            error: None,
+        }
+    }
+}
+
 /// The receiver of triggers.
 #[async_trait::async_trait]
 pub trait Sink: Send + Sync + 'static {
     /// Delivers one trigger and reports what became of it. Called concurrently for different
     /// jobs; never twice at once for the same job.
     async fn deliver(&self, trigger: Trigger) -> TriggerResult;
+
+    /// [`Sink::deliver`] with what the run history keeps of the answer. Sinks that know more
+    /// than the result (the app delivery) say it here.
+    async fn deliver_reported(&self, trigger: Trigger) -> Report {
+        self.deliver(trigger).await.into()
+    }
 
     /// Whether a trigger for `key` could be taken right now. A trigger answered
     /// `Undeliverable` is staged only while this is false (otherwise it is retried at once);

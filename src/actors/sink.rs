@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::runtime::ActorRuntime;
 use crate::proto::scheduler::job_target_metadata::Type as Target;
-use crate::trigger::{Sink, Trigger, TriggerResult, keys};
+use crate::trigger::{Report, Sink, Trigger, TriggerResult, keys};
 
 /// Routes each trigger by its target.
 pub struct Targets {
@@ -33,6 +33,18 @@ impl Sink for Targets {
         {
             Some(Target::Actor(_)) => self.actors.remind(&trigger).await,
             _ => self.jobs.deliver(trigger).await,
+        }
+    }
+
+    async fn deliver_reported(&self, trigger: Trigger) -> Report {
+        match trigger
+            .metadata
+            .target
+            .as_ref()
+            .and_then(|t| t.r#type.as_ref())
+        {
+            Some(Target::Actor(_)) => self.actors.remind(&trigger).await.into(),
+            _ => self.jobs.deliver_reported(trigger).await,
         }
     }
 

@@ -21,7 +21,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::proto::scheduler::job_target_metadata::Type as Target;
 use crate::resiliency::{Failure, Policy, PolicyError};
-use crate::trigger::{Sink, Trigger, TriggerResult, keys};
+use crate::trigger::{Report, Sink, Trigger, TriggerResult, keys};
 
 pub use conns::{Answer, Keep};
 pub use grpc::Grpc;
@@ -347,8 +347,8 @@ impl Delivery {
         }
     }
 
-    /// The result for `trigger`, before counting.
-    async fn outcome(&self, trigger: &Trigger) -> TriggerResult {
+    /// The result for `trigger`, with what the run history keeps of a failure.
+    async fn outcome(&self, trigger: &Trigger) -> Report {
         match trigger
             .metadata
             .target
@@ -358,25 +358,33 @@ impl Delivery {
             Some(Target::Job(_)) => {}
             // No actor runtime here yet: keep reminders staged rather than spend their
             // failure policy on a call that cannot succeed.
-            Some(Target::Actor(_)) => return TriggerResult::Undeliverable,
+            Some(Target::Actor(_)) => return TriggerResult::Undeliverable.into(),
             None => {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(job = %trigger.name, "trigger without a target type");
-                return TriggerResult::Failed;
+                return Report {
+                    error: Some("trigger without a target type".into()),
+                    ..TriggerResult::Failed.into()
+                };
             }
         }
         if !self.app_deliverable() {
-            return TriggerResult::Undeliverable;
+            return TriggerResult::Undeliverable.into();
         }
         match self.call(trigger).await {
             Ok(Ack::Accepted) => {
                 self.counters.accepted.fetch_add(1, Ordering::Relaxed);
-                TriggerResult::Success
+                TriggerResult::Success.into()
             }
             Ok(Ack::NotFound) => {
                 self.counters.not_found.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(job = %trigger.name, "app does not know the job; not retried");
-                TriggerResult::Success
+                let grpc = matches!(self.channel, Some(Channel::Grpc(_)));
+                Report {
+                    http_status: (!grpc).then_some(404),
+                    grpc_code: grpc.then_some(tonic::Code::NotFound as i32),
+                    ..TriggerResult::Success.into()
+                }
             }
             Err(e) => {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
@@ -386,7 +394,16 @@ impl Delivery {
                     error = %e,
                     "job delivery failed"
                 );
-                TriggerResult::Failed
+                Report {
+                    result: TriggerResult::Failed,
+                    timed_out: matches!(e, Error::Timeout),
+                    http_status: e.http_status(),
+                    grpc_code: match &e {
+                        Error::GrpcStatus { code, .. } => Some(*code as i32),
+                        _ => None,
+                    },
+                    error: Some(e.to_string()),
+                }
             }
         }
     }
@@ -395,11 +412,15 @@ impl Delivery {
 #[async_trait::async_trait]
 impl Sink for Delivery {
     async fn deliver(&self, trigger: Trigger) -> TriggerResult {
-        let result = self.outcome(&trigger).await;
-        if result == TriggerResult::Undeliverable {
+        self.deliver_reported(trigger).await.result
+    }
+
+    async fn deliver_reported(&self, trigger: Trigger) -> Report {
+        let report = self.outcome(&trigger).await;
+        if report.result == TriggerResult::Undeliverable {
             self.counters.undeliverable.fetch_add(1, Ordering::Relaxed);
         }
-        result
+        report
     }
 
     fn is_deliverable(&self, key: &str) -> bool {

@@ -172,6 +172,7 @@ pub fn stored_counter(counter: &schedule::Counter, generation: u64) -> store::St
         count: counter.count,
         last_trigger: counter.last_trigger.map(timestamp),
         attempts: counter.attempts,
+        ..Default::default()
     }
 }
 

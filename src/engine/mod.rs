@@ -5,8 +5,10 @@
 
 pub mod convert;
 mod error;
+pub mod history;
 mod queue;
 mod runner;
+mod sweep;
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
@@ -82,8 +84,23 @@ impl Engine {
         sink: Arc<dyn Sink>,
         stop: CancellationToken,
     ) -> Result<(Engine, JoinHandle<()>), store::Error> {
+        Self::start_with(store, clock, sink, stop, history::Options::default()).await
+    }
+
+    /// [`Engine::start`], keeping what `history` says of each job's past; finished jobs
+    /// past their retention are swept until `stop`.
+    pub async fn start_with(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        sink: Arc<dyn Sink>,
+        stop: CancellationToken,
+        history: history::Options,
+    ) -> Result<(Engine, JoinHandle<()>), store::Error> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx);
+        let mut runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx, history);
+        if let Some(retention) = history.finished_retention {
+            sweep::spawn(store.clone(), clock.clone(), retention, stop.clone());
+        }
         let loaded = runner.load().await?;
         tracing::info!(jobs = loaded, "jobs restored");
         let task = tokio::spawn(runner.run(stop));
@@ -103,7 +120,12 @@ impl Engine {
         stop: CancellationToken,
     ) -> (Engine, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx);
+        // A replica's store (etcd) keeps statuses but no run history or finished jobs.
+        let history = history::Options {
+            history_limit: 0,
+            finished_retention: None,
+        };
+        let runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx, history);
         let task = tokio::spawn(runner.run(stop));
         (Self::with_loop(store, clock, Some(tx), true), task)
     }

@@ -11,12 +11,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::convert;
+use super::history::{self, Attempt, Recorded};
 use super::queue::{Entry, Jobs, State};
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Outcome, Plan};
-use crate::store::{LoadedJob, Op, OpResult, Store};
+use crate::store::{LoadedJob, Op, OpResult, Store, StoredRun};
 use crate::trigger::{ExecutionId, Sink, Trigger, TriggerResult, keys};
 
 /// Most commands handled before the loop looks at the clock again.
@@ -59,8 +60,8 @@ pub enum Command {
         key: Arc<str>,
         /// The version the trigger was for.
         generation: u64,
-        /// What the sink said.
-        result: TriggerResult,
+        /// The attempt, with what the sink said.
+        attempt: Box<Attempt>,
     },
     /// Results were written; queue the next ticks.
     Persisted(Vec<Persisted>),
@@ -99,6 +100,27 @@ pub struct Persisted {
     generation: u64,
     counter: Counter,
     next: Option<DateTime<Utc>>,
+    /// The run recorded with it (`None`: a job finished without an attempt).
+    run: Option<StoredRun>,
+    /// The tick was given up.
+    dropped: bool,
+    /// Only a record (a staged trigger): the entry's progress and state are not touched.
+    record_only: bool,
+}
+
+impl Persisted {
+    /// A result that moves the job on.
+    fn step(key: Arc<str>, generation: u64, counter: Counter, next: Option<DateTime<Utc>>) -> Self {
+        Persisted {
+            key,
+            generation,
+            counter,
+            next,
+            run: None,
+            dropped: false,
+            record_only: false,
+        }
+    }
 }
 
 /// The loop's state and handles.
@@ -133,6 +155,8 @@ pub struct Runner {
     owners: Owners,
     /// Keys being disowned that still had a trigger out, and who waits for them.
     disowning: Vec<(Vec<Arc<str>>, oneshot::Sender<()>)>,
+    /// What is kept of each job's past.
+    history: history::Options,
 }
 
 impl Runner {
@@ -143,10 +167,12 @@ impl Runner {
         sink: Arc<dyn Sink>,
         tx: mpsc::UnboundedSender<Command>,
         rx: mpsc::UnboundedReceiver<Command>,
+        history: history::Options,
     ) -> Self {
         let outlet = Arc::new(Outlet {
             sink: sink.clone(),
             tx: tx.clone(),
+            clock: clock.clone(),
         });
         Runner {
             jobs: Jobs::default(),
@@ -163,6 +189,7 @@ impl Runner {
             in_sink: 0,
             owners: Owners::default(),
             disowning: Vec::new(),
+            history,
         }
     }
 
@@ -308,12 +335,7 @@ impl Runner {
                 if at.is_none() {
                     // Nothing to fire, ever (e.g. a ttl already past): Dapr deletes such jobs.
                     self.jobs.remove(&key);
-                    self.push_result(Persisted {
-                        key,
-                        generation,
-                        counter,
-                        next: None,
-                    });
+                    self.push_result(Persisted::step(key, generation, counter, None));
                     return;
                 }
                 let entry = self.entry_of(&key, *job, plan, counter);
@@ -339,10 +361,10 @@ impl Runner {
             Command::Done {
                 key,
                 generation,
-                result,
+                attempt,
             } => {
                 self.in_sink = self.in_sink.saturating_sub(1);
-                self.apply_result(key, generation, result);
+                self.apply_result(key, generation, *attempt);
             }
             Command::Sync(reply) => {
                 let _ = reply.send(Stats {
@@ -380,6 +402,9 @@ impl Runner {
             Command::Persisted(done) => {
                 self.writing = false;
                 for p in done {
+                    if p.record_only {
+                        continue;
+                    }
                     let Some(entry) = self.jobs.get_mut(&p.key) else {
                         continue;
                     };
@@ -398,7 +423,7 @@ impl Runner {
         }
     }
 
-    fn apply_result(&mut self, key: Arc<str>, generation: u64, result: TriggerResult) {
+    fn apply_result(&mut self, key: Arc<str>, generation: u64, attempt: Attempt) {
         let Some(entry) = self.jobs.get(&key) else {
             return;
         };
@@ -406,7 +431,8 @@ impl Runner {
             // The job was overwritten or deleted while its trigger was out.
             return;
         }
-        let outcome = match result {
+        let run = attempt.run();
+        let outcome = match attempt.report.result {
             TriggerResult::Success => Outcome::Success,
             TriggerResult::Failed => Outcome::Failed,
             TriggerResult::Cancel => {
@@ -414,14 +440,21 @@ impl Runner {
                 let counter = entry.counter;
                 self.jobs.set_persisting(&key);
                 self.push_result(Persisted {
-                    key,
-                    generation,
-                    counter,
-                    next: None,
+                    run: Some(run),
+                    ..Persisted::step(key, generation, counter, None)
                 });
                 return;
             }
             TriggerResult::Undeliverable => {
+                // Recorded (status and history), the progress left alone.
+                self.push_result(Persisted {
+                    run: Some(run),
+                    record_only: true,
+                    ..Persisted::step(key.clone(), generation, entry.counter, None)
+                });
+                let Some(entry) = self.jobs.get(&key) else {
+                    return;
+                };
                 if self.sink.is_deliverable(&key) {
                     // The target came back while this trigger was out: try again now.
                     let at = entry
@@ -436,12 +469,13 @@ impl Runner {
             }
         };
         let step = entry.plan.apply(&entry.counter, outcome);
+        // A failure that ends its tick: the failure policy is spent.
+        let dropped = outcome == Outcome::Failed && step.counter.attempts == 0;
         self.jobs.set_persisting(&key);
         self.push_result(Persisted {
-            key,
-            generation,
-            counter: step.counter,
-            next: step.next,
+            run: Some(run),
+            dropped,
+            ..Persisted::step(key, generation, step.counter, step.next)
         });
     }
 
@@ -530,25 +564,36 @@ impl Runner {
             let name_at = usize::try_from(entry.name_at).unwrap_or(0);
             // The tick this trigger is an attempt of (`at` is pushed back by retries).
             let tick = entry.plan.next_tick(&entry.counter).unwrap_or(at);
+            let execution_id = ExecutionId::for_tick(&key, tick);
+            let attempt = entry.counter.attempts.saturating_add(1);
             let trigger = Trigger {
                 key: key.clone(),
                 name: Arc::from(key.get(name_at..).unwrap_or(&key)),
                 data: entry.data.clone(),
                 metadata: entry.metadata.clone(),
                 scheduled_at: at,
-                execution_id: ExecutionId::for_tick(&key, tick),
-                attempt: entry.counter.attempts.saturating_add(1),
+                execution_id,
+                attempt,
                 created_by: entry.created_by.clone(),
             };
             let generation = entry.generation;
             let outlet = self.outlet.clone();
             self.in_sink += 1;
             tokio::spawn(async move {
-                let result = outlet.sink.deliver(trigger).await;
+                let started = outlet.clock.now();
+                let report = outlet.sink.deliver_reported(trigger).await;
+                let attempt = Box::new(Attempt {
+                    execution_id,
+                    tick,
+                    attempt,
+                    started,
+                    finished: outlet.clock.now(),
+                    report,
+                });
                 let _ = outlet.tx.send(Command::Done {
                     key,
                     generation,
-                    result,
+                    attempt,
                 });
             });
         }
@@ -589,15 +634,25 @@ impl Runner {
             return;
         }
         self.pending_since = None;
-        let batch = std::mem::take(&mut self.pending);
+        let mut batch = std::mem::take(&mut self.pending);
+        let now = self.clock.now();
         let ops = batch
-            .iter()
-            .map(|p| match p.next {
-                Some(_) => Op::PutCounter {
+            .iter_mut()
+            .map(|p| match (p.run.take(), p.next) {
+                (Some(run), next) => Recorded {
+                    key: &p.key,
+                    generation: p.generation,
+                    progress: (!p.record_only).then_some(&p.counter),
+                    finish: next.is_none() && !p.record_only,
+                    dropped: p.dropped,
+                    run,
+                }
+                .op(&self.history, now),
+                (None, Some(_)) => Op::PutCounter {
                     key: p.key.to_string(),
                     counter: convert::stored_counter(&p.counter, p.generation),
                 },
-                None => Op::FinishJob {
+                (None, None) => Op::FinishJob {
                     key: p.key.to_string(),
                     generation: p.generation,
                 },
@@ -630,6 +685,8 @@ impl Runner {
 struct Outlet {
     sink: Arc<dyn Sink>,
     tx: mpsc::UnboundedSender<Command>,
+    /// Times each attempt for its run record.
+    clock: Arc<dyn Clock>,
 }
 
 /// One shared copy of each owner's metadata, so a million jobs of one app hold one.

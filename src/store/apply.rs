@@ -5,15 +5,22 @@ use std::ops::Bound;
 
 use prost::Message;
 
-use super::{Error, LoadedJob, Op, OpResult, StoredCounter, StoredJob};
+use super::{
+    Error, FinishedJob, LoadedJob, Op, OpResult, PageItem, ResultRecord, RunOutcome, StoredCounter,
+    StoredJob, StoredRun, run_key, runs_prefix,
+};
 
-/// One of the two tables.
+/// One of the tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Table {
     /// `StoredJob`s.
     Jobs,
     /// `StoredCounter`s.
     Counters,
+    /// `StoredRun`s under [`run_key`].
+    Runs,
+    /// `FinishedJob`s.
+    Finished,
 }
 
 impl Table {
@@ -22,6 +29,8 @@ impl Table {
         match self {
             Table::Jobs => "jobs",
             Table::Counters => "counters",
+            Table::Runs => "runs",
+            Table::Finished => "finished",
         }
     }
 }
@@ -68,6 +77,12 @@ pub(crate) trait Tables {
     /// Removes `key`; whether it was there.
     fn remove(&mut self, table: Table, key: &str, undo: Option<&mut Undo>) -> Result<bool, Error>;
 
+    /// Whether the backend has the runs and finished tables. One that does not (the etcd
+    /// store, whose layout is go-etcd-cron's) still keeps each job's status in its counter.
+    fn keeps_history(&self) -> bool {
+        true
+    }
+
     /// Removes every key starting with `prefix`; how many.
     fn remove_prefix(
         &mut self,
@@ -98,6 +113,13 @@ pub(crate) enum Prepared {
     },
     /// [`Op::FinishJob`].
     FinishJob { key: String, generation: u64 },
+    /// [`Op::RecordResult`]: applied from the record itself, which the log stores encoded.
+    RecordResult(Box<ResultRecord>),
+    /// [`Op::DeleteFinished`].
+    DeleteFinished {
+        key: String,
+        before: prost_types::Timestamp,
+    },
 }
 
 impl Prepared {
@@ -121,6 +143,8 @@ impl Prepared {
                 value: counter.encode_to_vec(),
             },
             Op::FinishJob { key, generation } => Prepared::FinishJob { key, generation },
+            Op::RecordResult(record) => Prepared::RecordResult(record),
+            Op::DeleteFinished { key, before } => Prepared::DeleteFinished { key, before },
         }
     }
 
@@ -130,8 +154,11 @@ impl Prepared {
             Prepared::PutJob { key, value, .. } | Prepared::PutCounter { key, value, .. } => {
                 key.len() + value.len()
             }
-            Prepared::DeleteJob { key } | Prepared::FinishJob { key, .. } => key.len(),
+            Prepared::DeleteJob { key }
+            | Prepared::FinishJob { key, .. }
+            | Prepared::DeleteFinished { key, .. } => key.len(),
             Prepared::DeletePrefix { prefix } => prefix.len(),
+            Prepared::RecordResult(record) => record.key.len() * 2 + record.encoded_len(),
         }
     }
 
@@ -139,7 +166,10 @@ impl Prepared {
     fn reads_value(&self) -> bool {
         matches!(
             self,
-            Prepared::PutCounter { .. } | Prepared::FinishJob { .. }
+            Prepared::PutCounter { .. }
+                | Prepared::FinishJob { .. }
+                | Prepared::RecordResult(_)
+                | Prepared::DeleteFinished { .. }
         )
     }
 }
@@ -203,17 +233,24 @@ fn apply_op<T: Tables>(
             } else if !tables.insert_new(Table::Jobs, &key, value, undo.as_deref_mut())? {
                 return Ok(OpResult::AlreadyExists);
             }
-            tables.remove(Table::Counters, &key, undo)?;
+            tables.remove(Table::Counters, &key, undo.as_deref_mut())?;
+            // A new version starts a new history: its runs are numbered from 0 again.
+            forget_history(tables, &key, undo)?;
             Ok(OpResult::Done)
         }
         Prepared::DeleteJob { key } => {
             let removed = tables.remove(Table::Jobs, &key, undo.as_deref_mut())?;
-            tables.remove(Table::Counters, &key, undo)?;
+            tables.remove(Table::Counters, &key, undo.as_deref_mut())?;
+            forget_history(tables, &key, undo)?;
             Ok(OpResult::Deleted(u64::from(removed)))
         }
         Prepared::DeletePrefix { prefix } => {
             let removed = tables.remove_prefix(Table::Jobs, &prefix, undo.as_deref_mut())?;
-            tables.remove_prefix(Table::Counters, &prefix, undo)?;
+            tables.remove_prefix(Table::Counters, &prefix, undo.as_deref_mut())?;
+            if tables.keeps_history() {
+                tables.remove_prefix(Table::Finished, &prefix, undo.as_deref_mut())?;
+                tables.remove_prefix(Table::Runs, &prefix, undo)?;
+            }
             Ok(OpResult::Deleted(removed))
         }
         Prepared::PutCounter {
@@ -238,7 +275,134 @@ fn apply_op<T: Tables>(
             }
             Ok(OpResult::Skipped)
         }
+        Prepared::RecordResult(record) => record_result(tables, *record, undo),
+        Prepared::DeleteFinished { key, before } => {
+            if !tables.keeps_history() {
+                return Ok(OpResult::Deleted(0));
+            }
+            let finished_at = tables
+                .with_value(Table::Finished, &key, |bytes| {
+                    FinishedJob::decode(bytes).map(|f| f.finished_at.unwrap_or_default())
+                })?
+                .transpose()
+                .map_err(|source| corrupt(Table::Finished, &key, source))?;
+            match finished_at {
+                Some(at) if (at.seconds, at.nanos) <= (before.seconds, before.nanos) => {
+                    tables.remove(Table::Finished, &key, undo.as_deref_mut())?;
+                    tables.remove_prefix(Table::Runs, &runs_prefix(&key), undo)?;
+                    Ok(OpResult::Deleted(1))
+                }
+                _ => Ok(OpResult::Deleted(0)),
+            }
+        }
     }
+}
+
+/// Drops the finished record and the run history of `key`.
+fn forget_history<T: Tables>(
+    tables: &mut T,
+    key: &str,
+    mut undo: Option<&mut Undo>,
+) -> Result<(), Error> {
+    if tables.keeps_history() {
+        tables.remove(Table::Finished, key, undo.as_deref_mut())?;
+        tables.remove_prefix(Table::Runs, &runs_prefix(key), undo)?;
+    }
+    Ok(())
+}
+
+/// Applies [`Op::RecordResult`].
+fn record_result<T: Tables>(
+    tables: &mut T,
+    record: ResultRecord,
+    mut undo: Option<&mut Undo>,
+) -> Result<OpResult, Error> {
+    let key = record.key.as_str();
+    if generation_of(tables, Table::Jobs, key)? != Some(record.generation) {
+        // Overwritten or deleted while its trigger was out: as `FinishJob`/`PutCounter`.
+        if record.finish && generation_of(tables, Table::Counters, key)? == Some(record.generation)
+        {
+            tables.remove(Table::Counters, key, undo)?;
+        }
+        return Ok(OpResult::Skipped);
+    }
+    let stored = tables
+        .with_value(Table::Counters, key, |bytes| StoredCounter::decode(bytes))?
+        .transpose()
+        .map_err(|source| corrupt(Table::Counters, key, source))?;
+    let mut counter = stored
+        .filter(|c| c.generation == record.generation)
+        .unwrap_or_else(|| StoredCounter {
+            generation: record.generation,
+            ..StoredCounter::default()
+        });
+    if let Some(progress) = &record.progress {
+        counter.count = progress.count;
+        counter.last_trigger = progress.last_trigger;
+        counter.attempts = progress.attempts;
+    }
+    let run = record.run.unwrap_or_default();
+    count_run(&mut counter, &run, record.dropped);
+    let seq = counter.runs;
+    counter.runs += 1;
+    let history = tables.keeps_history() && record.history_limit > 0;
+    if history {
+        tables.insert(
+            Table::Runs,
+            &run_key(key, seq),
+            run.encode_to_vec(),
+            undo.as_deref_mut(),
+        )?;
+        let limit = u64::from(record.history_limit);
+        if seq >= limit {
+            tables.remove(Table::Runs, &run_key(key, seq - limit), undo.as_deref_mut())?;
+        }
+    }
+    if !record.finish {
+        tables.insert(Table::Counters, key, counter.encode_to_vec(), undo)?;
+        return Ok(OpResult::Done);
+    }
+    let job = tables.with_value(Table::Jobs, key, <[u8]>::to_vec)?;
+    tables.remove(Table::Jobs, key, undo.as_deref_mut())?;
+    tables.remove(Table::Counters, key, undo.as_deref_mut())?;
+    match (record.finished_at, job, tables.keeps_history()) {
+        (Some(at), Some(job), true) => {
+            let finished = FinishedJob {
+                job: Some(decode_job(key, &job)?),
+                counter: Some(counter),
+                finished_at: Some(at),
+            };
+            tables.insert(Table::Finished, key, finished.encode_to_vec(), undo)?;
+        }
+        _ => forget_history(tables, key, undo)?,
+    }
+    Ok(OpResult::Done)
+}
+
+/// Adds one run to a job's status.
+fn count_run(counter: &mut StoredCounter, run: &StoredRun, dropped: bool) {
+    match run.outcome() {
+        RunOutcome::Success | RunOutcome::Cancelled => {
+            counter.delivered += 1;
+            counter.succeeded += 1;
+        }
+        RunOutcome::Failed | RunOutcome::TimedOut => {
+            counter.delivered += 1;
+            counter.failed_attempts += 1;
+        }
+        RunOutcome::Undeliverable => counter.staged += 1,
+        RunOutcome::Skipped => {
+            *counter.skipped.entry(run.error.clone()).or_default() += 1;
+        }
+        RunOutcome::Unspecified => {}
+    }
+    if dropped {
+        counter.dropped += 1;
+    }
+    counter.last_nominal = run.nominal;
+    counter.last_actual = run.started;
+    counter.last_outcome = run.outcome;
+    counter.last_error = run.error.clone();
 }
 
 /// `StoredJob` with only its `generation` field: decoding it skips the payload.
@@ -262,6 +426,8 @@ fn generation_of<T: Tables>(tables: &mut T, table: Table, key: &str) -> Result<O
     let decoded = tables.with_value(table, key, |bytes| match table {
         Table::Jobs => JobGeneration::decode(bytes).map(|g| g.generation),
         Table::Counters => CounterGeneration::decode(bytes).map(|g| g.generation),
+        // Only jobs and counters carry generations.
+        Table::Runs | Table::Finished => Ok(0),
     })?;
     decoded
         .transpose()
@@ -283,6 +449,60 @@ pub(crate) fn decode_job(key: &str, bytes: &[u8]) -> Result<StoredJob, Error> {
 }
 
 /// Decodes a stored counter.
+/// Where a [`Store::page`](super::Store::page) starts: after `after` when it is a key of
+/// the prefix, else at the prefix; `None` when `after` is past every key of the prefix.
+pub(crate) fn page_start<'a>(prefix: &'a str, after: Option<&'a str>) -> Option<Bound<&'a str>> {
+    match after {
+        Some(after) if after.starts_with(prefix) => Some(Bound::Excluded(after)),
+        Some(after) if after > prefix => None,
+        _ => Some(Bound::Included(prefix)),
+    }
+}
+
+/// A page item of an active job, its counter kept only when of the job's generation.
+pub(crate) fn active_item(
+    key: String,
+    job: &[u8],
+    counter: Option<&[u8]>,
+) -> Result<PageItem, Error> {
+    let job = decode_job(&key, job)?;
+    let counter = counter
+        .map(|c| decode_counter(&key, c))
+        .transpose()?
+        .filter(|c| c.generation == job.generation);
+    Ok(PageItem {
+        key,
+        job,
+        counter,
+        finished_at: None,
+    })
+}
+
+/// A page item of a finished job.
+pub(crate) fn finished_item(key: String, bytes: &[u8]) -> Result<PageItem, Error> {
+    let finished = decode_finished(&key, bytes)?;
+    Ok(PageItem {
+        key,
+        job: finished.job.unwrap_or_default(),
+        counter: finished.counter,
+        finished_at: finished.finished_at,
+    })
+}
+
+pub(crate) fn decode_finished(key: &str, bytes: &[u8]) -> Result<FinishedJob, Error> {
+    FinishedJob::decode(bytes).map_err(|source| corrupt(Table::Finished, key, source))
+}
+
+/// A run record and its sequence number (the hex digits after the NUL of its key).
+pub(crate) fn decode_run(run_key: &str, bytes: &[u8]) -> Result<(u64, StoredRun), Error> {
+    let run = StoredRun::decode(bytes).map_err(|source| corrupt(Table::Runs, run_key, source))?;
+    let seq = run_key
+        .rsplit_once('\0')
+        .and_then(|(_, hex)| u64::from_str_radix(hex, 16).ok())
+        .unwrap_or(0);
+    Ok((seq, run))
+}
+
 pub(crate) fn decode_counter(key: &str, bytes: &[u8]) -> Result<StoredCounter, Error> {
     StoredCounter::decode(bytes).map_err(|source| corrupt(Table::Counters, key, source))
 }

@@ -3,12 +3,16 @@
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
+use std::ops::Bound;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
 use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
-use super::{Error, JobScan, LoadedJob, Op, OpResult, ScanItem, Store, StoredCounter, StoredJob};
+use super::{
+    Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf, ScanItem, Store,
+    StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
+};
 
 /// An in-memory [`Store`]: nothing survives the process. Every write is applied at once, under
 /// one lock.
@@ -25,6 +29,10 @@ struct MemTables {
     jobs: BTreeMap<String, Vec<u8>>,
     /// `counters`.
     counters: BTreeMap<String, Vec<u8>>,
+    /// `runs`.
+    runs: BTreeMap<String, Vec<u8>>,
+    /// `finished`.
+    finished: BTreeMap<String, Vec<u8>>,
 }
 
 impl Memory {
@@ -64,6 +72,8 @@ impl MemTables {
         match table {
             Table::Jobs => &mut self.jobs,
             Table::Counters => &mut self.counters,
+            Table::Runs => &mut self.runs,
+            Table::Finished => &mut self.finished,
         }
     }
 }
@@ -174,6 +184,68 @@ impl Store for Memory {
                 .jobs
                 .range::<str, _>(PrefixRange::new(prefix).bounds())
                 .map(|(k, v)| Ok((k.clone(), apply::decode_job(k, v)?)))
+                .collect()
+        })
+    }
+
+    async fn get_finished(&self, key: &str) -> Result<Option<FinishedJob>, Error> {
+        self.with(|tables| {
+            tables
+                .finished
+                .get(key)
+                .map(|v| apply::decode_finished(key, v))
+                .transpose()
+        })
+    }
+
+    async fn list_runs(
+        &self,
+        key: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, StoredRun)>, Error> {
+        let start = runs_prefix(key);
+        let end = before.map_or_else(|| format!("{key}\u{1}"), |seq| run_key(key, seq));
+        self.with(|tables| {
+            tables
+                .runs
+                .range::<str, _>((
+                    Bound::Included(start.as_str()),
+                    Bound::Excluded(end.as_str()),
+                ))
+                .rev()
+                .take(limit)
+                .map(|(k, v)| apply::decode_run(k, v))
+                .collect()
+        })
+    }
+
+    async fn page(
+        &self,
+        of: PageOf,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PageItem>, Error> {
+        let Some(start) = apply::page_start(prefix, after) else {
+            return Ok(Vec::new());
+        };
+        let range = PrefixRange::new(prefix);
+        let end = range.bounds().1;
+        self.with(|tables| {
+            let table = match of {
+                PageOf::Active => &tables.jobs,
+                PageOf::Finished => &tables.finished,
+            };
+            table
+                .range::<str, _>((start, end))
+                .take(limit)
+                .map(|(k, v)| match of {
+                    PageOf::Active => {
+                        apply::active_item(k.clone(), v, tables.counters.get(k).map(Vec::as_slice))
+                    }
+                    PageOf::Finished => apply::finished_item(k.clone(), v),
+                })
                 .collect()
         })
     }

@@ -28,7 +28,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-pub use crate::proto::store::{StoredCounter, StoredJob};
+pub use crate::proto::store::{
+    FinishedJob, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
+};
 pub use etcd::{Change, Etcd};
 pub use memory::Memory;
 pub use redb::{Redb, RedbOptions, RedbStats};
@@ -112,6 +114,19 @@ pub enum Op {
         /// Generation of the job version that finished.
         generation: u64,
     },
+    /// A trigger's result: progress, status and one run in the history, in one write, only
+    /// while the job has the record's generation (`Done`; else `Skipped`, and a finished
+    /// record deletes only a counter of its generation, as `FinishJob`). A finished job is
+    /// deleted, or kept in the finished table when `finished_at` is set.
+    RecordResult(Box<ResultRecord>),
+    /// Deletes the finished record of `key` (and its run history) if it finished at or
+    /// before `before` (the retention sweep). Result: `Deleted(0 or 1)`.
+    DeleteFinished {
+        /// The composed job key.
+        key: String,
+        /// Cut-off.
+        before: prost_types::Timestamp,
+    },
 }
 
 impl fmt::Debug for Op {
@@ -143,6 +158,18 @@ impl fmt::Debug for Op {
                 .field("key", key)
                 .field("generation", generation)
                 .finish(),
+            Op::RecordResult(r) => f
+                .debug_struct("RecordResult")
+                .field("key", &r.key)
+                .field("generation", &r.generation)
+                .field("finish", &r.finish)
+                .field("outcome", &r.run.as_ref().map(|run| run.outcome()))
+                .finish(),
+            Op::DeleteFinished { key, before } => f
+                .debug_struct("DeleteFinished")
+                .field("key", key)
+                .field("before", before)
+                .finish(),
         }
     }
 }
@@ -169,6 +196,40 @@ pub struct LoadedJob {
     pub job: StoredJob,
     /// Its progress; `None` when the job never persisted a result.
     pub counter: Option<StoredCounter>,
+}
+
+/// Which records [`Store::page`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageOf {
+    /// Jobs that still fire (with their counters).
+    Active,
+    /// Finished jobs kept for jobsd's views.
+    Finished,
+}
+
+/// One record of a [`Store::page`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageItem {
+    /// The composed job key.
+    pub key: String,
+    /// The job.
+    pub job: StoredJob,
+    /// Its progress and status (for a finished job, as it finished).
+    pub counter: Option<StoredCounter>,
+    /// When it finished (finished jobs only).
+    pub finished_at: Option<prost_types::Timestamp>,
+}
+
+/// The key of run `seq` of job `key` in the runs table: the job key, a NUL (never part of a
+/// job key, so one job's runs never mix with a longer key's), the number in 16 hex digits
+/// (so key order is run order).
+pub fn run_key(key: &str, seq: u64) -> String {
+    format!("{key}\0{seq:016x}")
+}
+
+/// The prefix of every run key of job `key`.
+pub fn runs_prefix(key: &str) -> String {
+    format!("{key}\0")
 }
 
 /// Jobs of a [`Store::scan`], delivered page by page.
@@ -242,6 +303,40 @@ pub trait Store: Send + Sync + 'static {
     /// [`Redb`] reads one snapshot taken when `scan` is called: writes made while the scan runs
     /// are not seen.
     async fn scan(&self, prefix: &str, page_size: usize) -> Result<JobScan, Error>;
+
+    /// The finished record of `key`, if one is kept. Stores that keep no history have none.
+    async fn get_finished(&self, key: &str) -> Result<Option<FinishedJob>, Error> {
+        let _ = key;
+        Ok(None)
+    }
+
+    /// Up to `limit` runs of `key`'s history, newest first, each with its sequence number;
+    /// only runs numbered below `before` when given. Stores that keep no history have none.
+    async fn list_runs(
+        &self,
+        key: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, StoredRun)>, Error> {
+        let _ = (key, before, limit);
+        Ok(Vec::new())
+    }
+
+    /// Up to `limit` records of `of` whose key starts with `prefix`, in key order, starting
+    /// after `after` when given: one page of a list, read without copying the table.
+    async fn page(
+        &self,
+        of: PageOf,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PageItem>, Error> {
+        let _ = (of, prefix, after, limit);
+        Err(Error::io(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this store does not page jobs",
+        )))
+    }
 
     /// Stops accepting writes, waits until every write already submitted is durable and
     /// answered, and releases the storage. Later calls fail with [`Error::Closed`]. Closing

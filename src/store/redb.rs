@@ -37,7 +37,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
 use super::wal::{self, Wal};
-use super::{Error, JobScan, LoadedJob, Op, OpResult, ScanItem, Store, StoredCounter, StoredJob};
+use super::{
+    Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf, ScanItem, Store,
+    StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
+};
 
 /// File name inside the data directory.
 pub(crate) const FILE_NAME: &str = "jobsd.redb";
@@ -46,6 +49,10 @@ pub(crate) const FILE_NAME: &str = "jobsd.redb";
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
 /// `counters`: job key → encoded `StoredCounter`.
 const COUNTERS: TableDefinition<&str, &[u8]> = TableDefinition::new("counters");
+/// `runs`: [`run_key`] → encoded `StoredRun` (each job's recent runs).
+const RUNS: TableDefinition<&str, &[u8]> = TableDefinition::new("runs");
+/// `finished`: job key → encoded `FinishedJob` (finished jobs kept for jobsd's views).
+const FINISHED: TableDefinition<&str, &[u8]> = TableDefinition::new("finished");
 /// `meta`: bookkeeping of the store itself ([`APPLIED_SEQ`]).
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// `meta` key: the last write-ahead-log batch this durable state holds.
@@ -357,6 +364,55 @@ impl Store for Redb {
         .map_err(Error::io)?
     }
 
+    async fn get_finished(&self, key: &str) -> Result<Option<FinishedJob>, Error> {
+        let txn = self.begin_read().await?;
+        let table = open_table(&txn, FINISHED)?;
+        let value = table.get(key).map_err(Error::io)?;
+        value
+            .map(|v| apply::decode_finished(key, v.value()))
+            .transpose()
+    }
+
+    async fn list_runs(
+        &self,
+        key: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, StoredRun)>, Error> {
+        let txn = self.begin_read().await?;
+        let table = open_table(&txn, RUNS)?;
+        let start = runs_prefix(key);
+        let end = match before {
+            Some(seq) => run_key(key, seq),
+            None => format!("{key}\u{1}"),
+        };
+        let range = table
+            .range::<&str>(start.as_str()..end.as_str())
+            .map_err(Error::io)?;
+        let mut runs = Vec::with_capacity(limit.min(1024));
+        for entry in range.rev().take(limit) {
+            let (k, v) = entry.map_err(Error::io)?;
+            runs.push(apply::decode_run(k.value(), v.value())?);
+        }
+        Ok(runs)
+    }
+
+    async fn page(
+        &self,
+        of: PageOf,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PageItem>, Error> {
+        let txn = self.begin_read().await?;
+        let prefix = prefix.to_owned();
+        let after = after.map(str::to_owned);
+        // Up to a page of B-tree reads: off the async workers.
+        tokio::task::spawn_blocking(move || produce_page(&txn, of, &prefix, after, limit))
+            .await
+            .map_err(Error::io)?
+    }
+
     async fn scan(&self, prefix: &str, page_size: usize) -> Result<JobScan, Error> {
         // The snapshot is taken now, not when the blocking thread gets to run.
         let txn = self.begin_read().await?;
@@ -387,6 +443,40 @@ impl Store for Redb {
             .take();
         Ok(())
     }
+}
+
+/// One page of [`Store::page`] from `txn`.
+fn produce_page(
+    txn: &ReadTransaction,
+    of: PageOf,
+    prefix: &str,
+    after: Option<String>,
+    limit: usize,
+) -> Result<Vec<PageItem>, Error> {
+    let Some(start) = apply::page_start(prefix, after.as_deref()) else {
+        return Ok(Vec::new());
+    };
+    let range = PrefixRange::new(prefix);
+    let end = range.bounds().1;
+    let table = open_table(txn, if of == PageOf::Active { JOBS } else { FINISHED })?;
+    let counters = open_table(txn, COUNTERS)?;
+    let mut items = Vec::with_capacity(limit.min(4096));
+    for entry in table
+        .range::<&str>((start, end))
+        .map_err(Error::io)?
+        .take(limit)
+    {
+        let (k, v) = entry.map_err(Error::io)?;
+        let key = k.value().to_owned();
+        items.push(match of {
+            PageOf::Active => {
+                let counter = counters.get(key.as_str()).map_err(Error::io)?;
+                apply::active_item(key, v.value(), counter.as_ref().map(|c| c.value()))?
+            }
+            PageOf::Finished => apply::finished_item(key, v.value())?,
+        });
+    }
+    Ok(items)
 }
 
 /// Feeds the jobs under `prefix` in `txn` to `tx`, page by page. Stops quietly when the
@@ -446,6 +536,8 @@ fn recover(db: &Database, options: &RedbOptions, wal_path: &Path) -> Result<(u64
         let mut tables = RedbTables {
             jobs: txn.open_table(JOBS).map_err(Error::io)?,
             counters: txn.open_table(COUNTERS).map_err(Error::io)?,
+            runs: txn.open_table(RUNS).map_err(Error::io)?,
+            finished: txn.open_table(FINISHED).map_err(Error::io)?,
         };
         // Past every seq in the file, so no leftover record can ever pass for a new one.
         let newest = records.iter().map(|r| r.seq).max().unwrap_or(0);
@@ -788,6 +880,8 @@ fn apply_batch(
     let mut tables = RedbTables {
         jobs: txn.open_table(JOBS).map_err(Error::io)?,
         counters: txn.open_table(COUNTERS).map_err(Error::io)?,
+        runs: txn.open_table(RUNS).map_err(Error::io)?,
+        finished: txn.open_table(FINISHED).map_err(Error::io)?,
     };
     for req in batch.iter_mut() {
         let ops = std::mem::take(&mut req.ops);
@@ -804,6 +898,10 @@ struct RedbTables<'txn> {
     jobs: ::redb::Table<'txn, &'static str, &'static [u8]>,
     /// `counters`.
     counters: ::redb::Table<'txn, &'static str, &'static [u8]>,
+    /// `runs`.
+    runs: ::redb::Table<'txn, &'static str, &'static [u8]>,
+    /// `finished`.
+    finished: ::redb::Table<'txn, &'static str, &'static [u8]>,
 }
 
 impl<'txn> RedbTables<'txn> {
@@ -812,6 +910,8 @@ impl<'txn> RedbTables<'txn> {
         match table {
             Table::Jobs => &mut self.jobs,
             Table::Counters => &mut self.counters,
+            Table::Runs => &mut self.runs,
+            Table::Finished => &mut self.finished,
         }
     }
 }

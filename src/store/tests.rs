@@ -116,6 +116,7 @@ fn counter(generation: u64, count: u32) -> StoredCounter {
             nanos: 0,
         }),
         attempts: 0,
+        ..StoredCounter::default()
     }
 }
 

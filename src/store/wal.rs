@@ -223,6 +223,8 @@ const DELETE_JOB: u8 = 2;
 const DELETE_PREFIX: u8 = 3;
 const PUT_COUNTER: u8 = 4;
 const FINISH_JOB: u8 = 5;
+const RECORD_RESULT: u8 = 6;
+const DELETE_FINISHED: u8 = 7;
 
 fn put_u32(buf: &mut Vec<u8>, n: usize) {
     // Lengths come from in-memory strings and a batch bounded far below 4 GiB.
@@ -268,6 +270,16 @@ fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
             buf.push(FINISH_JOB);
             put_bytes(buf, key.as_bytes());
             buf.extend_from_slice(&generation.to_le_bytes());
+        }
+        Prepared::RecordResult(record) => {
+            buf.push(RECORD_RESULT);
+            put_bytes(buf, &prost::Message::encode_to_vec(&**record));
+        }
+        Prepared::DeleteFinished { key, before } => {
+            buf.push(DELETE_FINISHED);
+            put_bytes(buf, key.as_bytes());
+            buf.extend_from_slice(&before.seconds.to_le_bytes());
+            buf.extend_from_slice(&before.nanos.to_le_bytes());
         }
     }
 }
@@ -324,6 +336,19 @@ fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
             let key = take_string(p)?;
             let generation = take_u64(p)?;
             Prepared::FinishJob { key, generation }
+        }
+        RECORD_RESULT => {
+            let record = <super::ResultRecord as prost::Message>::decode(take_bytes(p)?).ok()?;
+            Prepared::RecordResult(Box::new(record))
+        }
+        DELETE_FINISHED => {
+            let key = take_string(p)?;
+            let seconds = i64::from_le_bytes(take(p, 8)?.try_into().ok()?);
+            let nanos = i32::from_le_bytes(take(p, 4)?.try_into().ok()?);
+            Prepared::DeleteFinished {
+                key,
+                before: prost_types::Timestamp { seconds, nanos },
+            }
         }
         _ => return None,
     })

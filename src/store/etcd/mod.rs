@@ -71,6 +71,9 @@ struct Inner {
     jobs_prefix: String,
     /// `<namespace>/counters/`.
     counters_prefix: String,
+    /// Where the runs and finished tables would live: this store keeps none (its
+    /// `Tables` say `keeps_history() == false`), so nothing is ever written there.
+    unused_prefix: String,
     /// This instance's commit marker key.
     marker: String,
     /// Set by `close`: reads and new writes fail with `Closed`.
@@ -90,6 +93,7 @@ impl Etcd {
             client,
             jobs_prefix: format!("{namespace}/jobs/"),
             counters_prefix: format!("{namespace}/counters/"),
+            unused_prefix: format!("{namespace}/jobsd-unused/"),
             marker: format!("{namespace}/writers/{:016x}", fastrand::u64(..)),
             closed: AtomicBool::new(false),
             stop: CancellationToken::new(),
@@ -269,6 +273,7 @@ impl Inner {
         match table {
             Table::Jobs => &self.jobs_prefix,
             Table::Counters => &self.counters_prefix,
+            Table::Runs | Table::Finished => &self.unused_prefix,
         }
     }
 

@@ -123,7 +123,9 @@ pub(super) fn op_key(op: &Prepared) -> Result<&str, &str> {
         Prepared::PutJob { key, .. }
         | Prepared::DeleteJob { key }
         | Prepared::PutCounter { key, .. }
-        | Prepared::FinishJob { key, .. } => Ok(key),
+        | Prepared::FinishJob { key, .. }
+        | Prepared::DeleteFinished { key, .. } => Ok(key),
+        Prepared::RecordResult(record) => Ok(&record.key),
         Prepared::DeletePrefix { prefix } => Err(prefix),
     }
 }
@@ -163,6 +165,9 @@ pub(super) struct Overlay {
     counters: BTreeMap<String, Slot>,
     /// Prefixes read whole.
     prefixes: Vec<(Table, String)>,
+    /// Stands in for the runs and finished tables, which this store does not keep
+    /// (`keeps_history` is false): never read, so any op touching it fails as unread.
+    unkept: BTreeMap<String, Slot>,
 }
 
 impl Overlay {
@@ -170,6 +175,7 @@ impl Overlay {
         match table {
             Table::Jobs => &mut self.jobs,
             Table::Counters => &mut self.counters,
+            Table::Runs | Table::Finished => &mut self.unkept,
         }
     }
 
@@ -238,6 +244,10 @@ impl Overlay {
 }
 
 impl Tables for Overlay {
+    fn keeps_history(&self) -> bool {
+        false
+    }
+
     fn with_value<R>(
         &mut self,
         table: Table,

@@ -400,5 +400,10 @@ fn clone_prepared(op: &Prepared) -> Prepared {
             key: key.clone(),
             generation: *generation,
         },
+        Prepared::RecordResult(record) => Prepared::RecordResult(record.clone()),
+        Prepared::DeleteFinished { key, before } => Prepared::DeleteFinished {
+            key: key.clone(),
+            before: *before,
+        },
     }
 }

@@ -116,7 +116,8 @@ impl Sidecar {
         let actors = actor_runtime(&cfg, &delivery, clock.clone())?;
         let sink = Arc::new(Targets::new(delivery.clone(), actors.clone()));
         let (engine, engine_task) =
-            Engine::start(store.clone(), clock, sink, engine_stop.clone()).await?;
+            Engine::start_with(store.clone(), clock, sink, engine_stop.clone(), cfg.history)
+                .await?;
         actors.attach_reminders(Arc::new(SchedulerReminders::new(
             Arc::new(engine.clone()),
             &cfg.app_id,

@@ -47,6 +47,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1.0/healthz/outbound", get(healthz_outbound))
         .route("/v1.0/metadata", get(metadata))
         .merge(super::actors::http::routes())
+        .merge(super::jobsd::http::routes())
         .with_state(Arc::clone(&state));
     // A path that matches nothing is cleaned (`//`, `.`, `..`, trailing `/`) and routed
     // once more, as chi's CleanPath and StripSlashes middlewares do before daprd routes.
@@ -163,12 +164,23 @@ async fn schedule_job(State(state): State<Shared>, uri: Uri, body: Body) -> Resp
 }
 
 async fn schedule_job_inner(state: &ApiState, uri: &Uri, body: Body) -> Result<(), ApiError> {
-    let name = RouteName::from_uri(uri)?;
     let bytes = read_body(body, state.body_limit()).await?;
+    let req = parse_schedule_request(state, uri, &bytes)?;
+    state.schedule_job(req).await
+}
+
+/// A create request as daprd reads `POST …/jobs/{name}`: the name from the URL, the body's
+/// fields, daprd's errors.
+pub(crate) fn parse_schedule_request(
+    state: &ApiState,
+    uri: &Uri,
+    bytes: &[u8],
+) -> Result<rv1::ScheduleJobRequest, ApiError> {
+    let name = RouteName::from_uri(uri)?;
     let req = if bytes.is_empty() {
         JobHttpRequest::default()
     } else {
-        json::parse_job_http_request(&bytes).map_err(ApiError::malformed_request)?
+        json::parse_job_http_request(bytes).map_err(ApiError::malformed_request)?
     };
     if !req.name.is_empty() {
         return Err(ApiError::name_in_url_only(&state.app_id));
@@ -189,12 +201,10 @@ async fn schedule_job_inner(state: &ApiState, uri: &Uri, body: Body) -> Result<(
             &state.namespace,
         ));
     }
-    state
-        .schedule_job(rv1::ScheduleJobRequest {
-            job: Some(job),
-            overwrite: req.overwrite.unwrap_or(false),
-        })
-        .await
+    Ok(rv1::ScheduleJobRequest {
+        job: Some(job),
+        overwrite: req.overwrite.unwrap_or(false),
+    })
 }
 
 /// `GET …/jobs/{name}`: 200 with the job's protojson.
@@ -268,15 +278,25 @@ async fn list_jobs(State(state): State<Shared>, uri: Uri) -> Response {
 
 /// The first value of `key` in a query string, form-unescaped.
 fn query_param(query: &str, key: &str) -> Result<Option<String>, ApiError> {
-    for pair in query.split('&') {
+    Ok(query_params(query)?
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v))
+}
+
+/// Every `key=value` of a query string in order, form-unescaped.
+pub(crate) fn query_params(query: &str) -> Result<Vec<(String, String)>, ApiError> {
+    let mut params = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         let k = go::url::query_unescape(k).map_err(ApiError::malformed_request)?;
-        if k == key.as_bytes() {
-            let v = go::url::query_unescape(v).map_err(ApiError::malformed_request)?;
-            return Ok(Some(String::from_utf8_lossy(&v).into_owned()));
-        }
+        let v = go::url::query_unescape(v).map_err(ApiError::malformed_request)?;
+        params.push((
+            String::from_utf8_lossy(&k).into_owned(),
+            String::from_utf8_lossy(&v).into_owned(),
+        ));
     }
-    Ok(None)
+    Ok(params)
 }
 
 /// `GET /v1.0/healthz`: 204 once ready; in remote mode 500 `ERR_HEALTH_NOT_READY` until the

@@ -11,6 +11,7 @@ pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod http_parts;
+pub mod jobsd;
 pub mod json;
 
 use std::sync::Arc;
@@ -111,6 +112,16 @@ impl ApiState {
     /// `ScheduleJob`: `Job is empty`, `Name is empty`, `Schedule is empty` (by presence, so
     /// an empty string passes), then the Scheduler with the job copied as-is.
     pub async fn schedule_job(&self, req: rv1::ScheduleJobRequest) -> Result<(), ApiError> {
+        self.schedule_job_extras(req, scheduler::JobExtras::default())
+            .await
+    }
+
+    /// [`ApiState::schedule_job`] with jobsd's settings, checked by the caller.
+    pub(crate) async fn schedule_job_extras(
+        &self,
+        req: rv1::ScheduleJobRequest,
+        extras: scheduler::JobExtras,
+    ) -> Result<(), ApiError> {
         let Some(job) = req.job else {
             return Err(ApiError::job_empty(&self.app_id, &self.namespace));
         };
@@ -129,7 +140,7 @@ impl ApiState {
             overwrite: req.overwrite,
         };
         let scheduler = Arc::clone(&self.scheduler);
-        with_timeout(async move { scheduler.schedule_job(request).await })
+        with_timeout(async move { scheduler.schedule_job_with(request, extras).await })
             .await
             .map_err(|e| {
                 tracing::debug!(job = %job_name, error = %e, "scheduling job failed");

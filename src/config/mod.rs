@@ -134,6 +134,14 @@ pub struct SidecarArgs {
     /// WatchJobs streams held to each Scheduler replica.
     #[arg(long, default_value_t = 3)]
     pub scheduler_job_streams: usize,
+    /// Runs kept in each job's history (`GET /jobsd/v1/jobs/{name}/runs`); 0 keeps none (the
+    /// job's status is kept regardless).
+    #[arg(long, default_value_t = 100)]
+    pub history_limit: u32,
+    /// How long a finished job stays visible on jobsd's routes (a Go duration; 0 deletes it
+    /// at once, as Dapr does). Dapr's GET and list never show finished jobs.
+    #[arg(long, default_value = "24h", value_parser = crate::schedule::duration::parse)]
+    pub finished_retention: i64,
     /// Print the version and exit (daprd's `--build-info`).
     #[arg(long, action = ArgAction::Version)]
     pub build_info: (),
@@ -227,6 +235,8 @@ pub struct Sidecar {
     pub scheduler_hosts: Vec<String>,
     /// WatchJobs streams per Scheduler replica (`--scheduler-job-streams`, at least 1).
     pub scheduler_job_streams: usize,
+    /// What the embedded scheduler keeps of each job's past.
+    pub history: crate::engine::history::Options,
 }
 
 /// A flag or variable that cannot be used.
@@ -382,6 +392,13 @@ impl SidecarArgs {
             },
             scheduler_hosts,
             scheduler_job_streams: self.scheduler_job_streams,
+            history: crate::engine::history::Options {
+                history_limit: self.history_limit,
+                finished_retention: u64::try_from(self.finished_retention)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .map(std::time::Duration::from_nanos),
+            },
         })
     }
 

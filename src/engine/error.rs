@@ -27,6 +27,10 @@ pub enum Error {
     /// No job under that name (Scheduler: `NotFound`).
     #[error("job not found: {0}")]
     NotFound(String),
+    /// A request to jobsd's own views is malformed (a page token it did not hand out):
+    /// `InvalidArgument`.
+    #[error("{0}")]
+    BadRequest(String),
     /// The store failed (Scheduler: `Internal`).
     #[error("store: {0}")]
     Store(#[from] store::Error),

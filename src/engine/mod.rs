@@ -9,6 +9,7 @@ pub mod history;
 mod queue;
 mod runner;
 mod sweep;
+mod views;
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 pub use error::Error;
 pub use runner::Stats;
 use runner::{Command, Runner};
+pub use views::{JobState, JobStatus, JobView, ListFilter, ListPage, MAX_PAGE_SIZE, Run};
 
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;

@@ -67,6 +67,8 @@ pub enum Command {
     Persisted(Vec<Persisted>),
     /// Answer with the loop's state once every earlier command is handled.
     Sync(oneshot::Sender<Stats>),
+    /// Answer with where the job of this key is in its cycle (`None`: not tracked).
+    Inspect(Arc<str>, oneshot::Sender<Option<State>>),
     /// Jobs this loop now fires (a cluster replica took over their partitions), with their
     /// stored progress.
     Adopt(Vec<LoadedJob>),
@@ -375,6 +377,9 @@ impl Runner {
                         + usize::from(!self.pending.is_empty()),
                     next_due: self.jobs.next_due(),
                 });
+            }
+            Command::Inspect(key, reply) => {
+                let _ = reply.send(self.jobs.get(&key).map(|e| e.state));
             }
             Command::Adopt(jobs) => {
                 let finished = self.adopt(jobs);

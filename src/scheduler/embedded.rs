@@ -6,14 +6,14 @@ use tonic::Code;
 use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
-use super::{Error, JobExtras, Scheduler};
+use super::{Error, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler};
 
 impl From<engine::Error> for Error {
     /// The code Dapr's Scheduler answers for each engine error: go-etcd-cron's plain errors
     /// (validation, names, a nil job) surface as `Unknown`.
     fn from(err: engine::Error) -> Self {
         let code = match &err {
-            engine::Error::BadMetadata(_) => Code::InvalidArgument,
+            engine::Error::BadMetadata(_) | engine::Error::BadRequest(_) => Code::InvalidArgument,
             engine::Error::Name(_) | engine::Error::Invalid(_) | engine::Error::NoJob => {
                 Code::Unknown
             }
@@ -48,6 +48,28 @@ impl Scheduler for Engine {
 
     async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
         Ok(Engine::get_job(self, req).await?)
+    }
+
+    async fn job_view(&self, metadata: sv1::JobMetadata, name: String) -> Result<JobView, Error> {
+        Ok(Engine::job_view(self, &metadata, &name).await?)
+    }
+
+    async fn list_runs(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Run>, Error> {
+        Ok(Engine::list_runs(self, &metadata, &name, before, limit).await?)
+    }
+
+    async fn list_views(
+        &self,
+        metadata: sv1::JobMetadata,
+        filter: ListFilter,
+    ) -> Result<ListPage, Error> {
+        Ok(Engine::list_views(self, &metadata, &filter).await?)
     }
 
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {

@@ -11,7 +11,7 @@ use std::fmt;
 
 pub use remote::{Connections, Remote, RemoteConfig};
 
-pub use crate::engine::JobExtras;
+pub use crate::engine::{JobExtras, JobState, JobStatus, JobView, ListFilter, ListPage, Run};
 use crate::proto::scheduler as sv1;
 
 /// An error as a Scheduler replica reports it: a gRPC code and its description.
@@ -56,6 +56,15 @@ impl From<Error> for tonic::Status {
     fn from(err: Error) -> Self {
         tonic::Status::new(err.code, err.message)
     }
+}
+
+/// What a scheduler without jobsd's views answers.
+fn views_unavailable() -> Error {
+    Error::new(
+        tonic::Code::FailedPrecondition,
+        "job status and run history are kept by jobsd's embedded scheduler; \
+         a Dapr Scheduler (--scheduler-host-address) keeps none",
+    )
 }
 
 /// grpc-go's name of a status code (`codes.Code.String()`).
@@ -111,6 +120,35 @@ pub trait Scheduler: Send + Sync + 'static {
     /// The job as stored (original dueTime/ttl strings, default failure policy filled in);
     /// `NotFound` with `job not found: <name>` when there is none.
     async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error>;
+
+    /// jobsd's view of a job (labels, status), active or finished. Only jobsd's own
+    /// scheduler keeps what it shows.
+    async fn job_view(&self, metadata: sv1::JobMetadata, name: String) -> Result<JobView, Error> {
+        let _ = (metadata, name);
+        Err(views_unavailable())
+    }
+
+    /// A job's run history, newest first.
+    async fn list_runs(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Run>, Error> {
+        let _ = (metadata, name, before, limit);
+        Err(views_unavailable())
+    }
+
+    /// One page of the owner's jobs that `filter` accepts.
+    async fn list_views(
+        &self,
+        metadata: sv1::JobMetadata,
+        filter: ListFilter,
+    ) -> Result<ListPage, Error> {
+        let _ = (metadata, filter);
+        Err(views_unavailable())
+    }
 
     /// Deletes a job; deleting a missing job succeeds.
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error>;

@@ -1,0 +1,159 @@
+//! jobsd's HTTP routes:
+//!
+//! - `POST /jobsd/v1/jobs/{name}`: a Dapr job body (same fields, parsing, validation, errors,
+//!   `overwrite`) plus `"labels"`, a string map; 204.
+//! - `GET /jobsd/v1/jobs/{name}`: `{"job", "labels", "policy", "status"}`; the job active or
+//!   finished (kept for `--finished-retention`).
+//! - `DELETE /jobsd/v1/jobs/{name}`: the job, its history and finished record; 204.
+//! - `GET /jobsd/v1/jobs/{name}/runs?limit=&before=`: the run history, newest first.
+//! - `GET /jobsd/v1/jobs?prefix=&label=k=v&state=active|paused|finished&pageSize=&pageToken=`.
+
+use std::collections::BTreeMap;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{StatusCode, Uri};
+
+use super::{bad_request, json};
+use crate::api::http::{parse_schedule_request, query_params};
+use crate::api::http_parts::{Shared, json_response, read_body};
+use crate::api::{ApiError, ApiState};
+use crate::scheduler::{JobExtras, JobState, ListFilter};
+
+/// Runs answered when `limit` is not given.
+const DEFAULT_RUNS: usize = 20;
+/// Most runs one call answers.
+const MAX_RUNS: usize = 1000;
+
+/// The routes, to merge into the API router.
+pub fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/jobsd/v1/jobs", get(list))
+        .route(
+            "/jobsd/v1/jobs/{name}",
+            get(get_view).post(create).delete(delete),
+        )
+        .route("/jobsd/v1/jobs/{name}/runs", get(runs))
+}
+
+fn respond(result: Result<Response, ApiError>) -> Response {
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `labels` of a create body (other members are Dapr's and parsed as daprd does).
+#[derive(serde::Deserialize, Default)]
+struct Labels {
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+async fn create(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
+    respond(
+        async {
+            let bytes = read_body(body, state.body_limit()).await?;
+            let req = parse_schedule_request(&state, &uri, &bytes)?;
+            let labels = if bytes.is_empty() {
+                Labels::default()
+            } else {
+                serde_json::from_slice::<Labels>(&bytes)
+                    .map_err(|e| bad_request(format!("labels: {e}")))?
+            };
+            let extras = JobExtras {
+                labels: labels.labels.unwrap_or_default(),
+                traceparent: None,
+            };
+            state.schedule_job_with(req, extras).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        .await,
+    )
+}
+
+async fn get_view(State(state): State<Shared>, Path(name): Path<String>) -> Response {
+    respond(
+        async {
+            let view = state.job_view(name).await?;
+            Ok(json_response(json::view(&view)?))
+        }
+        .await,
+    )
+}
+
+async fn delete(State(state): State<Shared>, Path(name): Path<String>) -> Response {
+    respond(
+        async {
+            state.delete_job(name).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        .await,
+    )
+}
+
+/// A query parameter parsed as a number, or a 400 naming it.
+fn number<T: std::str::FromStr>(value: Option<&String>, name: &str) -> Result<Option<T>, ApiError> {
+    value
+        .map(|v| {
+            v.parse()
+                .map_err(|_| bad_request(format!("{name}: {v:?} is not a valid number")))
+        })
+        .transpose()
+}
+
+async fn runs(State(state): State<Shared>, Path(name): Path<String>, uri: Uri) -> Response {
+    respond(
+        async {
+            let params = query_params(uri.query().unwrap_or_default())?;
+            let first = |k: &str| params.iter().find(|(key, _)| key == k).map(|(_, v)| v);
+            let limit = number::<usize>(first("limit"), "limit")?
+                .unwrap_or(DEFAULT_RUNS)
+                .clamp(1, MAX_RUNS);
+            let before = number::<u64>(first("before"), "before")?;
+            let runs = state.list_runs(name, before, limit).await?;
+            Ok(json_response(json::runs(&runs, limit)))
+        }
+        .await,
+    )
+}
+
+async fn list(State(state): State<Shared>, uri: Uri) -> Response {
+    respond(
+        async {
+            let filter = list_filter(&state, uri.query().unwrap_or_default())?;
+            let page = state.list_views(filter).await?;
+            Ok(json_response(json::page(&page)?))
+        }
+        .await,
+    )
+}
+
+/// The filter a list query asks for.
+fn list_filter(_state: &ApiState, query: &str) -> Result<ListFilter, ApiError> {
+    let mut filter = ListFilter::default();
+    for (key, value) in query_params(query)? {
+        match key.as_str() {
+            "prefix" => filter.name_prefix = value,
+            "label" => {
+                let (k, v) = value
+                    .split_once('=')
+                    .ok_or_else(|| bad_request(format!("label: {value:?} is not key=value")))?;
+                filter.labels.push((k.to_owned(), v.to_owned()));
+            }
+            "state" => {
+                filter.state = Some(JobState::parse(&value).ok_or_else(|| {
+                    bad_request(format!(
+                        "state: {value:?} is not one of active, paused, finished"
+                    ))
+                })?);
+            }
+            "pageSize" => {
+                filter.page_size = number::<usize>(Some(&value), "pageSize")?.unwrap_or(0);
+            }
+            "pageToken" if !value.is_empty() => filter.page_token = Some(value),
+            _ => {}
+        }
+    }
+    Ok(filter)
+}

@@ -1,0 +1,129 @@
+//! The JSON bodies of jobsd's routes. The `job` member is exactly what Dapr's GET answers.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value, json};
+
+use crate::api::json::job_to_json;
+use crate::api::{ApiError, scheduler_to_runtime_job};
+use crate::scheduler::{JobView, ListPage, Run};
+use crate::store::RunOutcome;
+
+fn time(t: Option<DateTime<Utc>>) -> Value {
+    t.map_or(Value::Null, |t| {
+        Value::String(t.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+    })
+}
+
+fn stamp(t: Option<&prost_types::Timestamp>) -> Option<DateTime<Utc>> {
+    t.and_then(|t| DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?))
+}
+
+/// `success`, `failed`, `cancelled`, `timed_out`, `skipped`, `undeliverable`.
+pub fn outcome_name(outcome: RunOutcome) -> &'static str {
+    match outcome {
+        RunOutcome::Success => "success",
+        RunOutcome::Failed => "failed",
+        RunOutcome::Cancelled => "cancelled",
+        RunOutcome::TimedOut => "timed_out",
+        RunOutcome::Skipped => "skipped",
+        RunOutcome::Undeliverable => "undeliverable",
+        RunOutcome::Unspecified => "unknown",
+    }
+}
+
+/// `{"name", "job": <Dapr's GET body>, "labels", "policy", "status"}`.
+pub fn view(view: &JobView) -> Result<String, ApiError> {
+    let job = scheduler_to_runtime_job(view.name.clone(), view.job.clone());
+    let job = job_to_json(&job).map_err(ApiError::encode_json)?;
+    let s = &view.status;
+    let rest = json!({
+        "name": view.name,
+        "labels": view.labels,
+        "policy": Value::Null,
+        "status": {
+            "state": s.state.map_or("active", |st| st.as_str()),
+            "paused": s.state == Some(crate::scheduler::JobState::Paused),
+            "nextFireTime": time(s.next_fire_time),
+            "lastFireTime": {
+                "nominal": time(s.last_fire_nominal),
+                "actual": time(s.last_fire_actual),
+            },
+            "lastOutcome": s.last_outcome.map(outcome_name),
+            "lastError": s.last_error,
+            "counters": {
+                "delivered": s.delivered,
+                "succeeded": s.succeeded,
+                "failedAttempts": s.failed_attempts,
+                "dropped": s.dropped,
+                "staged": s.staged_count,
+                "skipped": s.skipped,
+            },
+            "ticks": s.ticks,
+            "currentAttempt": s.current_attempt,
+            "inFlight": s.in_flight,
+            "staged": s.staged,
+            "finishedAt": time(s.finished_at),
+        },
+    });
+    // `job` first, spliced in as Dapr's encoder wrote it.
+    let rest = rest.to_string();
+    Ok(format!("{{\"job\":{job},{}", &rest[1..]))
+}
+
+/// One run.
+fn run(r: &Run) -> Value {
+    let started = stamp(r.run.started.as_ref());
+    let finished = stamp(r.run.finished.as_ref());
+    let latency = match (started, finished) {
+        (Some(a), Some(b)) => Value::from((b - a).num_microseconds().unwrap_or(0) as f64 / 1000.0),
+        _ => Value::Null,
+    };
+    let mut m = Map::new();
+    m.insert("seq".into(), r.seq.into());
+    m.insert("executionId".into(), r.run.execution_id.clone().into());
+    m.insert("nominalTime".into(), time(stamp(r.run.nominal.as_ref())));
+    m.insert("attempt".into(), r.run.attempt.into());
+    m.insert("started".into(), time(started));
+    m.insert("finished".into(), time(finished));
+    m.insert("latencyMs".into(), latency);
+    m.insert("outcome".into(), outcome_name(r.run.outcome()).into());
+    m.insert(
+        "httpStatus".into(),
+        (r.run.http_status != 0).then_some(r.run.http_status).into(),
+    );
+    m.insert("grpcCode".into(), r.run.grpc_code.into());
+    m.insert(
+        "error".into(),
+        (!r.run.error.is_empty())
+            .then(|| r.run.error.clone())
+            .into(),
+    );
+    Value::Object(m)
+}
+
+/// `{"runs": [...], "nextBefore": <seq> | null}`.
+pub fn runs(runs: &[Run], limit: usize) -> String {
+    let next = (runs.len() == limit && limit > 0)
+        .then(|| runs.last().map(|r| r.seq))
+        .flatten();
+    json!({
+        "runs": runs.iter().map(run).collect::<Vec<_>>(),
+        "nextBefore": next,
+    })
+    .to_string()
+}
+
+/// `{"jobs": [...], "nextPageToken": "..." | null}`.
+pub fn page(page: &ListPage) -> Result<String, ApiError> {
+    let mut out = String::from("{\"jobs\":[");
+    for (i, v) in page.jobs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&view(v)?);
+    }
+    out.push_str("],\"nextPageToken\":");
+    out.push_str(&Value::from(page.next_page_token.clone()).to_string());
+    out.push('}');
+    Ok(out)
+}

@@ -1,0 +1,349 @@
+//! What jobsd shows of a job beyond Dapr's `Job`: its labels, status and run history, and
+//! lists of jobs filtered by name prefix, labels and state, paged over the store without
+//! copying it.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::convert::{self, instant};
+use super::queue::State;
+use super::{Engine, Error};
+use crate::proto::scheduler as sv1;
+use crate::store::{PageItem, PageOf, RunOutcome, StoredRun};
+use crate::trigger::keys;
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    /// It fires (or waits to).
+    Active,
+    /// Paused by its owner (kept, not fired).
+    Paused,
+    /// Done: kept for jobsd's views until its retention passes; Dapr's API no longer sees it.
+    Finished,
+}
+
+impl JobState {
+    /// `active`, `paused`, `finished`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Active => "active",
+            JobState::Paused => "paused",
+            JobState::Finished => "finished",
+        }
+    }
+
+    /// The state named `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "active" => Some(JobState::Active),
+            "paused" => Some(JobState::Paused),
+            "finished" => Some(JobState::Finished),
+            _ => None,
+        }
+    }
+}
+
+/// A job's status.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JobStatus {
+    /// Active, paused or finished (`None` only in `Default`).
+    pub state: Option<JobState>,
+    /// When it fires next (nominal, retry delays included); `None` when it will not.
+    pub next_fire_time: Option<DateTime<Utc>>,
+    /// Nominal time of the last attempt.
+    pub last_fire_nominal: Option<DateTime<Utc>>,
+    /// When the last attempt was handed to the target.
+    pub last_fire_actual: Option<DateTime<Utc>>,
+    /// Outcome of the last attempt.
+    pub last_outcome: Option<RunOutcome>,
+    /// Error text of the last attempt, when it failed.
+    pub last_error: Option<String>,
+    /// Attempts the target answered.
+    pub delivered: u64,
+    /// Attempts it acknowledged.
+    pub succeeded: u64,
+    /// Attempts it failed.
+    pub failed_attempts: u64,
+    /// Ticks given up (failure policy spent).
+    pub dropped: u64,
+    /// Times a trigger found nobody to take it.
+    pub staged_count: u64,
+    /// Ticks skipped, by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// Ticks done (succeeded or given up).
+    pub ticks: u32,
+    /// The attempt in flight now, or the one the next firing makes.
+    pub current_attempt: u32,
+    /// A trigger is out at the target now.
+    pub in_flight: bool,
+    /// Waiting for its target to come back.
+    pub staged: bool,
+    /// When it finished (finished jobs).
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// One job as jobsd's own API shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobView {
+    /// The job's name (no key prefix).
+    pub name: String,
+    /// The job as Dapr's GET shows it.
+    pub job: sv1::Job,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its status.
+    pub status: JobStatus,
+}
+
+/// One attempt in a job's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// Sequence number in the job's history (the `before` of the next page).
+    pub seq: u64,
+    /// The stored record.
+    pub run: StoredRun,
+}
+
+/// Which jobs a list shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Names starting with this.
+    pub name_prefix: String,
+    /// Every one of these labels, with these values.
+    pub labels: Vec<(String, String)>,
+    /// Only jobs in this state (`None`: active and paused, then finished).
+    pub state: Option<JobState>,
+    /// Most jobs per page (1–1000; 0 = 100).
+    pub page_size: usize,
+    /// Where the previous page stopped.
+    pub page_token: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListPage {
+    /// The jobs, in name order (active ones before finished ones).
+    pub jobs: Vec<JobView>,
+    /// Pass back for the next page; `None` at the end. A page may hold fewer jobs than asked
+    /// (filters are applied while reading a bounded stretch of the store).
+    pub next_page_token: Option<String>,
+}
+
+/// Most records read for one page before it is returned short.
+const SCAN_BUDGET: usize = 20_000;
+
+/// Records read per store call while filling a page.
+const STORE_PAGE: usize = 512;
+
+/// Largest page.
+pub const MAX_PAGE_SIZE: usize = 1000;
+
+impl Engine {
+    /// The job `name` of the metadata's owner, active or finished, with its status.
+    pub async fn job_view(
+        &self,
+        metadata: &sv1::JobMetadata,
+        name: &str,
+    ) -> Result<JobView, Error> {
+        let key = keys::job_key(keys::check_metadata(Some(metadata))?, name)?;
+        let store = &self.inner.store;
+        if let Some(job) = store.get_job(&key).await? {
+            let counter = store
+                .get_counter(&key)
+                .await?
+                .filter(|c| c.generation == job.generation);
+            let item = PageItem {
+                key: key.clone(),
+                job,
+                counter,
+                finished_at: None,
+            };
+            let live = self.inspect(&key).await;
+            return Ok(view_of(item, name.to_owned(), live));
+        }
+        match store.get_finished(&key).await? {
+            Some(finished) => Ok(view_of(
+                PageItem {
+                    key,
+                    job: finished.job.unwrap_or_default(),
+                    counter: finished.counter,
+                    finished_at: finished.finished_at,
+                },
+                name.to_owned(),
+                None,
+            )),
+            None => Err(Error::NotFound(name.to_owned())),
+        }
+    }
+
+    /// Up to `limit` runs of job `name`, newest first, numbered below `before` when given.
+    pub async fn list_runs(
+        &self,
+        metadata: &sv1::JobMetadata,
+        name: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Run>, Error> {
+        let key = keys::job_key(keys::check_metadata(Some(metadata))?, name)?;
+        let store = &self.inner.store;
+        if store.get_job(&key).await?.is_none() && store.get_finished(&key).await?.is_none() {
+            return Err(Error::NotFound(name.to_owned()));
+        }
+        let runs = store.list_runs(&key, before, limit).await?;
+        Ok(runs
+            .into_iter()
+            .map(|(seq, run)| Run { seq, run })
+            .collect())
+    }
+
+    /// One page of the owner's jobs that `filter` accepts.
+    pub async fn list_views(
+        &self,
+        metadata: &sv1::JobMetadata,
+        filter: &ListFilter,
+    ) -> Result<ListPage, Error> {
+        let owner = keys::owner_prefix(keys::check_metadata(Some(metadata))?)?;
+        let prefix = format!("{owner}{}", filter.name_prefix);
+        let page_size = match filter.page_size {
+            0 => 100,
+            n => n.min(MAX_PAGE_SIZE),
+        };
+        let (mut table, mut after) = match filter.page_token.as_deref() {
+            Some(token) => decode_token(token, &owner)?,
+            None => (PageOf::Active, None),
+        };
+        if filter.state == Some(JobState::Finished) && table == PageOf::Active {
+            (table, after) = (PageOf::Finished, None);
+        }
+        let mut jobs = Vec::new();
+        let mut read = 0;
+        loop {
+            let items = self
+                .inner
+                .store
+                .page(table, &prefix, after.as_deref(), STORE_PAGE)
+                .await?;
+            let exhausted = items.len() < STORE_PAGE;
+            for item in items {
+                read += 1;
+                after = Some(item.key.clone());
+                if !filter
+                    .labels
+                    .iter()
+                    .all(|(k, v)| item.job.labels.get(k) == Some(v))
+                {
+                    continue;
+                }
+                let name = item.key[owner.len()..].to_owned();
+                let view = view_of(item, name, None);
+                if filter.state.is_none_or(|s| view.status.state == Some(s)) {
+                    jobs.push(view);
+                }
+                if jobs.len() == page_size {
+                    break;
+                }
+            }
+            if jobs.len() == page_size || read >= SCAN_BUDGET {
+                // More may follow: the next page starts after the last record read.
+                let token = after
+                    .as_deref()
+                    .map(|k| encode_token(table, &k[owner.len()..]));
+                return Ok(ListPage {
+                    jobs,
+                    next_page_token: token,
+                });
+            }
+            if exhausted {
+                let wants_finished = matches!(filter.state, None | Some(JobState::Finished))
+                    && table == PageOf::Active;
+                if !wants_finished {
+                    return Ok(ListPage {
+                        jobs,
+                        next_page_token: None,
+                    });
+                }
+                (table, after) = (PageOf::Finished, None);
+            }
+        }
+    }
+
+    /// The trigger loop's view of `key`: queued, in flight, persisting or staged (`None`
+    /// when it does not track the key or has no loop).
+    async fn inspect(&self, key: &str) -> Option<State> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.inner
+            .loop_tx
+            .as_ref()?
+            .send(super::runner::Command::Inspect(key.into(), reply))
+            .ok()?;
+        answer.await.ok().flatten()
+    }
+}
+
+/// The page token for "after `name`" in `table`: `a:<name>` or `f:<name>`, base64url.
+fn encode_token(table: PageOf, name: &str) -> String {
+    use base64::Engine as _;
+    let tag = if table == PageOf::Active { "a:" } else { "f:" };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{tag}{name}"))
+}
+
+/// The table and key a page token stands for.
+fn decode_token(token: &str, owner: &str) -> Result<(PageOf, Option<String>), Error> {
+    use base64::Engine as _;
+    let bad = || Error::BadRequest(format!("invalid pageToken {token:?}"));
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let (table, name) = match text.split_at_checked(2) {
+        Some(("a:", name)) => (PageOf::Active, name),
+        Some(("f:", name)) => (PageOf::Finished, name),
+        _ => return Err(bad()),
+    };
+    Ok((table, Some(format!("{owner}{name}"))))
+}
+
+/// The view of a stored job (`live`: the loop's state of it, for an active job).
+fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
+    let counter = item.counter.unwrap_or_default();
+    let finished = item.finished_at.is_some();
+    let progress = convert::counter_of(&counter);
+    let next_fire_time = match (finished, live) {
+        (true, _) => None,
+        (false, Some(State::Queued(at))) => Some(at),
+        _ => convert::plan_of(&item.job)
+            .ok()
+            .and_then(|plan| plan.fire_time(&progress)),
+    };
+    let status = JobStatus {
+        state: Some(if finished {
+            JobState::Finished
+        } else {
+            JobState::Active
+        }),
+        next_fire_time,
+        last_fire_nominal: counter.last_nominal.as_ref().and_then(instant),
+        last_fire_actual: counter.last_actual.as_ref().and_then(instant),
+        last_outcome: (counter.last_outcome != 0).then(|| counter.last_outcome()),
+        last_error: (!counter.last_error.is_empty()).then(|| counter.last_error.clone()),
+        delivered: counter.delivered,
+        succeeded: counter.succeeded,
+        failed_attempts: counter.failed_attempts,
+        dropped: counter.dropped,
+        staged_count: counter.staged,
+        skipped: counter.skipped.clone().into_iter().collect(),
+        ticks: counter.count,
+        current_attempt: progress.attempts + 1,
+        in_flight: matches!(live, Some(State::InFlight | State::Persisting)),
+        staged: matches!(live, Some(State::Staged)),
+        finished_at: item.finished_at.as_ref().and_then(instant),
+    };
+    JobView {
+        name,
+        job: item.job.job.unwrap_or_default(),
+        labels: item.job.labels.into_iter().collect(),
+        status,
+    }
+}

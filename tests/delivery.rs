@@ -589,7 +589,7 @@ async fn http_client_opens_no_more_connections_than_its_bound() {
     let tasks: Vec<_> = (0..40)
         .map(|i| {
             let http = http.clone();
-            tokio::spawn(async move { http.call(&format!("slow-{i}"), None).await })
+            tokio::spawn(async move { http.call(&format!("slow-{i}"), None, None).await })
         })
         .collect();
     app.wait_in_flight(4).await;

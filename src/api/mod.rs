@@ -111,6 +111,17 @@ impl ApiState {
     /// `ScheduleJob`: `Job is empty`, `Name is empty`, `Schedule is empty` (by presence, so
     /// an empty string passes), then the Scheduler with the job copied as-is.
     pub async fn schedule_job(&self, req: rv1::ScheduleJobRequest) -> Result<(), ApiError> {
+        self.schedule_job_traced(req, None).await
+    }
+
+    /// [`ApiState::schedule_job`] keeping the caller's W3C `traceparent` (already checked
+    /// well-formed) beside the job, for its executions' spans to link to. The answer is
+    /// Dapr's either way.
+    pub async fn schedule_job_traced(
+        &self,
+        req: rv1::ScheduleJobRequest,
+        traceparent: Option<String>,
+    ) -> Result<(), ApiError> {
         let Some(job) = req.job else {
             return Err(ApiError::job_empty(&self.app_id, &self.namespace));
         };
@@ -129,12 +140,23 @@ impl ApiState {
             overwrite: req.overwrite,
         };
         let scheduler = Arc::clone(&self.scheduler);
-        with_timeout(async move { scheduler.schedule_job(request).await })
-            .await
-            .map_err(|e| {
-                tracing::debug!(job = %job_name, error = %e, "scheduling job failed");
-                ApiError::schedule_job(&e, &self.app_id, &self.namespace)
-            })
+        with_timeout(async move {
+            match traceparent {
+                None => scheduler.schedule_job(request).await,
+                traceparent => {
+                    let extras = scheduler::JobExtras {
+                        traceparent,
+                        ..Default::default()
+                    };
+                    scheduler.schedule_job_with(request, extras).await
+                }
+            }
+        })
+        .await
+        .map_err(|e| {
+            tracing::debug!(job = %job_name, error = %e, "scheduling job failed");
+            ApiError::schedule_job(&e, &self.app_id, &self.namespace)
+        })
     }
 
     /// `GetJob`: `Name is empty`, else the stored job under the asked name. Any Scheduler

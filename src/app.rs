@@ -18,6 +18,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::{self, AppProtocol};
 use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use crate::engine::Engine;
+use crate::observe::otlp::{self, Spans};
 use crate::resiliency::{self, Resiliency};
 use crate::scheduler::{Connections, Remote, RemoteConfig, Scheduler};
 use crate::store::{self, Store};
@@ -49,6 +50,9 @@ pub enum Error {
     /// A resource file could not be loaded.
     #[error("resources: {0}")]
     Resources(#[from] resiliency::Error),
+    /// The OTLP span exporter could not be set up.
+    #[error("{0}")]
+    Otlp(#[from] otlp::Error),
 }
 
 /// A running sidecar: its bound addresses and the handle to stop it.
@@ -63,6 +67,8 @@ pub struct Sidecar {
     servers: JoinSet<Result<(), Error>>,
     /// What answers the Scheduler calls; stopped once the servers are down.
     backend: Backend,
+    /// The OTLP span exporter (`--otlp-endpoint`), flushed last.
+    spans: Option<Spans>,
 }
 
 /// The scheduler behind a sidecar's API.
@@ -112,8 +118,9 @@ impl Sidecar {
             return Self::start_remote(cfg, clock).await;
         }
         let engine_stop = CancellationToken::new();
-        let delivery = Arc::new(app_delivery(&cfg, &engine_stop)?);
-        let actors = actor_runtime(&cfg, &delivery, clock.clone())?;
+        let spans = span_exporter(&cfg, &clock)?;
+        let delivery = Arc::new(app_delivery(&cfg, &engine_stop, &spans)?);
+        let actors = actor_runtime(&cfg, &delivery, clock.clone(), &spans)?;
         let sink = Arc::new(Targets::new(delivery.clone(), actors.clone()));
         let (engine, engine_task) =
             Engine::start_with(store.clone(), clock, sink, engine_stop.clone(), cfg.history)
@@ -138,7 +145,7 @@ impl Sidecar {
             engine_task,
             engine,
         };
-        Self::serve(&cfg, state, backend).await
+        Self::serve(&cfg, state, backend, spans).await
     }
 
     /// Starts serving in front of the Scheduler replicas of `cfg.scheduler_hosts`: calls are
@@ -149,13 +156,14 @@ impl Sidecar {
         clock: Arc<dyn Clock>,
     ) -> Result<Sidecar, Error> {
         let delivery_stop = CancellationToken::new();
-        let delivery = Arc::new(app_delivery(&cfg, &delivery_stop)?);
+        let spans = span_exporter(&cfg, &clock)?;
+        let delivery = Arc::new(app_delivery(&cfg, &delivery_stop, &spans)?);
         if cfg.app_address.is_none() {
             // daprd holds streams without an app and fails every trigger; staying away lets
             // the Scheduler keep them staged for a sidecar that has one.
             tracing::info!("no --app-port: not receiving jobs from the scheduler");
         }
-        let actors = actor_runtime(&cfg, &delivery, clock.clone())?;
+        let actors = actor_runtime(&cfg, &delivery, clock.clone(), &spans)?;
         let (remote, connections) = Remote::start(
             RemoteConfig {
                 addresses: cfg.scheduler_hosts.clone(),
@@ -186,7 +194,7 @@ impl Sidecar {
             connections,
             delivery_stop,
         };
-        Self::serve(&cfg, state, backend).await
+        Self::serve(&cfg, state, backend, spans).await
     }
 
     /// Binds and serves the HTTP and gRPC APIs over `state`.
@@ -194,6 +202,7 @@ impl Sidecar {
         cfg: &config::Sidecar,
         state: ApiState,
         backend: Backend,
+        spans: Option<Spans>,
     ) -> Result<Sidecar, Error> {
         let shutdown = CancellationToken::new();
         let mut servers = JoinSet::new();
@@ -265,6 +274,7 @@ impl Sidecar {
             shutdown,
             servers,
             backend,
+            spans,
         })
     }
 
@@ -328,13 +338,31 @@ impl Sidecar {
                 delivery_stop.cancel();
             }
         }
+        // Every delivery is over: the last spans go out.
+        if let Some(spans) = self.spans {
+            spans.shutdown().await;
+        }
         tracing::info!("jobsd stopped");
         first_error.map_or(Ok(()), Err)
     }
 }
 
+/// The OTLP span exporter, when `--otlp-endpoint` is set.
+fn span_exporter(cfg: &config::Sidecar, clock: &Arc<dyn Clock>) -> Result<Option<Spans>, Error> {
+    let Some(endpoint) = &cfg.otlp_endpoint else {
+        return Ok(None);
+    };
+    let spans = Spans::start(endpoint, &cfg.app_id, &cfg.namespace, clock.clone())?;
+    tracing::info!(endpoint = %endpoint, "exporting a span per delivery attempt over OTLP");
+    Ok(Some(spans))
+}
+
 /// The app's delivery channel as `cfg` describes it; its health probes stop with `stop`.
-fn app_delivery(cfg: &config::Sidecar, stop: &CancellationToken) -> Result<Delivery, Error> {
+fn app_delivery(
+    cfg: &config::Sidecar,
+    stop: &CancellationToken,
+    spans: &Option<Spans>,
+) -> Result<Delivery, Error> {
     Ok(Delivery::new(
         DeliveryConfig {
             app_address: cfg.app_address,
@@ -353,6 +381,7 @@ fn app_delivery(cfg: &config::Sidecar, stop: &CancellationToken) -> Result<Deliv
                 threshold: h.threshold,
             }),
             resiliency: load_policy(cfg)?,
+            spans: spans.clone(),
         },
         stop,
     )?)
@@ -384,6 +413,7 @@ fn actor_runtime(
     cfg: &config::Sidecar,
     delivery: &Delivery,
     clock: Arc<dyn Clock>,
+    spans: &Option<Spans>,
 ) -> Result<ActorRuntime, Error> {
     let app = match (cfg.app_address, cfg.app_protocol) {
         (Some(addr), AppProtocol::Http | AppProtocol::H2c) => Some(delivery::Http::new(
@@ -401,6 +431,7 @@ fn actor_runtime(
         app,
         app_healthy: delivery.health(),
         clock,
+        spans: spans.clone(),
     }))
 }
 

@@ -117,7 +117,9 @@ fn init_tracing(level: &str, json: bool) {
         .with_env_filter(filter)
         .with_ansi(ansi);
     if json {
-        builder.json().init();
+        // One flat object per line: the message and the event's fields at the top, beside
+        // `timestamp`, `level` and `target`, where log shippers look for them.
+        builder.json().flatten_event(true).init();
     } else {
         builder.init();
     }

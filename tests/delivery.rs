@@ -72,6 +72,21 @@ fn trigger_for(
     }
 }
 
+/// Asserts `tp` is `00-<execution id hex>-<16 hex, not all zero>-01`.
+fn assert_traceparent(tp: &str, execution: jobsd::trigger::ExecutionId) {
+    let trace_id = execution.to_string().replace('-', "");
+    let rest = tp
+        .strip_prefix(&format!("00-{trace_id}-"))
+        .unwrap_or_else(|| panic!("{tp:?} is not of trace {trace_id}"));
+    let span = rest.strip_suffix("-01").unwrap_or_else(|| panic!("{tp:?}"));
+    assert!(
+        span.len() == 16
+            && span.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            && span != "0000000000000000",
+        "{tp:?}"
+    );
+}
+
 /// Delivers a trigger of job `name` without data.
 async fn deliver(sink: &Delivery, name: &str) -> TriggerResult {
     sink.deliver(trigger(name, None)).await
@@ -322,9 +337,15 @@ async fn http_bodies_follow_daprd_rules() {
         ),
     ];
     for (name, data, want) in cases {
-        let result = sink.deliver(trigger(name, data)).await;
+        let trigger = trigger(name, data);
+        let execution = trigger.execution_id;
+        let result = sink.deliver(trigger).await;
         assert_eq!(result, TriggerResult::Success, "{name}");
         let seen = app.last();
+        // The one header daprd does not send: the attempt's W3C trace context, with the
+        // execution id as trace id.
+        let tp = seen.header("traceparent").expect("traceparent");
+        assert_traceparent(tp, execution);
         assert_eq!(seen.method, "POST", "{name}");
         assert_eq!(seen.path, format!("/job/{name}"));
         assert_eq!(seen.body, want, "{name}: got {:?}", seen.text());
@@ -589,7 +610,7 @@ async fn http_client_opens_no_more_connections_than_its_bound() {
     let tasks: Vec<_> = (0..40)
         .map(|i| {
             let http = http.clone();
-            tokio::spawn(async move { http.call(&format!("slow-{i}"), None).await })
+            tokio::spawn(async move { http.call(&format!("slow-{i}"), None, None).await })
         })
         .collect();
     app.wait_in_flight(4).await;
@@ -657,6 +678,7 @@ struct SeenEvent {
     rpc: &'static str,
     request: JobEventRequest,
     token: Option<String>,
+    traceparent: Option<String>,
 }
 
 #[derive(Default)]
@@ -687,12 +709,18 @@ impl GrpcApp {
             .get("dapr-api-token")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let traceparent = req
+            .metadata()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let request = req.into_inner();
         let name = request.name.clone();
         self.seen.lock().expect("lock").push(SeenEvent {
             rpc,
             request,
             token,
+            traceparent,
         });
         match name.as_str() {
             "notfound" => Err(tonic::Status::not_found("no such job")),
@@ -795,12 +823,15 @@ async fn grpc_sends_job_event_requests_like_daprd() {
         ("empty-any", Some(prost_types::Any::default()), ""),
     ];
     for (name, data, content_type) in cases {
+        let trigger = trigger(name, data.clone());
+        let execution = trigger.execution_id;
         assert_eq!(
-            sink.deliver(trigger(name, data.clone())).await,
+            sink.deliver(trigger).await,
             TriggerResult::Success,
             "{name}"
         );
         let seen = app.seen().last().cloned().expect("an event");
+        assert_traceparent(seen.traceparent.as_deref().expect("traceparent"), execution);
         assert_eq!(seen.rpc, "OnJobEvent");
         assert_eq!(seen.request.name, name);
         assert_eq!(
@@ -857,6 +888,8 @@ async fn grpc_falls_back_to_alpha_when_the_app_has_no_app_callback() {
     assert_eq!(seen.len(), 4);
     assert!(seen.iter().all(|e| e.rpc == "OnJobEventAlpha1"));
     assert_eq!(seen[0].request.method, "job/a");
+    // The fallback carries the trace context too.
+    assert!(seen.iter().all(|e| e.traceparent.is_some()));
 }
 
 #[tokio::test]

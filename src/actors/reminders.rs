@@ -36,6 +36,9 @@ pub struct NewReminder {
     pub failure_policy: Option<common::JobFailurePolicy>,
     /// Replace an existing reminder of that name (`None` = yes, daprd's default).
     pub overwrite: Option<bool>,
+    /// W3C `traceparent` of the request that registered it (well-formed, or `None`): linked
+    /// from every delivery's span.
+    pub traceparent: Option<String>,
 }
 
 /// A reminder as the scheduler keeps it (daprd's `api.Reminder` read back from a job).
@@ -174,14 +177,22 @@ impl Reminders for SchedulerReminders {
             failure_policy: reminder.failure_policy,
         };
         let metadata = self.metadata(&reminder.actor.actor_type, &reminder.actor.actor_id);
-        self.scheduler
-            .schedule_job(sv1::ScheduleJobRequest {
-                name: reminder.name,
-                job: Some(job),
-                metadata: Some(metadata),
-                overwrite: reminder.overwrite.unwrap_or(true),
-            })
-            .await?;
+        let req = sv1::ScheduleJobRequest {
+            name: reminder.name,
+            job: Some(job),
+            metadata: Some(metadata),
+            overwrite: reminder.overwrite.unwrap_or(true),
+        };
+        match reminder.traceparent {
+            None => self.scheduler.schedule_job(req).await?,
+            traceparent => {
+                let extras = scheduler::JobExtras {
+                    traceparent,
+                    ..Default::default()
+                };
+                self.scheduler.schedule_job_with(req, extras).await?
+            }
+        }
         Ok(())
     }
 

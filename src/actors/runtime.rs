@@ -17,6 +17,8 @@ use super::reminders::{NewReminder, Reminder, ReminderError, Reminders};
 use super::timers::{Fire, NewTimer, Timers};
 use crate::clock::Clock;
 use crate::delivery::{self, Keep};
+use crate::observe::otlp::{Attempt, Kind, Spans};
+use crate::observe::trace::{TRACEPARENT, TraceParent};
 use crate::resiliency::backoff;
 use crate::schedule::period::TimerError;
 use crate::trigger::{Trigger, TriggerResult};
@@ -79,6 +81,8 @@ pub struct RuntimeConfig {
     pub app_healthy: watch::Receiver<bool>,
     /// Time, for idle deactivation and timers.
     pub clock: Arc<dyn Clock>,
+    /// Where each reminder delivery's span goes (`--otlp-endpoint`); `None` = no spans.
+    pub spans: Option<Spans>,
 }
 
 /// The single-host actor runtime. Cheap to clone (one `Arc`).
@@ -97,6 +101,8 @@ struct Inner {
     reminders: OnceLock<Arc<dyn Reminders>>,
     /// Time.
     clock: Arc<dyn Clock>,
+    /// Where reminder deliveries' spans go; `None` = no spans.
+    spans: Option<Spans>,
     /// The types hosted, as the app last said; published so remote mode can register them
     /// on its job streams and the wiring can release staged reminders.
     hosted: watch::Sender<Arc<Hosted>>,
@@ -157,6 +163,7 @@ impl ActorRuntime {
                 app_healthy: cfg.app_healthy,
                 reminders: OnceLock::new(),
                 clock: cfg.clock,
+                spans: cfg.spans,
                 hosted: watch::Sender::new(Arc::new(Hosted::default())),
                 types: watch::Sender::new(Arc::new(Vec::new())),
                 ready: watch::Sender::new(false),
@@ -175,6 +182,7 @@ impl ActorRuntime {
             app: None,
             app_healthy: watch::channel(false).1,
             clock,
+            spans: None,
         });
         runtime.attach_reminders(reminders);
         runtime
@@ -394,29 +402,58 @@ impl ActorRuntime {
         }
         let path = calls::method_path(&actor, &format!("remind/{}", trigger.name));
         let body = calls::remind_body(trigger.data.as_ref());
+        let trace = TraceParent::for_attempt(&trigger.execution_id);
+        let mut headers = json_headers();
+        headers.insert(TRACEPARENT, trace.header_value());
         let _turn = self.turn(&actor).await;
-        match app
-            .send(Method::PUT, path, json_headers(), body, Keep::Status)
-            .await
-        {
-            Ok(answer) if calls::cancels(answer.status, &answer.headers) => TriggerResult::Cancel,
-            Ok(answer) if answer.status == StatusCode::OK => TriggerResult::Success,
+        let started = self.inner.spans.as_ref().map(Spans::begin);
+        let answer = app
+            .send(Method::PUT, path, headers, body, Keep::Status)
+            .await;
+        let (result, error) = match answer {
+            Ok(answer) if calls::cancels(answer.status, &answer.headers) => {
+                (TriggerResult::Cancel, None)
+            }
+            Ok(answer) if answer.status == StatusCode::OK => (TriggerResult::Success, None),
             Ok(answer) => {
                 tracing::debug!(actor = %actor, reminder = %trigger.name, status = %answer.status,
                     "reminder failed");
-                TriggerResult::Failed
+                let status = answer.status.as_u16();
+                (
+                    TriggerResult::Failed,
+                    Some(delivery::Error::HttpStatus(status)),
+                )
             }
             Err(delivery::Error::Transport(e)) => {
                 tracing::warn!(actor = %actor, reminder = %trigger.name, error = %e,
                     "app unreachable; reminders wait for it");
                 self.inner.ready.send_replace(false);
-                TriggerResult::Undeliverable
+                (
+                    TriggerResult::Undeliverable,
+                    Some(delivery::Error::Transport(e)),
+                )
             }
             Err(e) => {
                 tracing::warn!(actor = %actor, reminder = %trigger.name, error = %e, "reminder failed");
-                TriggerResult::Failed
+                (TriggerResult::Failed, Some(e))
             }
+        };
+        if let Some((spans, started)) = self.inner.spans.as_ref().zip(started) {
+            spans.record(Attempt {
+                kind: Kind::Reminder,
+                trigger,
+                trace: &trace,
+                started,
+                outcome: match result {
+                    TriggerResult::Success => "success",
+                    TriggerResult::Cancel => "cancel",
+                    TriggerResult::Failed => "failed",
+                    TriggerResult::Undeliverable => "undeliverable",
+                },
+                error: error.map(|e| e.to_string()),
+            });
         }
+        result
     }
 
     /// Calls a timer's callback in the actor's turn; errors are logged and the timer goes

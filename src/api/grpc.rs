@@ -12,6 +12,7 @@ use super::ApiState;
 use super::actors::grpc as actors;
 use super::error::ApiError;
 use super::http::{API_TOKEN_HEADER, constant_time_eq};
+use crate::observe::trace::{self, TRACEPARENT};
 use crate::proto::runtime::{self as rv1, dapr_server::DaprServer};
 
 /// The `Dapr` service implementation over the shared job operations.
@@ -86,7 +87,11 @@ impl DaprApi {
 
     async fn schedule(&self, request: Request<rv1::ScheduleJobRequest>) -> Result<(), Status> {
         self.authorize(&request)?;
-        Ok(self.state.schedule_job(request.into_inner()).await?)
+        let traceparent = traceparent(&request);
+        Ok(self
+            .state
+            .schedule_job_traced(request.into_inner(), traceparent)
+            .await?)
     }
 
     async fn get(&self, request: Request<rv1::GetJobRequest>) -> Result<rv1::Job, Status> {
@@ -112,6 +117,11 @@ impl DaprApi {
         self.authorize(request)?;
         Ok(self.state.delete_jobs_by_prefix(prefix).await?)
     }
+}
+
+/// The caller's `traceparent` metadata, when well-formed.
+pub(crate) fn traceparent<T>(request: &Request<T>) -> Option<String> {
+    trace::valid(request.metadata().get(TRACEPARENT).map(|v| v.as_bytes()))
 }
 
 #[tonic::async_trait]
@@ -220,7 +230,8 @@ impl rv1::dapr_server::Dapr for DaprApi {
         request: Request<rv1::RegisterActorReminderRequest>,
     ) -> Result<Response<()>, Status> {
         self.authorize(&request)?;
-        actors::register_reminder(&self.state, request.into_inner()).await?;
+        let traceparent = traceparent(&request);
+        actors::register_reminder(&self.state, request.into_inner(), traceparent).await?;
         Ok(Response::new(()))
     }
 

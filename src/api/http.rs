@@ -16,7 +16,7 @@ use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use http::{HeaderValue, Method, StatusCode, Uri};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use tower::ServiceExt;
 
 use super::error::ApiError;
@@ -24,6 +24,7 @@ pub use super::http_parts::API_TOKEN_HEADER;
 use super::http_parts::{Shared, json_response, read_body};
 use super::{ApiState, json};
 use crate::go;
+use crate::observe::trace::{self, TRACEPARENT};
 use crate::proto::{internals::JobHttpRequest, runtime as rv1};
 use crate::scheduler;
 
@@ -155,18 +156,29 @@ fn invalid_utf8_marshal_error() -> scheduler::Error {
     )
 }
 
-/// `POST …/jobs/{name}`: 204 on success.
-async fn schedule_job(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
-    match schedule_job_inner(&state, &uri, body).await {
+/// `POST …/jobs/{name}`: 204 on success. A well-formed `traceparent` is kept with the job.
+async fn schedule_job(
+    State(state): State<Shared>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let traceparent = trace::valid(headers.get(TRACEPARENT).map(HeaderValue::as_bytes));
+    match schedule_job_inner(&state, &uri, body, traceparent).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-async fn schedule_job_inner(state: &ApiState, uri: &Uri, body: Body) -> Result<(), ApiError> {
+async fn schedule_job_inner(
+    state: &ApiState,
+    uri: &Uri,
+    body: Body,
+    traceparent: Option<String>,
+) -> Result<(), ApiError> {
     let bytes = read_body(body, state.body_limit()).await?;
     let req = parse_schedule_request(state, uri, &bytes)?;
-    state.schedule_job(req).await
+    state.schedule_job_traced(req, traceparent).await
 }
 
 /// A create request as daprd reads `POST …/jobs/{name}`: the name from the URL, the body's

@@ -112,8 +112,22 @@ impl ApiState {
     /// `ScheduleJob`: `Job is empty`, `Name is empty`, `Schedule is empty` (by presence, so
     /// an empty string passes), then the Scheduler with the job copied as-is.
     pub async fn schedule_job(&self, req: rv1::ScheduleJobRequest) -> Result<(), ApiError> {
-        self.schedule_job_extras(req, scheduler::JobExtras::default())
-            .await
+        self.schedule_job_traced(req, None).await
+    }
+
+    /// [`ApiState::schedule_job`] keeping the caller's W3C `traceparent` (already checked
+    /// well-formed) beside the job, for its executions' spans to link to. The answer is
+    /// Dapr's either way.
+    pub async fn schedule_job_traced(
+        &self,
+        req: rv1::ScheduleJobRequest,
+        traceparent: Option<String>,
+    ) -> Result<(), ApiError> {
+        let extras = scheduler::JobExtras {
+            traceparent,
+            ..Default::default()
+        };
+        self.schedule_job_extras(req, extras).await
     }
 
     /// [`ApiState::schedule_job`] with jobsd's settings, checked by the caller.

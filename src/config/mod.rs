@@ -142,6 +142,10 @@ pub struct SidecarArgs {
     /// at once, as Dapr does). Dapr's GET and list never show finished jobs.
     #[arg(long, default_value = "24h", value_parser = crate::schedule::duration::parse)]
     pub finished_retention: i64,
+    /// Export a span per delivery attempt to this OTLP/gRPC collector (`http://host:4317`);
+    /// off when absent.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// Print the version and exit (daprd's `--build-info`).
     #[arg(long, action = ArgAction::Version)]
     pub build_info: (),
@@ -237,6 +241,8 @@ pub struct Sidecar {
     pub scheduler_job_streams: usize,
     /// What the embedded scheduler keeps of each job's past.
     pub history: crate::engine::history::Options,
+    /// OTLP/gRPC collector spans are exported to (`--otlp-endpoint`); `None` = no spans.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// A flag or variable that cannot be used.
@@ -269,6 +275,9 @@ pub enum Error {
     /// `--partitions` is 0.
     #[error("parameter partitions must be at least 1")]
     NoPartitions,
+    /// `--otlp-endpoint` is not an `http://host:port` URL.
+    #[error("invalid OTLP endpoint {0:?}: expected http://host:port (OTLP over gRPC, no TLS)")]
+    OtlpEndpoint(String),
     /// `--wait`: daprd's wait-for-outbound-readiness mode, which jobsd does not have.
     #[error("--wait (wait for a sidecar's outbound readiness, then exit) is not implemented")]
     WaitMode,
@@ -399,6 +408,11 @@ impl SidecarArgs {
                     .filter(|&n| n > 0)
                     .map(std::time::Duration::from_nanos),
             },
+            otlp_endpoint: self
+                .otlp_endpoint
+                .as_deref()
+                .map(otlp_endpoint)
+                .transpose()?,
         })
     }
 
@@ -424,6 +438,19 @@ impl SidecarArgs {
             (None, None) => Ok(4 << 20),
         }
     }
+}
+
+/// A `--otlp-endpoint` value: an `http://` URL with a host (jobsd exports OTLP over gRPC
+/// without TLS; an empty value is refused rather than read as "off").
+fn otlp_endpoint(value: &str) -> Result<String, Error> {
+    let value = value.trim();
+    let uri: http::Uri = value
+        .parse()
+        .map_err(|_| Error::OtlpEndpoint(value.to_owned()))?;
+    if uri.scheme() != Some(&http::uri::Scheme::HTTP) || uri.host().is_none_or(str::is_empty) {
+        return Err(Error::OtlpEndpoint(value.to_owned()));
+    }
+    Ok(value.to_owned())
 }
 
 /// The Scheduler addresses of a `--scheduler-host-address` value: comma-separated, each entry
@@ -480,6 +507,28 @@ mod tests {
         assert_eq!(s.data_dir, PathBuf::from("./data"));
         assert_eq!(s.app_max_concurrency, DEFAULT_MAX_IN_FLIGHT);
         assert_eq!(s.health_check, None);
+    }
+
+    #[test]
+    fn otlp_endpoint_is_off_by_default_and_checked() {
+        let off = parse(&["--app-id", "a"]).validate(Env::default()).unwrap();
+        assert_eq!(off.otlp_endpoint, None);
+        let on = parse(&["--app-id", "a", "--otlp-endpoint", "http://127.0.0.1:4317"])
+            .validate(Env::default())
+            .unwrap();
+        assert_eq!(on.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4317"));
+        for bad in [
+            "",
+            "127.0.0.1:4317",
+            "https://collector:4317",
+            "http://",
+            "not a url",
+        ] {
+            let err = parse(&["--app-id", "a", "--otlp-endpoint", bad])
+                .validate(Env::default())
+                .unwrap_err();
+            assert!(matches!(err, Error::OtlpEndpoint(_)), "{bad:?}: {err}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Status};
 
 use super::{Ack, Error};
+use crate::observe::trace::{TRACEPARENT, TraceParent};
 use crate::proto::common::{HttpExtension, http_extension::Verb};
 use crate::proto::runtime::JobEventRequest;
 use crate::proto::runtime::app_callback_alpha_client::AppCallbackAlphaClient;
@@ -69,8 +70,14 @@ impl Grpc {
     }
 
     /// Sends one job to the app: OK → accepted, `NotFound` → [`Ack::NotFound`], any other
-    /// status (including `Unimplemented` from both rpcs) → an error.
-    pub async fn call(&self, name: &str, data: Option<&prost_types::Any>) -> Result<Ack, Error> {
+    /// status (including `Unimplemented` from both rpcs) → an error. `trace` goes out as the
+    /// `traceparent` metadata.
+    pub async fn call(
+        &self,
+        name: &str,
+        data: Option<&prost_types::Any>,
+        trace: Option<&TraceParent>,
+    ) -> Result<Ack, Error> {
         let req = JobEventRequest {
             name: name.to_owned(),
             data: data.cloned(),
@@ -84,8 +91,11 @@ impl Grpc {
         // Always the stable rpc first, as daprd does: SDKs answer `Unimplemented` per job
         // name (no handler), not only per service, so remembering it would route other jobs
         // to the deprecated rpc.
-        let result = match self.stable(req.clone()).await {
-            Err(s) if s.code() == Code::Unimplemented => self.alpha(req).await,
+        // Hex digits and dashes: always valid ASCII metadata.
+        let trace = trace.and_then(|t| AsciiMetadataValue::try_from(&t.encode()[..]).ok());
+        let trace = trace.as_ref();
+        let result = match self.stable(req.clone(), trace).await {
+            Err(s) if s.code() == Code::Unimplemented => self.alpha(req, trace).await,
             other => other,
         };
         match result {
@@ -107,29 +117,41 @@ impl Grpc {
             .map_err(|s| status_error(&s))
     }
 
-    async fn stable(&self, req: JobEventRequest) -> Result<(), Status> {
+    async fn stable(
+        &self,
+        req: JobEventRequest,
+        trace: Option<&AsciiMetadataValue>,
+    ) -> Result<(), Status> {
         AppCallbackClient::new(self.channel.clone())
             .max_decoding_message_size(self.max_message)
             .max_encoding_message_size(self.max_message)
-            .on_job_event(self.request(req))
+            .on_job_event(self.request(req, trace))
             .await
             .map(|_| ())
     }
 
-    async fn alpha(&self, req: JobEventRequest) -> Result<(), Status> {
+    async fn alpha(
+        &self,
+        req: JobEventRequest,
+        trace: Option<&AsciiMetadataValue>,
+    ) -> Result<(), Status> {
         AppCallbackAlphaClient::new(self.channel.clone())
             .max_decoding_message_size(self.max_message)
             .max_encoding_message_size(self.max_message)
-            .on_job_event_alpha1(self.request(req))
+            .on_job_event_alpha1(self.request(req, trace))
             .await
             .map(|_| ())
     }
 
-    fn request<T>(&self, message: T) -> Request<T> {
+    fn request<T>(&self, message: T, trace: Option<&AsciiMetadataValue>) -> Request<T> {
         let mut req = Request::new(message);
         if let Some(token) = &self.token {
             req.metadata_mut()
                 .insert(MetadataKey::from_static(API_TOKEN_KEY), token.clone());
+        }
+        if let Some(trace) = trace {
+            req.metadata_mut()
+                .insert(MetadataKey::from_static(TRACEPARENT), trace.clone());
         }
         req
     }

@@ -13,9 +13,13 @@ use http_body_util::Full;
 use super::body::http_body;
 use super::conns::{Answer, Conns, Keep, ReqBody};
 use super::{Ack, Error};
+use crate::observe::trace::{TRACEPARENT, TraceParent};
 
 /// Header carrying `APP_API_TOKEN` to the app.
 const API_TOKEN_HEADER: HeaderName = HeaderName::from_static("dapr-api-token");
+
+/// Header carrying the attempt's W3C trace context to the app.
+pub(crate) const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static(TRACEPARENT);
 
 /// Connections open to the app at once when its concurrency is unlimited.
 const DEFAULT_MAX_CONNECTIONS: usize = 64;
@@ -89,14 +93,22 @@ impl Http {
     }
 
     /// Sends one job to the app: 2xx → accepted, 404 → [`Ack::NotFound`], any other status
-    /// or a transport failure → an error.
-    pub async fn call(&self, name: &str, data: Option<&prost_types::Any>) -> Result<Ack, Error> {
+    /// or a transport failure → an error. `trace` goes out as the `traceparent` header.
+    pub async fn call(
+        &self,
+        name: &str,
+        data: Option<&prost_types::Any>,
+        trace: Option<&TraceParent>,
+    ) -> Result<Ack, Error> {
         let body = http_body(data)?;
         let mut req = self.request(Method::POST, job_path(name), body)?;
         let headers = req.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(token) = &self.token {
             headers.insert(API_TOKEN_HEADER, token.clone());
+        }
+        if let Some(trace) = trace {
+            headers.insert(TRACEPARENT_HEADER, trace.header_value());
         }
         let status = self
             .conns
@@ -187,7 +199,7 @@ impl Http {
         *req.method_mut() = method;
         *req.uri_mut() = self.uri(path)?;
         let headers = req.headers_mut();
-        headers.reserve(6);
+        headers.reserve(7);
         if !self.conns.is_h2() {
             headers.insert(HOST, self.host.clone());
         }

@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::observe::otlp::{Attempt, Kind, Spans};
+use crate::observe::trace::TraceParent;
 use crate::proto::scheduler::job_target_metadata::Type as Target;
 use crate::resiliency::{Failure, Policy, PolicyError};
 use crate::trigger::{Report, Sink, Trigger, TriggerResult, keys};
@@ -62,10 +64,13 @@ pub struct DeliveryConfig {
     /// Timeout, retries and circuit breaker around each delivery (a jobsd extension: daprd
     /// applies no resiliency policy to jobs); `None` = one plain attempt, as in daprd.
     pub resiliency: Option<Arc<Policy>>,
+    /// Where each attempt's span goes (`--otlp-endpoint`); `None` = no spans are built.
+    pub spans: Option<Spans>,
 }
 
 impl Default for DeliveryConfig {
-    /// No app, HTTP, no token, unlimited concurrency, 4 MiB, no health checks, no resiliency.
+    /// No app, HTTP, no token, unlimited concurrency, 4 MiB, no health checks, no resiliency,
+    /// no spans.
     fn default() -> Self {
         Self {
             app_address: None,
@@ -75,6 +80,7 @@ impl Default for DeliveryConfig {
             max_body_size: 4 << 20,
             health: None,
             resiliency: None,
+            spans: None,
         }
     }
 }
@@ -208,6 +214,8 @@ pub struct Delivery {
     counters: Counters,
     /// Timeout, retries and breaker around each delivery; `None` = one attempt.
     resiliency: Option<Arc<Policy>>,
+    /// Where each attempt's span goes; `None` = no spans.
+    spans: Option<Spans>,
     /// Stops the probe loop when the delivery is dropped.
     _stop_probes: DropGuard,
 }
@@ -275,6 +283,7 @@ impl Delivery {
             _health_tx: health_tx,
             counters: Counters::default(),
             resiliency: config.resiliency,
+            spans: config.spans,
             _stop_probes: probes.drop_guard(),
         })
     }
@@ -296,8 +305,15 @@ impl Delivery {
     }
 
     /// One call to the app for `trigger`, within the concurrency bound and without the
-    /// health gate: the unit a resiliency policy retries.
+    /// health gate: the unit a resiliency policy retries. It carries a `traceparent` of its
+    /// own.
     pub async fn call_once(&self, trigger: &Trigger) -> Result<Ack, Error> {
+        self.send(trigger, &TraceParent::for_attempt(&trigger.execution_id))
+            .await
+    }
+
+    /// [`Delivery::call_once`] carrying `trace`.
+    async fn send(&self, trigger: &Trigger, trace: &TraceParent) -> Result<Ack, Error> {
         let channel = self.channel.as_ref().ok_or(Error::NoApp)?;
         let _permit = match &self.limit {
             // The semaphore is never closed; should that change, calling unbounded is the
@@ -307,8 +323,8 @@ impl Delivery {
         };
         let data = trigger.data.as_ref();
         match channel {
-            Channel::Http(http) => http.call(&trigger.name, data).await,
-            Channel::Grpc(grpc) => grpc.call(&trigger.name, data).await,
+            Channel::Http(http) => http.call(&trigger.name, data, Some(trace)).await,
+            Channel::Grpc(grpc) => grpc.call(&trigger.name, data, Some(trace)).await,
         }
     }
 
@@ -320,14 +336,21 @@ impl Delivery {
     /// Calls the app for `trigger` under the resiliency policy, if there is one: every
     /// attempt is a [`Delivery::call_once`].
     pub async fn call(&self, trigger: &Trigger) -> Result<Ack, Error> {
+        self.call_traced(trigger, &TraceParent::for_attempt(&trigger.execution_id))
+            .await
+    }
+
+    /// [`Delivery::call`] with every call carrying `trace`: the policy's retries are calls
+    /// within one attempt of the execution, so they share its span.
+    async fn call_traced(&self, trigger: &Trigger, trace: &TraceParent) -> Result<Ack, Error> {
         let Some(policy) = &self.resiliency else {
-            return self.call_once(trigger).await;
+            return self.send(trigger, trace).await;
         };
         // The policy sees only what it matches on; keep the last error itself for the caller.
         let last = Mutex::new(None);
         let result = policy
             .execute(|| async {
-                self.call_once(trigger).await.map_err(|e| {
+                self.send(trigger, trace).await.map_err(|e| {
                     let failure = Failure::from(&e);
                     *last.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
                     failure
@@ -371,7 +394,25 @@ impl Delivery {
         if !self.app_deliverable() {
             return TriggerResult::Undeliverable.into();
         }
-        match self.call(trigger).await {
+        let trace = TraceParent::for_attempt(&trigger.execution_id);
+        let started = self.spans.as_ref().map(Spans::begin);
+        let result = self.call_traced(trigger, &trace).await;
+        if let Some((spans, started)) = self.spans.as_ref().zip(started) {
+            let (outcome, error) = match &result {
+                Ok(Ack::Accepted) => ("success", None),
+                Ok(Ack::NotFound) => ("not_found", None),
+                Err(e) => ("failed", Some(e.to_string())),
+            };
+            spans.record(Attempt {
+                kind: Kind::Job,
+                trigger,
+                trace: &trace,
+                started,
+                outcome,
+                error,
+            });
+        }
+        match result {
             Ok(Ack::Accepted) => {
                 self.counters.accepted.fetch_add(1, Ordering::Relaxed);
                 TriggerResult::Success.into()

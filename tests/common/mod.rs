@@ -92,6 +92,7 @@ pub fn sidecar_config(
         scheduler_hosts: scheduler_hosts.to_vec(),
         scheduler_job_streams: 3,
         history: jobsd::engine::history::Options::default(),
+        otlp_endpoint: None,
     }
 }
 

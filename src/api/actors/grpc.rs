@@ -55,6 +55,7 @@ fn shown_ttl(ttl: Option<&str>) -> Option<String> {
 pub async fn register_reminder(
     state: &ApiState,
     req: rv1::RegisterActorReminderRequest,
+    traceparent: Option<String>,
 ) -> Result<(), ApiError> {
     state
         .register_reminder(NewReminder {
@@ -66,6 +67,7 @@ pub async fn register_reminder(
             data: data_of(&req.data),
             failure_policy: req.failure_policy,
             overwrite: req.overwrite,
+            traceparent,
         })
         .await
 }

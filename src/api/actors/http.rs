@@ -14,6 +14,7 @@ use crate::actors::reminders::data_from_json;
 use crate::actors::{ActorRef, MethodCall, NewReminder, NewTimer};
 use crate::api::http_parts::{API_TOKEN_HEADER, Shared, json_response, read_body};
 use crate::api::{ApiError, ApiState};
+use crate::observe::trace::{self, TRACEPARENT};
 
 /// The actor routes, to merge into the API router.
 pub fn routes() -> Router<Shared> {
@@ -62,8 +63,10 @@ async fn actor_body(state: &ApiState, body: Body) -> Result<body::ActorBody, Api
 async fn register_reminder(
     State(state): State<Shared>,
     Path((actor_type, actor_id, name)): Named,
+    headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let traceparent = trace::valid(headers.get(TRACEPARENT).map(|v| v.as_bytes()));
     respond(
         async {
             let b = actor_body(&state, body).await?;
@@ -77,6 +80,7 @@ async fn register_reminder(
                     data: b.data.as_deref().and_then(data_from_json),
                     failure_policy: b.failure_policy,
                     overwrite: b.overwrite,
+                    traceparent,
                 })
                 .await?;
             Ok(StatusCode::NO_CONTENT.into_response())

@@ -15,12 +15,13 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use http::{StatusCode, Uri};
+use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 
 use super::{bad_request, json};
 use crate::api::http::{parse_schedule_request, query_params};
 use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::{ApiError, ApiState};
+use crate::observe::trace::{self, TRACEPARENT};
 use crate::scheduler::{JobExtras, JobState, ListFilter};
 
 /// Runs answered when `limit` is not given.
@@ -50,7 +51,8 @@ struct Labels {
     labels: Option<BTreeMap<String, String>>,
 }
 
-async fn create(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
+async fn create(State(state): State<Shared>, uri: Uri, headers: HeaderMap, body: Body) -> Response {
+    let traceparent = trace::valid(headers.get(TRACEPARENT).map(HeaderValue::as_bytes));
     respond(
         async {
             let bytes = read_body(body, state.body_limit()).await?;
@@ -63,7 +65,7 @@ async fn create(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
             };
             let extras = JobExtras {
                 labels: labels.labels.unwrap_or_default(),
-                traceparent: None,
+                traceparent,
             };
             state.schedule_job_with(req, extras).await?;
             Ok(StatusCode::NO_CONTENT.into_response())

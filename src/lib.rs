@@ -16,6 +16,7 @@
 //! | [`replica`] | the `jobsd scheduler` role: Scheduler gRPC service, WatchJobs stream pool, etcd cluster membership and partitions, wiring |
 //! | [`trigger`] | the contract between firing and delivering: `Trigger`, `TriggerResult`, `Sink`, and every composed key |
 //! | [`delivery`] | what we call on the app: `POST /job/<name>` or `OnJobEvent`, health gating, concurrency |
+//! | [`observe`] | what jobsd shows of itself: Prometheus metrics (daprd's and the Dapr Scheduler's names, jobsd's own) and the `/metrics` server |
 //! | [`resiliency`] | Dapr `Resiliency` resources: timeouts, retries, circuit breakers (CEL trip) around delivery |
 //! | [`store`] | durable records behind one trait: redb with a WAL (embedded), etcd (cluster), memory (tests) |
 //! | [`schedule`] | pure: cron, Go durations, ISO-8601, RFC 3339, names, job validation, failure policies, the trigger plan |
@@ -32,6 +33,7 @@ pub mod config;
 pub mod delivery;
 pub mod engine;
 pub mod go;
+pub mod observe;
 pub mod proto;
 pub mod replica;
 pub mod resiliency;

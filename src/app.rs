@@ -17,7 +17,8 @@ use crate::api::{self, ApiState};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, AppProtocol};
 use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
-use crate::engine::Engine;
+use crate::engine::{self, Engine};
+use crate::observe::{self, LoopSample, Metrics};
 use crate::resiliency::{self, Resiliency};
 use crate::scheduler::{Connections, Remote, RemoteConfig, Scheduler};
 use crate::store::{self, Store};
@@ -29,6 +30,17 @@ pub enum Error {
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The metrics server's address could not be bound.
+    #[error(
+        "cannot serve metrics on {addr} (--metrics-listen-address, --metrics-port; \
+         --enable-metrics=false turns them off): {source}"
+    )]
+    MetricsBind {
         /// The address.
         addr: SocketAddr,
         /// What the OS said.
@@ -57,6 +69,8 @@ pub struct Sidecar {
     pub http_addrs: Vec<SocketAddr>,
     /// Where the gRPC API listens.
     pub grpc_addrs: Vec<SocketAddr>,
+    /// Where the metrics server listens; `None` with `--enable-metrics=false`.
+    pub metrics_addr: Option<SocketAddr>,
     /// Cancelled to stop every server.
     shutdown: CancellationToken,
     /// The server tasks.
@@ -97,8 +111,10 @@ impl Sidecar {
         if !cfg.scheduler_hosts.is_empty() {
             return Self::start_remote(cfg, Arc::new(SystemClock)).await;
         }
-        let store: Arc<dyn Store> = Arc::new(store::Redb::open(&cfg.data_dir)?);
-        Self::start_with(cfg, store, Arc::new(SystemClock)).await
+        let metrics = metrics_of(&cfg);
+        let redb = store::Redb::open(&cfg.data_dir)?;
+        redb.observe(metrics.store());
+        Self::start_embedded(cfg, Arc::new(redb), Arc::new(SystemClock), metrics).await
     }
 
     /// Starts serving over a given store and clock (tests use a memory store or a manual
@@ -111,12 +127,34 @@ impl Sidecar {
         if !cfg.scheduler_hosts.is_empty() {
             return Self::start_remote(cfg, clock).await;
         }
+        let metrics = metrics_of(&cfg);
+        Self::start_embedded(cfg, store, clock, metrics).await
+    }
+
+    /// The embedded sidecar over `store`, recording into `metrics`.
+    async fn start_embedded(
+        cfg: config::Sidecar,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        metrics: Metrics,
+    ) -> Result<Sidecar, Error> {
+        // Bound first: a port in use fails before the store is loaded and triggers fire.
+        let metrics_listener = bind_metrics(cfg.metrics).await?;
         let engine_stop = CancellationToken::new();
-        let delivery = Arc::new(app_delivery(&cfg, &engine_stop)?);
+        let delivery = Arc::new(app_delivery(&cfg, &engine_stop, &metrics)?);
         let actors = actor_runtime(&cfg, &delivery, clock.clone())?;
         let sink = Arc::new(Targets::new(delivery.clone(), actors.clone()));
-        let (engine, engine_task) =
-            Engine::start(store.clone(), clock, sink, engine_stop.clone()).await?;
+        let (engine, engine_task) = Engine::start_with(
+            store.clone(),
+            clock.clone(),
+            sink,
+            engine_stop.clone(),
+            engine::Options {
+                metrics: metrics.engine(),
+            },
+        )
+        .await?;
+        sample_engine(&metrics, &engine, clock);
         actors.attach_reminders(Arc::new(SchedulerReminders::new(
             Arc::new(engine.clone()),
             &cfg.app_id,
@@ -137,7 +175,7 @@ impl Sidecar {
             engine_task,
             engine,
         };
-        Self::serve(&cfg, state, backend).await
+        Self::serve(&cfg, state, backend, (metrics_listener, metrics)).await
     }
 
     /// Starts serving in front of the Scheduler replicas of `cfg.scheduler_hosts`: calls are
@@ -147,8 +185,10 @@ impl Sidecar {
         cfg: config::Sidecar,
         clock: Arc<dyn Clock>,
     ) -> Result<Sidecar, Error> {
+        let metrics = metrics_of(&cfg);
+        let metrics_listener = bind_metrics(cfg.metrics).await?;
         let delivery_stop = CancellationToken::new();
-        let delivery = Arc::new(app_delivery(&cfg, &delivery_stop)?);
+        let delivery = Arc::new(app_delivery(&cfg, &delivery_stop, &metrics)?);
         if cfg.app_address.is_none() {
             // daprd holds streams without an app and fails every trigger; staying away lets
             // the Scheduler keep them staged for a sidecar that has one.
@@ -185,17 +225,20 @@ impl Sidecar {
             connections,
             delivery_stop,
         };
-        Self::serve(&cfg, state, backend).await
+        Self::serve(&cfg, state, backend, (metrics_listener, metrics)).await
     }
 
-    /// Binds and serves the HTTP and gRPC APIs over `state`.
+    /// Binds and serves the HTTP and gRPC APIs over `state`, and the metrics on their bound
+    /// listener (if any).
     async fn serve(
         cfg: &config::Sidecar,
         state: ApiState,
         backend: Backend,
+        (metrics_listener, metrics): (Option<TcpListener>, Metrics),
     ) -> Result<Sidecar, Error> {
         let shutdown = CancellationToken::new();
         let mut servers = JoinSet::new();
+        let metrics_addr = serve_metrics(metrics_listener, metrics, &shutdown, &mut servers);
 
         let mut http_addrs = Vec::new();
         for addr in &cfg.http_addrs {
@@ -246,6 +289,7 @@ impl Sidecar {
                 namespace = %cfg.namespace,
                 http = ?http_addrs,
                 grpc = ?grpc_addrs,
+                metrics = ?metrics_addr,
                 data_dir = %cfg.data_dir.display(),
                 "jobsd sidecar ready (embedded scheduler)"
             ),
@@ -254,6 +298,7 @@ impl Sidecar {
                 namespace = %cfg.namespace,
                 http = ?http_addrs,
                 grpc = ?grpc_addrs,
+                metrics = ?metrics_addr,
                 scheduler = ?cfg.scheduler_hosts,
                 "jobsd sidecar ready (remote scheduler)"
             ),
@@ -261,6 +306,7 @@ impl Sidecar {
         Ok(Sidecar {
             http_addrs,
             grpc_addrs,
+            metrics_addr,
             shutdown,
             servers,
             backend,
@@ -332,8 +378,75 @@ impl Sidecar {
     }
 }
 
+/// The sidecar's metrics: daprd's job metrics, and the engine's and store's with the
+/// embedded scheduler; disabled with `--enable-metrics=false`.
+fn metrics_of(cfg: &config::Sidecar) -> Metrics {
+    match cfg.metrics {
+        Some(_) => Metrics::sidecar(&cfg.app_id, &cfg.namespace, cfg.scheduler_hosts.is_empty()),
+        None => Metrics::disabled(),
+    }
+}
+
+/// Binds the metrics server's address, if metrics are on.
+pub(crate) async fn bind_metrics(addr: Option<SocketAddr>) -> Result<Option<TcpListener>, Error> {
+    match addr {
+        Some(addr) => TcpListener::bind(addr)
+            .await
+            .map(Some)
+            .map_err(|source| Error::MetricsBind { addr, source }),
+        None => Ok(None),
+    }
+}
+
+/// Serves `metrics` on `listener` (if bound) among `servers`, until `shutdown`; gives the
+/// bound address.
+pub(crate) fn serve_metrics(
+    listener: Option<TcpListener>,
+    metrics: Metrics,
+    shutdown: &CancellationToken,
+    servers: &mut JoinSet<Result<(), Error>>,
+) -> Option<SocketAddr> {
+    let listener = listener?;
+    let addr = listener.local_addr().ok();
+    let stop = shutdown.clone();
+    servers.spawn(async move {
+        observe::metrics::server::serve(listener, metrics, stop)
+            .await
+            .map_err(|e| Error::Serve(format!("metrics: {e}")))
+    });
+    addr
+}
+
+/// Samples the trigger loop's state into `metrics` before every scrape.
+pub(crate) fn sample_engine(metrics: &Metrics, engine: &Engine, clock: Arc<dyn Clock>) {
+    let gauges = metrics.engine();
+    let engine = engine.clone();
+    metrics.on_scrape(Arc::new(move || {
+        let (engine, gauges, clock) = (engine.clone(), gauges.clone(), clock.clone());
+        Box::pin(async move {
+            let Some(s) = engine.sync().await else {
+                return;
+            };
+            let overdue = s
+                .next_due
+                .and_then(|due| (clock.now() - due).to_std().ok())
+                .unwrap_or_default();
+            gauges.sample(LoopSample {
+                jobs: s.jobs,
+                staged: s.staged,
+                queued: s.queued,
+                overdue,
+            });
+        })
+    }));
+}
+
 /// The app's delivery channel as `cfg` describes it; its health probes stop with `stop`.
-fn app_delivery(cfg: &config::Sidecar, stop: &CancellationToken) -> Result<Delivery, Error> {
+fn app_delivery(
+    cfg: &config::Sidecar,
+    stop: &CancellationToken,
+    metrics: &Metrics,
+) -> Result<Delivery, Error> {
     Ok(Delivery::new(
         DeliveryConfig {
             app_address: cfg.app_address,
@@ -352,6 +465,7 @@ fn app_delivery(cfg: &config::Sidecar, stop: &CancellationToken) -> Result<Deliv
                 threshold: h.threshold,
             }),
             resiliency: load_policy(cfg)?,
+            metrics: metrics.delivery(),
         },
         stop,
     )?)

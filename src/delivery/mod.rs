@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::observe::DeliveryMetrics;
 use crate::proto::scheduler::job_target_metadata::Type as Target;
 use crate::resiliency::{Failure, Policy, PolicyError};
 use crate::trigger::{Sink, Trigger, TriggerResult, keys};
@@ -62,10 +63,13 @@ pub struct DeliveryConfig {
     /// Timeout, retries and circuit breaker around each delivery (a jobsd extension: daprd
     /// applies no resiliency policy to jobs); `None` = one plain attempt, as in daprd.
     pub resiliency: Option<Arc<Policy>>,
+    /// daprd's job metrics, recorded per call the app answers; disabled by default.
+    pub metrics: DeliveryMetrics,
 }
 
 impl Default for DeliveryConfig {
-    /// No app, HTTP, no token, unlimited concurrency, 4 MiB, no health checks, no resiliency.
+    /// No app, HTTP, no token, unlimited concurrency, 4 MiB, no health checks, no
+    /// resiliency, no metrics.
     fn default() -> Self {
         Self {
             app_address: None,
@@ -75,6 +79,7 @@ impl Default for DeliveryConfig {
             max_body_size: 4 << 20,
             health: None,
             resiliency: None,
+            metrics: DeliveryMetrics::default(),
         }
     }
 }
@@ -208,6 +213,8 @@ pub struct Delivery {
     counters: Counters,
     /// Timeout, retries and breaker around each delivery; `None` = one attempt.
     resiliency: Option<Arc<Policy>>,
+    /// daprd's job metrics.
+    metrics: DeliveryMetrics,
     /// Stops the probe loop when the delivery is dropped.
     _stop_probes: DropGuard,
 }
@@ -275,6 +282,7 @@ impl Delivery {
             _health_tx: health_tx,
             counters: Counters::default(),
             resiliency: config.resiliency,
+            metrics: config.metrics,
             _stop_probes: probes.drop_guard(),
         })
     }
@@ -305,11 +313,23 @@ impl Delivery {
             Some(limit) => limit.acquire().await.ok(),
             None => None,
         };
+        let call = self.metrics.call();
         let data = trigger.data.as_ref();
-        match channel {
+        let result = match channel {
             Channel::Http(http) => http.call(&trigger.name, data).await,
             Channel::Grpc(grpc) => grpc.call(&trigger.name, data).await,
+        };
+        // Counted as daprd counts: the calls the app answered. An HTTP call that never got
+        // an answer is daprd's channel error, counted nowhere; a gRPC app's channel turns
+        // every status into an answer.
+        match &result {
+            Ok(Ack::Accepted) => call.answered(true),
+            Ok(Ack::NotFound) | Err(Error::HttpStatus(_) | Error::GrpcStatus { .. }) => {
+                call.answered(false)
+            }
+            Err(_) => {}
         }
+        result
     }
 
     /// Whether the app can take triggers now.

@@ -20,6 +20,7 @@ pub use runner::Stats;
 use runner::{Command, Runner};
 
 use crate::clock::Clock;
+use crate::observe::EngineMetrics;
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule;
@@ -40,6 +41,14 @@ impl JobExtras {
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty() && self.traceparent.is_none()
     }
+}
+
+/// How an engine runs, beyond its store, clock and sink; the default is what tests and tools
+/// need.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// What the engine and its trigger loop record (disabled by default).
+    pub metrics: EngineMetrics,
 }
 
 /// The scheduling engine over one store.
@@ -65,12 +74,14 @@ struct Inner {
     locks: Box<[Mutex<()>]>,
     /// Hashes keys to lock shards.
     hasher: RandomState,
+    /// Jobs created and deleted through this engine.
+    metrics: EngineMetrics,
 }
 
 impl Engine {
     /// An engine that stores jobs but never fires them (nothing is loaded or triggered).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        Self::with_loop(store, clock, None, false)
+        Self::with_loop(store, clock, None, false, Options::default())
     }
 
     /// Loads every stored job, then fires jobs into `sink` until `stop` is cancelled. The
@@ -82,12 +93,27 @@ impl Engine {
         sink: Arc<dyn Sink>,
         stop: CancellationToken,
     ) -> Result<(Engine, JoinHandle<()>), store::Error> {
+        Self::start_with(store, clock, sink, stop, Options::default()).await
+    }
+
+    /// [`Engine::start`] with `options`.
+    pub async fn start_with(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        sink: Arc<dyn Sink>,
+        stop: CancellationToken,
+        options: Options,
+    ) -> Result<(Engine, JoinHandle<()>), store::Error> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx);
+        runner.observe(options.metrics.clone());
         let loaded = runner.load().await?;
         tracing::info!(jobs = loaded, "jobs restored");
         let task = tokio::spawn(runner.run(stop));
-        Ok((Self::with_loop(store, clock, Some(tx), false), task))
+        Ok((
+            Self::with_loop(store, clock, Some(tx), false, options),
+            task,
+        ))
     }
 
     /// Fires jobs into `sink` until `stop` is cancelled, but tracks only what it is handed:
@@ -102,10 +128,22 @@ impl Engine {
         sink: Arc<dyn Sink>,
         stop: CancellationToken,
     ) -> (Engine, JoinHandle<()>) {
+        Self::follow_with(store, clock, sink, stop, Options::default())
+    }
+
+    /// [`Engine::follow`] with `options`.
+    pub fn follow_with(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        sink: Arc<dyn Sink>,
+        stop: CancellationToken,
+        options: Options,
+    ) -> (Engine, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx);
+        let mut runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx);
+        runner.observe(options.metrics.clone());
         let task = tokio::spawn(runner.run(stop));
-        (Self::with_loop(store, clock, Some(tx), true), task)
+        (Self::with_loop(store, clock, Some(tx), true, options), task)
     }
 
     fn with_loop(
@@ -113,6 +151,7 @@ impl Engine {
         clock: Arc<dyn Clock>,
         loop_tx: Option<mpsc::UnboundedSender<Command>>,
         following: bool,
+        options: Options,
     ) -> Self {
         Engine {
             inner: Arc::new(Inner {
@@ -122,6 +161,7 @@ impl Engine {
                 following,
                 locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
                 hasher: RandomState::new(),
+                metrics: options.metrics,
             }),
         }
     }
@@ -243,6 +283,7 @@ impl Engine {
         match results.first() {
             Some(OpResult::AlreadyExists) => Err(Error::AlreadyExists(key)),
             _ => {
+                self.inner.metrics.created();
                 self.notify(Command::Upsert {
                     key: key.into(),
                     job: Box::new(stored),
@@ -270,7 +311,8 @@ impl Engine {
         let metadata = keys::check_metadata(req.metadata.as_ref())?;
         let key = keys::job_key(metadata, &req.name)?;
         let _guard = self.lock(&key).await;
-        self.write(vec![Op::DeleteJob { key: key.clone() }]).await?;
+        let results = self.write(vec![Op::DeleteJob { key: key.clone() }]).await?;
+        self.count_deleted(&results);
         self.notify(Command::Remove(key.into()));
         Ok(())
     }
@@ -330,12 +372,23 @@ impl Engine {
         // Rare and wide: it waits for every in-progress write so the loop's view stays in
         // commit order for all the keys it covers.
         let _guards = self.lock_all().await;
-        self.write(vec![Op::DeletePrefix {
-            prefix: prefix.clone(),
-        }])
-        .await?;
+        let results = self
+            .write(vec![Op::DeletePrefix {
+                prefix: prefix.clone(),
+            }])
+            .await?;
+        self.count_deleted(&results);
         self.notify(Command::RemovePrefix(prefix));
         Ok(())
+    }
+
+    /// Counts the jobs a delete removed.
+    fn count_deleted(&self, results: &[OpResult]) {
+        for r in results {
+            if let OpResult::Deleted(n) = r {
+                self.inner.metrics.deleted(*n);
+            }
+        }
     }
 
     async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::convert;
 use super::queue::{Entry, Jobs, State};
 use crate::clock::Clock;
+use crate::observe::{EngineMetrics, Skip};
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Outcome, Plan};
@@ -87,6 +88,8 @@ pub struct Stats {
     pub jobs: usize,
     /// Jobs waiting for their target to become deliverable.
     pub staged: usize,
+    /// Jobs waiting in the time queue (due or not).
+    pub queued: usize,
     /// Triggers out at the sink plus result batches being written.
     pub outstanding: usize,
     /// The earliest queued fire time.
@@ -147,6 +150,7 @@ impl Runner {
         let outlet = Arc::new(Outlet {
             sink: sink.clone(),
             tx: tx.clone(),
+            metrics: EngineMetrics::default(),
         });
         Runner {
             jobs: Jobs::default(),
@@ -164,6 +168,15 @@ impl Runner {
             owners: Owners::default(),
             disowning: Vec::new(),
         }
+    }
+
+    /// Records what the loop does into `metrics` (before it runs).
+    pub fn observe(&mut self, metrics: EngineMetrics) {
+        self.outlet = Arc::new(Outlet {
+            sink: self.sink.clone(),
+            tx: self.tx.clone(),
+            metrics,
+        });
     }
 
     /// Loads every stored job with its counter. Jobs that can never fire again are deleted,
@@ -207,6 +220,7 @@ impl Runner {
             let at = plan.fire_time(&counter);
             if at.is_none() {
                 self.jobs.remove(&key);
+                self.outlet.metrics.skipped(Skip::Expired);
                 finished.push(Op::FinishJob {
                     key: key.to_string(),
                     generation,
@@ -308,6 +322,7 @@ impl Runner {
                 if at.is_none() {
                     // Nothing to fire, ever (e.g. a ttl already past): Dapr deletes such jobs.
                     self.jobs.remove(&key);
+                    self.outlet.metrics.skipped(Skip::Expired);
                     self.push_result(Persisted {
                         key,
                         generation,
@@ -348,6 +363,7 @@ impl Runner {
                 let _ = reply.send(Stats {
                     jobs: self.jobs.len(),
                     staged: self.jobs.staged(),
+                    queued: self.jobs.queued(),
                     outstanding: self.in_sink
                         + usize::from(self.writing)
                         + usize::from(!self.pending.is_empty()),
@@ -543,8 +559,10 @@ impl Runner {
             let generation = entry.generation;
             let outlet = self.outlet.clone();
             self.in_sink += 1;
+            let fired = outlet.metrics.fired(now - at);
             tokio::spawn(async move {
                 let result = outlet.sink.deliver(trigger).await;
+                outlet.metrics.answered(fired, result);
                 let _ = outlet.tx.send(Command::Done {
                     key,
                     generation,
@@ -630,6 +648,8 @@ impl Runner {
 struct Outlet {
     sink: Arc<dyn Sink>,
     tx: mpsc::UnboundedSender<Command>,
+    /// Lateness and outcome of every trigger.
+    metrics: EngineMetrics,
 }
 
 /// One shared copy of each owner's metadata, so a million jobs of one app hold one.

@@ -544,7 +544,7 @@ impl EngineMetrics {
         );
         registry.register(
             "jobsd_jobs_deleted",
-            "Delete calls (of a job, a prefix or an owner) served by this process",
+            "Jobs deleted through this process (by name, name prefix or owner)",
             cells.deleted.clone(),
         );
         registry.register(
@@ -607,10 +607,10 @@ impl EngineMetrics {
         }
     }
 
-    /// A delete call was served.
-    pub fn deleted(&self) {
+    /// `n` jobs were deleted.
+    pub fn deleted(&self, n: u64) {
         if let Some(cells) = &self.0 {
-            cells.deleted.inc();
+            cells.deleted.inc_by(n);
         }
     }
 

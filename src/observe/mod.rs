@@ -4,7 +4,6 @@
 
 pub mod metrics;
 
-pub use metrics::server::MetricsServer;
 pub use metrics::{
     AppCall, DeliveryMetrics, EngineMetrics, Fired, Format, JobType, LoopSample, Metrics,
     SchedulerMetrics, Sent, Skip, StoreMetrics,

@@ -91,6 +91,7 @@ pub fn sidecar_config(
         resources_paths: Vec::new(),
         scheduler_hosts: scheduler_hosts.to_vec(),
         scheduler_job_streams: 3,
+        metrics: None,
     }
 }
 

@@ -582,26 +582,37 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
         .map_err(|source| Error::Bind { addr, source })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
+/// Resolves on SIGINT or SIGTERM. On Unix the handlers are installed when this is called,
+/// not when the future is first polled: called before a role starts, a signal that arrives
+/// while it is still starting (or the moment it answers) stops it once started instead of
+/// killing the process with the default action. Must be called within a Tokio runtime.
+#[cfg(unix)]
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    let term = signal(SignalKind::terminate()).ok();
+    let int = signal(SignalKind::interrupt()).ok();
+    async fn wait(s: Option<Signal>) {
+        match s {
+            Some(mut s) => {
+                s.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+    async move {
+        tokio::select! {
+            () = wait(term) => {},
+            () = wait(int) => {},
+        }
+    }
+}
+
+/// Resolves on Ctrl-C.
+#[cfg(not(unix))]
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
     }
 }

@@ -22,8 +22,8 @@ COPY --from=build --chown=65532:65532 /out/data /data
 # Sample resource files (a Resiliency policy); mount your own folder and pass it with
 # --resources-path.
 COPY config /etc/jobsd
-# Dapr's ports: HTTP API, gRPC API, scheduler replica.
-EXPOSE 3500 50001 50006
+# Dapr's ports: HTTP API, gRPC API, scheduler replica, Prometheus metrics.
+EXPOSE 3500 50001 50006 9090
 VOLUME ["/data"]
 ENTRYPOINT ["/usr/local/bin/jobsd"]
 CMD ["--app-id", "app", "--data-dir", "/data"]

@@ -120,9 +120,10 @@ replica_pids=()
 replica_addrs=()
 for ((i = 0; i < REPLICAS; i++)); do
   replica_addrs+=("127.0.0.1:${ports[$((2 + i))]}")
+  # shellcheck disable=SC2046
   e2e_spawn "$work/replica-s$((i + 1)).log" env NO_COLOR=1 "$JOBSD_BIN" scheduler \
     --etcd-endpoints "$ETCD_URL" --id "s$((i + 1))" --listen-address 127.0.0.1 \
-    --port "${ports[$((2 + i))]}" --log-level info
+    --port "${ports[$((2 + i))]}" --log-level info $(e2e_metrics_flags)
   replica_pids+=("$E2E_SPAWNED")
   e2e_log "replica s$((i + 1)) (pid $E2E_SPAWNED) on ${replica_addrs[$i]}"
 done

@@ -108,9 +108,10 @@ replica_pids=()
 start_replica() {
   local i="$1" log="$work/replica-s$(($1 + 1)).log"
   echo "=== start $(date -u +%H:%M:%S.%N)" >>"$log"
+  # shellcheck disable=SC2046
   e2e_spawn "$log" env NO_COLOR=1 "$JOBSD_BIN" scheduler --etcd-endpoints "$ETCD_URL" \
     --id "s$((i + 1))" --listen-address 127.0.0.1 --port "${replica_ports[$i]}" \
-    --lease-ttl "$LEASE_TTL" --log-level info
+    --lease-ttl "$LEASE_TTL" --log-level info $(e2e_metrics_flags)
   replica_pids[i]=$E2E_SPAWNED
   e2e_log "replica s$((i + 1)) (pid $E2E_SPAWNED) on ${replica_addrs[$i]}"
 }
@@ -143,11 +144,13 @@ all_replicas="$(IFS=,; echo "${replica_addrs[*]}")"
 for i in 0 1; do
   # Sidecar 1 knows every replica; sidecar 2 only s1 (WatchHosts names the rest).
   if [ "$i" -eq 0 ]; then hosts="$all_replicas"; else hosts="${replica_addrs[0]}"; fi
+  # shellcheck disable=SC2046
   e2e_spawn "$work/sidecar-$((i + 1)).log" env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN \
     -u DAPR_SCHEDULER_HOST_ADDRESS_DNS_A NO_COLOR=1 "$JOBSD_BIN" --app-id "$APP_ID" \
     --app-port "$app_port" --dapr-http-port "${sidecar_http_ports[$i]}" \
     --dapr-grpc-port "${sidecar_grpc_ports[$i]}" --dapr-listen-addresses 127.0.0.1 \
-    --scheduler-host-address "$hosts" --data-dir "$work/sidecar-$((i + 1))-unused" --log-level info
+    --scheduler-host-address "$hosts" --data-dir "$work/sidecar-$((i + 1))-unused" --log-level info \
+    $(e2e_metrics_flags)
   sidecar_pids[i]=$E2E_SPAWNED
   e2e_log "sidecar $((i + 1)) (pid $E2E_SPAWNED) on http ${sidecar_http_ports[$i]}, scheduler $hosts"
 done

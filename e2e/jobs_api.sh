@@ -31,10 +31,11 @@ mkdir -p "$data_dir"
 # A second jobsd on a data dir in use must refuse to start (and fail fast), not share the store.
 second_instance_refused() {
   local ports rc=0 out="$work/second-instance.log"
-  mapfile -t ports < <(free_ports 2)
+  mapfile -t ports < <(free_ports 3)
   timeout -k 2 10 env -u APP_PORT NO_COLOR=1 "$JOBSD_BIN" --app-id myapp --data-dir "$data_dir" \
     --dapr-http-port "${ports[0]}" --dapr-grpc-port "${ports[1]}" \
-    --dapr-listen-addresses 127.0.0.1 </dev/null >"$out" 2>&1 || rc=$?
+    --dapr-listen-addresses 127.0.0.1 --metrics-listen-address 127.0.0.1 \
+    --metrics-port "${ports[2]}" </dev/null >"$out" 2>&1 || rc=$?
   if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then
     e2e_log "second jobsd on the same data dir: exit $rc (expected a fast failure); its output:"
     cat "$out" >&2

@@ -24,6 +24,7 @@ E2E_VENV="$E2E_DIR/.venv"
 JOBSD_PID=""
 JOBSD_HTTP_PORT=""
 JOBSD_GRPC_PORT=""
+JOBSD_METRICS_PORT=""
 JOBSD_LOG=""
 # The temp dirs e2e_mktemp made, for e2e_cleanup.
 E2E_TMPDIRS=()
@@ -63,6 +64,13 @@ for s in socks:
 PY
 }
 
+# e2e_metrics_flags: print the flags that put one jobsd's metrics server (daprd's default:
+# 0.0.0.0:9090) on a fresh free loopback port, for a command line (unquoted, so it splits):
+# several jobsd processes run side by side here and each serves /metrics.
+e2e_metrics_flags() {
+  printf -- '--metrics-listen-address 127.0.0.1 --metrics-port %s' "$(free_ports 1)"
+}
+
 # jobsd_build: build the release binary (a no-op when it is up to date) and set JOBSD_BIN.
 # Set JOBSD_BIN beforehand to test a prebuilt binary instead.
 jobsd_build() {
@@ -98,9 +106,10 @@ _dump_log() {
   echo "----- end of jobsd log -----" >&2
 }
 
-# jobsd_start DATA_DIR LOG [EXTRA_ARGS...]: start jobsd (app id `myapp`) on two fresh free
-# loopback ports, with its store in DATA_DIR, appending its output to LOG; wait until
-# `GET /v1.0/healthz` answers 204. Sets JOBSD_PID, JOBSD_HTTP_PORT, JOBSD_GRPC_PORT, JOBSD_LOG.
+# jobsd_start DATA_DIR LOG [EXTRA_ARGS...]: start jobsd (app id `myapp`) on three fresh free
+# loopback ports (HTTP, gRPC, metrics), with its store in DATA_DIR, appending its output to
+# LOG; wait until `GET /v1.0/healthz` answers 204. Sets JOBSD_PID, JOBSD_HTTP_PORT,
+# JOBSD_GRPC_PORT, JOBSD_METRICS_PORT, JOBSD_LOG.
 # If the ports were taken meanwhile (a race with another process), it retries with new ones.
 jobsd_start() {
   local data_dir="$1" log="$2"
@@ -110,10 +119,11 @@ jobsd_start() {
   local attempt rc
   for attempt in 1 2 3; do
     local ports
-    mapfile -t ports < <(free_ports 2)
-    [ "${#ports[@]}" -eq 2 ] || e2e_fail "could not pick free ports"
+    mapfile -t ports < <(free_ports 3)
+    [ "${#ports[@]}" -eq 3 ] || e2e_fail "could not pick free ports"
     JOBSD_HTTP_PORT="${ports[0]}"
     JOBSD_GRPC_PORT="${ports[1]}"
+    JOBSD_METRICS_PORT="${ports[2]}"
     rc=0
     _jobsd_launch "$attempt" "$data_dir" "$log" "$@" || rc=$?
     [ "$rc" -eq 2 ] && [ "$attempt" -lt 3 ] && continue
@@ -151,8 +161,8 @@ jobsd_restart() {
   e2e_fail "could not restart jobsd"
 }
 
-# _jobsd_launch ATTEMPT DATA_DIR LOG [EXTRA_ARGS...]: start jobsd on JOBSD_HTTP_PORT and
-# JOBSD_GRPC_PORT and wait until it is healthy (status 0; sets JOBSD_PID). Status 2: it exited
+# _jobsd_launch ATTEMPT DATA_DIR LOG [EXTRA_ARGS...]: start jobsd on JOBSD_HTTP_PORT,
+# JOBSD_GRPC_PORT and JOBSD_METRICS_PORT and wait until it is healthy (status 0; sets JOBSD_PID). Status 2: it exited
 # because a port was in use; 1: any other failure (its log is shown).
 _jobsd_launch() {
   local attempt="$1" data_dir="$2" log="$3"
@@ -165,7 +175,8 @@ _jobsd_launch() {
   # whole configuration.
   env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN NO_COLOR=1 "$JOBSD_BIN" --app-id myapp --data-dir "$data_dir" \
     --dapr-http-port "$JOBSD_HTTP_PORT" --dapr-grpc-port "$JOBSD_GRPC_PORT" \
-    --dapr-listen-addresses 127.0.0.1 "$@" </dev/null >>"$log" 2>&1 &
+    --dapr-listen-addresses 127.0.0.1 --metrics-listen-address 127.0.0.1 \
+    --metrics-port "$JOBSD_METRICS_PORT" "$@" </dev/null >>"$log" 2>&1 &
   JOBSD_PID=$!
   e2e_log "jobsd pid $JOBSD_PID on http $JOBSD_HTTP_PORT / grpc $JOBSD_GRPC_PORT"
 

@@ -891,6 +891,11 @@ fn sidecar_config(
         grpc_port.to_string(),
         "--dapr-listen-addresses".to_owned(),
         "127.0.0.1".to_owned(),
+        // Metrics on, as in production, on a free loopback port.
+        "--metrics-listen-address".to_owned(),
+        "127.0.0.1".to_owned(),
+        "--metrics-port".to_owned(),
+        "0".to_owned(),
     ])?;
     cli.sidecar
         .validate(jobsd::config::Env::default())

@@ -17,8 +17,9 @@ use crate::api::{self, ApiState};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{self, AppProtocol};
 use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
-use crate::engine::Engine;
+use crate::engine::{self, Engine};
 use crate::observe::otlp::{self, Spans};
+use crate::observe::{self, LoopSample, Metrics};
 use crate::resiliency::{self, Resiliency};
 use crate::scheduler::{Connections, Remote, RemoteConfig, Scheduler};
 use crate::store::{self, Store};
@@ -30,6 +31,17 @@ pub enum Error {
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The metrics server's address could not be bound.
+    #[error(
+        "cannot serve metrics on {addr} (--metrics-listen-address, --metrics-port; \
+         --enable-metrics=false turns them off): {source}"
+    )]
+    MetricsBind {
         /// The address.
         addr: SocketAddr,
         /// What the OS said.
@@ -61,6 +73,8 @@ pub struct Sidecar {
     pub http_addrs: Vec<SocketAddr>,
     /// Where the gRPC API listens.
     pub grpc_addrs: Vec<SocketAddr>,
+    /// Where the metrics server listens; `None` with `--enable-metrics=false`.
+    pub metrics_addr: Option<SocketAddr>,
     /// Cancelled to stop every server.
     shutdown: CancellationToken,
     /// The server tasks.
@@ -103,8 +117,10 @@ impl Sidecar {
         if !cfg.scheduler_hosts.is_empty() {
             return Self::start_remote(cfg, Arc::new(SystemClock)).await;
         }
-        let store: Arc<dyn Store> = Arc::new(store::Redb::open(&cfg.data_dir)?);
-        Self::start_with(cfg, store, Arc::new(SystemClock)).await
+        let metrics = metrics_of(&cfg);
+        let redb = store::Redb::open(&cfg.data_dir)?;
+        redb.observe(metrics.store());
+        Self::start_embedded(cfg, Arc::new(redb), Arc::new(SystemClock), metrics).await
     }
 
     /// Starts serving over a given store and clock (tests use a memory store or a manual
@@ -117,14 +133,36 @@ impl Sidecar {
         if !cfg.scheduler_hosts.is_empty() {
             return Self::start_remote(cfg, clock).await;
         }
+        let metrics = metrics_of(&cfg);
+        Self::start_embedded(cfg, store, clock, metrics).await
+    }
+
+    /// The embedded sidecar over `store`, recording into `metrics`.
+    async fn start_embedded(
+        cfg: config::Sidecar,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        metrics: Metrics,
+    ) -> Result<Sidecar, Error> {
+        // Bound first: a port in use fails before the store is loaded and triggers fire.
+        let metrics_listener = bind_metrics(cfg.metrics).await?;
         let engine_stop = CancellationToken::new();
         let spans = span_exporter(&cfg, &clock)?;
-        let delivery = Arc::new(app_delivery(&cfg, &engine_stop, &spans)?);
+        let delivery = Arc::new(app_delivery(&cfg, &engine_stop, &spans, &metrics)?);
         let actors = actor_runtime(&cfg, &delivery, clock.clone(), &spans)?;
         let sink = Arc::new(Targets::new(delivery.clone(), actors.clone()));
-        let (engine, engine_task) =
-            Engine::start_with(store.clone(), clock, sink, engine_stop.clone(), cfg.history)
-                .await?;
+        let (engine, engine_task) = Engine::start_with(
+            store.clone(),
+            clock.clone(),
+            sink,
+            engine_stop.clone(),
+            engine::Options {
+                metrics: metrics.engine(),
+                history: cfg.history,
+            },
+        )
+        .await?;
+        sample_engine(&metrics, &engine, clock);
         actors.attach_reminders(Arc::new(SchedulerReminders::new(
             Arc::new(engine.clone()),
             &cfg.app_id,
@@ -145,7 +183,7 @@ impl Sidecar {
             engine_task,
             engine,
         };
-        Self::serve(&cfg, state, backend, spans).await
+        Self::serve(&cfg, state, backend, spans, (metrics_listener, metrics)).await
     }
 
     /// Starts serving in front of the Scheduler replicas of `cfg.scheduler_hosts`: calls are
@@ -155,9 +193,11 @@ impl Sidecar {
         cfg: config::Sidecar,
         clock: Arc<dyn Clock>,
     ) -> Result<Sidecar, Error> {
+        let metrics = metrics_of(&cfg);
+        let metrics_listener = bind_metrics(cfg.metrics).await?;
         let delivery_stop = CancellationToken::new();
         let spans = span_exporter(&cfg, &clock)?;
-        let delivery = Arc::new(app_delivery(&cfg, &delivery_stop, &spans)?);
+        let delivery = Arc::new(app_delivery(&cfg, &delivery_stop, &spans, &metrics)?);
         if cfg.app_address.is_none() {
             // daprd holds streams without an app and fails every trigger; staying away lets
             // the Scheduler keep them staged for a sidecar that has one.
@@ -194,18 +234,21 @@ impl Sidecar {
             connections,
             delivery_stop,
         };
-        Self::serve(&cfg, state, backend, spans).await
+        Self::serve(&cfg, state, backend, spans, (metrics_listener, metrics)).await
     }
 
-    /// Binds and serves the HTTP and gRPC APIs over `state`.
+    /// Binds and serves the HTTP and gRPC APIs over `state`, and the metrics on their bound
+    /// listener (if any).
     async fn serve(
         cfg: &config::Sidecar,
         state: ApiState,
         backend: Backend,
         spans: Option<Spans>,
+        (metrics_listener, metrics): (Option<TcpListener>, Metrics),
     ) -> Result<Sidecar, Error> {
         let shutdown = CancellationToken::new();
         let mut servers = JoinSet::new();
+        let metrics_addr = serve_metrics(metrics_listener, metrics, &shutdown, &mut servers);
 
         let mut http_addrs = Vec::new();
         for addr in &cfg.http_addrs {
@@ -256,6 +299,7 @@ impl Sidecar {
                 namespace = %cfg.namespace,
                 http = ?http_addrs,
                 grpc = ?grpc_addrs,
+                metrics = ?metrics_addr,
                 data_dir = %cfg.data_dir.display(),
                 "jobsd sidecar ready (embedded scheduler)"
             ),
@@ -264,6 +308,7 @@ impl Sidecar {
                 namespace = %cfg.namespace,
                 http = ?http_addrs,
                 grpc = ?grpc_addrs,
+                metrics = ?metrics_addr,
                 scheduler = ?cfg.scheduler_hosts,
                 "jobsd sidecar ready (remote scheduler)"
             ),
@@ -271,6 +316,7 @@ impl Sidecar {
         Ok(Sidecar {
             http_addrs,
             grpc_addrs,
+            metrics_addr,
             shutdown,
             servers,
             backend,
@@ -357,11 +403,75 @@ fn span_exporter(cfg: &config::Sidecar, clock: &Arc<dyn Clock>) -> Result<Option
     Ok(Some(spans))
 }
 
+/// The sidecar's metrics: daprd's job metrics, and the engine's and store's with the
+/// embedded scheduler; disabled with `--enable-metrics=false`.
+fn metrics_of(cfg: &config::Sidecar) -> Metrics {
+    match cfg.metrics {
+        Some(_) => Metrics::sidecar(&cfg.app_id, &cfg.namespace, cfg.scheduler_hosts.is_empty()),
+        None => Metrics::disabled(),
+    }
+}
+
+/// Binds the metrics server's address, if metrics are on.
+pub(crate) async fn bind_metrics(addr: Option<SocketAddr>) -> Result<Option<TcpListener>, Error> {
+    match addr {
+        Some(addr) => TcpListener::bind(addr)
+            .await
+            .map(Some)
+            .map_err(|source| Error::MetricsBind { addr, source }),
+        None => Ok(None),
+    }
+}
+
+/// Serves `metrics` on `listener` (if bound) among `servers`, until `shutdown`; gives the
+/// bound address.
+pub(crate) fn serve_metrics(
+    listener: Option<TcpListener>,
+    metrics: Metrics,
+    shutdown: &CancellationToken,
+    servers: &mut JoinSet<Result<(), Error>>,
+) -> Option<SocketAddr> {
+    let listener = listener?;
+    let addr = listener.local_addr().ok();
+    let stop = shutdown.clone();
+    servers.spawn(async move {
+        observe::metrics::server::serve(listener, metrics, stop)
+            .await
+            .map_err(|e| Error::Serve(format!("metrics: {e}")))
+    });
+    addr
+}
+
+/// Samples the trigger loop's state into `metrics` before every scrape.
+pub(crate) fn sample_engine(metrics: &Metrics, engine: &Engine, clock: Arc<dyn Clock>) {
+    let gauges = metrics.engine();
+    let engine = engine.clone();
+    metrics.on_scrape(Arc::new(move || {
+        let (engine, gauges, clock) = (engine.clone(), gauges.clone(), clock.clone());
+        Box::pin(async move {
+            let Some(s) = engine.sync().await else {
+                return;
+            };
+            let overdue = s
+                .next_due
+                .and_then(|due| (clock.now() - due).to_std().ok())
+                .unwrap_or_default();
+            gauges.sample(LoopSample {
+                jobs: s.jobs,
+                staged: s.staged,
+                queued: s.queued,
+                overdue,
+            });
+        })
+    }));
+}
+
 /// The app's delivery channel as `cfg` describes it; its health probes stop with `stop`.
 fn app_delivery(
     cfg: &config::Sidecar,
     stop: &CancellationToken,
     spans: &Option<Spans>,
+    metrics: &Metrics,
 ) -> Result<Delivery, Error> {
     Ok(Delivery::new(
         DeliveryConfig {
@@ -382,6 +492,7 @@ fn app_delivery(
             }),
             resiliency: load_policy(cfg)?,
             spans: spans.clone(),
+            metrics: metrics.delivery(),
         },
         stop,
     )?)
@@ -500,26 +611,37 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
         .map_err(|source| Error::Bind { addr, source })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
+/// Resolves on SIGINT or SIGTERM. On Unix the handlers are installed when this is called,
+/// not when the future is first polled: called before a role starts, a signal that arrives
+/// while it is still starting (or the moment it answers) stops it once started instead of
+/// killing the process with the default action. Must be called within a Tokio runtime.
+#[cfg(unix)]
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    let term = signal(SignalKind::terminate()).ok();
+    let int = signal(SignalKind::interrupt()).ok();
+    async fn wait(s: Option<Signal>) {
+        match s {
+            Some(mut s) => {
+                s.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+    async move {
+        tokio::select! {
+            () = wait(term) => {},
+            () = wait(int) => {},
+        }
+    }
+}
+
+/// Resolves on Ctrl-C.
+#[cfg(not(unix))]
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
     }
 }

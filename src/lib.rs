@@ -16,7 +16,7 @@
 //! | [`replica`] | the `jobsd scheduler` role: Scheduler gRPC service, WatchJobs stream pool, etcd cluster membership and partitions, wiring |
 //! | [`trigger`] | the contract between firing and delivering: `Trigger`, `TriggerResult`, `Sink`, and every composed key |
 //! | [`delivery`] | what we call on the app: `POST /job/<name>` or `OnJobEvent`, health gating, concurrency |
-//! | [`observe`] | what operators see: the W3C `traceparent` on every delivery, OTLP spans per attempt |
+//! | [`observe`] | what operators see: Prometheus metrics (daprd's and the Dapr Scheduler's names, jobsd's own) and the `/metrics` server; the W3C `traceparent` on every delivery, OTLP spans per attempt |
 //! | [`resiliency`] | Dapr `Resiliency` resources: timeouts, retries, circuit breakers (CEL trip) around delivery |
 //! | [`store`] | durable records behind one trait: redb with a WAL (embedded), etcd (cluster), memory (tests) |
 //! | [`schedule`] | pure: cron, Go durations, ISO-8601, RFC 3339, names, job validation, failure policies, the trigger plan |

@@ -45,8 +45,9 @@ fn main() -> ExitCode {
             init_tracing(&args.log_level, args.log_as_json);
             warn_ignored(&ignored);
             return run(async move {
+                let signal = app::shutdown_signal();
                 let replica = Replica::start(cfg).await?;
-                stop_on_signal(replica.shutdown_token());
+                stop_on_signal(signal, replica.shutdown_token());
                 replica.wait().await?;
                 Ok(())
             });
@@ -63,8 +64,9 @@ fn main() -> ExitCode {
     init_tracing(&cli.sidecar.log_level, cli.sidecar.log_as_json);
     warn_ignored(&ignored);
     run(async move {
+        let signal = app::shutdown_signal();
         let sidecar = Sidecar::start(cfg).await?;
-        stop_on_signal(sidecar.shutdown_token());
+        stop_on_signal(signal, sidecar.shutdown_token());
         sidecar.wait().await?;
         Ok(())
     })
@@ -78,10 +80,11 @@ fn warn_ignored(ignored: &IgnoredFlags) {
     }
 }
 
-/// Cancels `stop` on SIGINT or SIGTERM.
-fn stop_on_signal(stop: CancellationToken) {
+/// Cancels `stop` once `signal` (SIGINT or SIGTERM, caught since before the role started)
+/// resolves.
+fn stop_on_signal(signal: impl Future<Output = ()> + Send + 'static, stop: CancellationToken) {
     tokio::spawn(async move {
-        app::shutdown_signal().await;
+        signal.await;
         tracing::info!("shutting down");
         stop.cancel();
     });

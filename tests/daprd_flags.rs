@@ -125,7 +125,8 @@ fn path(p: &Path) -> String {
 /// with the flags `dapr run` adds to it (dapr/cli `pkg/standalone/run.go`, `RunConfig`'s
 /// `arg` tags: `--config`, `--app-protocol`, `--log-level`, `--app-max-concurrency`,
 /// `--metrics-port`, `--dapr-http-max-request-size`, `--profile-port` with -1 for the unset
-/// ones) and, because this is a test, free ports, loopback only and a temporary data folder.
+/// ones) and, because this is a test, free ports (the metrics port too), loopback only and a
+/// temporary data folder.
 /// `--scheduler-host-address` is left out: it would make the sidecar wait for replicas.
 #[test]
 fn the_docker_compose_sidecar_from_daprs_docs_runs() {
@@ -138,9 +139,11 @@ fn the_docker_compose_sidecar_from_daprs_docs_runs() {
         "apiVersion: dapr.io/v1alpha1\nkind: Configuration\nmetadata:\n  name: daprConfig\n",
     )
     .unwrap();
-    let (http_port, grpc_port) = (free_port(), free_port());
+    let (http_port, grpc_port, metrics_port) = (free_port(), free_port(), free_port());
     let http_addr: SocketAddr = ([127, 0, 0, 1], http_port).into();
+    let metrics_addr: SocketAddr = ([127, 0, 0, 1], metrics_port).into();
     let (http_port, grpc_port) = (http_port.to_string(), grpc_port.to_string());
+    let metrics_port = metrics_port.to_string();
     let mut line = args(&[
         "--app-id",
         "nodeapp",
@@ -159,7 +162,9 @@ fn the_docker_compose_sidecar_from_daprs_docs_runs() {
         "--app-max-concurrency",
         "-1",
         "--metrics-port",
-        "9090",
+        &metrics_port,
+        "--metrics-listen-address",
+        "127.0.0.1",
         "--dapr-http-max-request-size",
         "-1",
         "--profile-port",
@@ -184,6 +189,13 @@ fn the_docker_compose_sidecar_from_daprs_docs_runs() {
     let (status, body) = http(http_addr, "GET", "/v1.0-alpha1/jobs/docs", "").unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("@every 1h"), "{body}");
+    // `dapr run`'s metrics port serves daprd's job metrics.
+    let (status, metrics) = http(metrics_addr, "GET", "/metrics", "").unwrap();
+    assert_eq!(status, 200, "{metrics}");
+    assert!(
+        metrics.contains("dapr_component_job_success_count{app_id=\"nodeapp\""),
+        "{metrics}"
+    );
 
     let (exit, lines) = jobsd.terminate();
     assert!(exit.success(), "{exit}: {lines:#?}");
@@ -196,7 +208,6 @@ fn the_docker_compose_sidecar_from_daprs_docs_runs() {
     assert!(warning.contains("WARN"), "{warning}");
     for named in [
         format!("--config={}", path(&config)),
-        "--metrics-port=9090".to_owned(),
         "--profile-port=-1".to_owned(),
         "--placement-host-address=placement:50006".to_owned(),
     ] {
@@ -206,6 +217,7 @@ fn the_docker_compose_sidecar_from_daprs_docs_runs() {
         "--app-id",
         "--resources-path",
         "--dapr-http-max-request-size",
+        "--metrics-port",
     ] {
         assert!(!warning.contains(acted_on), "{acted_on} named: {warning}");
     }
@@ -229,6 +241,8 @@ fn the_single_dash_command_line_from_daprs_docs_runs() {
         &free_port().to_string(),
         "-dapr-listen-addresses",
         "127.0.0.1",
+        &format!("-metrics-port={}", free_port()),
+        "-metrics-listen-address=127.0.0.1",
         "-data-dir",
         &path(dir.path()),
     ]);

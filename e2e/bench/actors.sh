@@ -78,10 +78,10 @@ e2e_wait_http "http://127.0.0.1:$APP_PORT/_count" 200 10 "$APP_PID" "bench app"
 # start_jobsd DIR: starts jobsd on DIR (sets PID) and waits until it is healthy and hosts
 # BenchActor.
 start_jobsd() {
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086,SC2046
   e2e_spawn "$TMP/jobsd.log" "$JOBSD" --app-id myapp --app-port "$APP_PORT" --data-dir "$1" \
     --dapr-http-port "$HTTP_PORT" --dapr-grpc-port "$GRPC_PORT" \
-    --dapr-listen-addresses 127.0.0.1 --log-level warn $JOBSD_ARGS
+    --dapr-listen-addresses 127.0.0.1 --log-level warn $(e2e_metrics_flags) $JOBSD_ARGS
   PID=$E2E_SPAWNED
   e2e_wait_http "http://127.0.0.1:$HTTP_PORT/v1.0/healthz" 204 600 "$PID" jobsd || {
     tail "$TMP/jobsd.log"

@@ -64,8 +64,10 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 start_jobsd() {
   local t0 t1
   t0=$(now_ns)
+  # shellcheck disable=SC2046
   e2e_spawn "$TMP/jobsd.log" "$JOBSD" --app-id myapp --data-dir "$1" --dapr-http-port "$HTTP_PORT" \
-    --dapr-grpc-port "$GRPC_PORT" --dapr-listen-addresses 127.0.0.1 --log-level warn
+    --dapr-grpc-port "$GRPC_PORT" --dapr-listen-addresses 127.0.0.1 --log-level warn \
+    $(e2e_metrics_flags)
   PID=$E2E_SPAWNED
   t1=$("$BENCH" wait-healthy --http "$HTTP" --timeout-secs 900 --pid "$PID")
   READY_MS=$(ms_between "$t0" "$t1")

@@ -96,11 +96,11 @@ SC_PIDS=()
 # start_replica I: replica s<I+1> of the current cluster (again after a kill: same id, port).
 start_replica() {
   local i=$1
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086,SC2046
   e2e_spawn "$TMP/replica-$CLUSTER_TAG-s$((i + 1)).log" "$JOBSD" scheduler \
     --etcd-endpoints "$ETCD_URL" --id "s$((i + 1))" --listen-address 127.0.0.1 \
     --port "${REPLICA_PORTS[$i]}" --lease-ttl "$LEASE_TTL" ${PARTITIONS:+--partitions $PARTITIONS} \
-    --log-level warn
+    --log-level warn $(e2e_metrics_flags)
   REPLICA_PIDS[i]=$E2E_SPAWNED
 }
 replica_addr() { echo "127.0.0.1:${REPLICA_PORTS[$1]}"; }
@@ -120,10 +120,11 @@ cluster_up() {
   local all
   all="$(replica_addr 0),$(replica_addr 1),$(replica_addr 2)"
   for i in 0 1; do
+    # shellcheck disable=SC2046
     e2e_spawn "$TMP/sidecar-$CLUSTER_TAG-$((i + 1)).log" env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN \
       "$JOBSD" --app-id myapp --app-port "$APP_PORT" --dapr-http-port "${SC_HTTP[$i]}" \
       --dapr-grpc-port "${SC_GRPC[$i]}" --dapr-listen-addresses 127.0.0.1 \
-      --scheduler-host-address "$all" --data-dir "$TMP/unused" --log-level warn
+      --scheduler-host-address "$all" --data-dir "$TMP/unused" --log-level warn $(e2e_metrics_flags)
     SC_PIDS[i]=$E2E_SPAWNED
   done
   for i in 0 1; do wait_healthz "${SC_HTTP[$i]}" "${SC_PIDS[$i]}"; done
@@ -150,10 +151,11 @@ EMB_HTTP=
 EMB_GRPC=
 embedded_up() {
   read -r EMB_HTTP EMB_GRPC < <(free_ports 2 | xargs)
+  # shellcheck disable=SC2046
   e2e_spawn "$TMP/embedded-$1.log" env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN \
     -u DAPR_SCHEDULER_HOST_ADDRESS_DNS_A "$JOBSD" --app-id myapp --app-port "$APP_PORT" \
     --dapr-http-port "$EMB_HTTP" --dapr-grpc-port "$EMB_GRPC" --dapr-listen-addresses 127.0.0.1 \
-    --data-dir "$TMP/embedded-$1" --log-level warn
+    --data-dir "$TMP/embedded-$1" --log-level warn $(e2e_metrics_flags)
   EMB_PID=$E2E_SPAWNED
   wait_healthz "$EMB_HTTP" "$EMB_PID"
 }

@@ -98,10 +98,10 @@ e2e_wait_http "http://127.0.0.1:$APP_PORT/_count" 200 10 "$APP_PID" "bench app"
 # start_jobsd DIR: sets PID and T0 (launch, unix ns).
 start_jobsd() {
   T0=$(now_ns)
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086,SC2046
   e2e_spawn "$TMP/jobsd.log" "$JOBSD" --app-id myapp --app-port "$APP_PORT" --data-dir "$1" \
     --dapr-http-port "$HTTP_PORT" --dapr-grpc-port "$GRPC_PORT" \
-    --dapr-listen-addresses 127.0.0.1 --log-level warn $JOBSD_ARGS
+    --dapr-listen-addresses 127.0.0.1 --log-level warn $(e2e_metrics_flags) $JOBSD_ARGS
   PID=$E2E_SPAWNED
 }
 wait_healthy() {

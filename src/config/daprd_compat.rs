@@ -48,14 +48,14 @@
 //! | `--disable-builtin-k8s-secret-store` | bool | ignored |
 //! | `--enable-api-logging` | bool | ignored |
 //! | `--enable-app-health-check` | bool (false) | acts |
-//! | `--enable-metrics` | bool (true) | later |
+//! | `--enable-metrics` | bool (true) | acts |
 //! | `--enable-mtls` | bool (false) | ignored |
 //! | `--enable-profiling` | bool (false) | ignored |
 //! | `--log-as-json` | bool (false) | acts |
 //! | `--log-level` | string (`info`) | acts |
 //! | `--max-body-size` | quantity (`4Mi`) | acts |
-//! | `--metrics-listen-address` | string (`0.0.0.0`) | later |
-//! | `--metrics-port` | string (9090) | later |
+//! | `--metrics-listen-address` | string (`0.0.0.0`) | acts |
+//! | `--metrics-port` | string (9090) | acts |
 //! | `--mode` | string (`standalone`) | ignored |
 //! | `--placement-host-address` | string | ignored |
 //! | `--profile-port` | string (7777) | ignored |
@@ -74,7 +74,7 @@
 //!
 //! | flag | Scheduler type (default) | jobsd |
 //! |---|---|---|
-//! | `--enable-metrics`, `--metrics-port`, `--metrics-listen-address` | as daprd's | later |
+//! | `--enable-metrics`, `--metrics-port`, `--metrics-listen-address` | as daprd's | acts |
 //! | `--etcd-backend-batch-interval` | string (`50ms`) | ignored |
 //! | `--etcd-backend-batch-limit` | int (5000) | ignored |
 //! | `--etcd-client-endpoints` | []string | acts: alias of jobsd's `--etcd-endpoints` |
@@ -124,8 +124,8 @@ use super::Cli;
 /// `--help` heading of the daprd and Scheduler flags jobsd accepts and ignores.
 pub const IGNORED: &str = "Accepted for Dapr compatibility, ignored";
 
-/// `--help` heading of the flags a coming jobsd feature will act on (metrics, graceful
-/// shutdown, Configuration files); until then they are ignored like [`IGNORED`] ones.
+/// `--help` heading of the flags a coming jobsd feature will act on (graceful shutdown,
+/// Configuration files); until then they are ignored like [`IGNORED`] ones.
 pub const NOT_YET: &str = "Accepted for Dapr compatibility, not acted on yet";
 
 /// Parses a command line written for daprd (or, after `scheduler`, for the Dapr Scheduler),
@@ -615,7 +615,7 @@ mod tests {
     }
 
     #[test]
-    fn flags_for_later_have_daprd_s_types_and_defaults() {
+    fn metrics_and_later_flags_have_daprd_s_types_and_defaults() {
         let s = sidecar(&["--app-id", "a"]);
         assert!(s.metrics.enable_metrics);
         assert_eq!(s.metrics.metrics_port, 9090);
@@ -721,8 +721,6 @@ mod tests {
             flags,
             [
                 flag("--config", "c.yaml"),
-                flag("--enable-metrics", "false"),
-                flag("--metrics-port", "9090"),
                 flag("--mode", "kubernetes"),
                 flag("--sentry-request-jwt-audiences", "a,b"),
                 flag("--enable-mtls", "true"),
@@ -730,7 +728,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            IgnoredFlags(flags[3..5].to_vec()).to_string(),
+            IgnoredFlags(flags[1..3].to_vec()).to_string(),
             "--mode=kubernetes --sentry-request-jwt-audiences=a,b"
         );
 
@@ -785,9 +783,12 @@ mod tests {
             "--dapr-http-port=3500",
             "--dapr-listen-addresses=127.0.0.1",
             "--enable-app-health-check=false",
+            "--enable-metrics=true",
             "--log-as-json=false",
             "--log-level=info",
             "--max-body-size=4Mi",
+            "--metrics-listen-address=0.0.0.0",
+            "--metrics-port=9090",
             "--resources-path=./resources",
             "--scheduler-host-address=localhost:50006",
             "--scheduler-job-streams=3",
@@ -795,9 +796,6 @@ mod tests {
         let not_acted_on: &[&str] = &[
             "--config=./config.yaml",
             "--dapr-graceful-shutdown-seconds=5",
-            "--enable-metrics=true",
-            "--metrics-port=9090",
-            "--metrics-listen-address=0.0.0.0",
             "--mode=standalone",
             "--dapr-public-port=3501",
             "--dapr-public-listen-address=0.0.0.0",
@@ -844,11 +842,11 @@ mod tests {
             "--etcd-data-dir=./data",
             "--log-level=info",
             "--log-as-json=false",
-        ];
-        let not_acted_on: &[&str] = &[
             "--enable-metrics=true",
             "--metrics-port=9090",
             "--metrics-listen-address=0.0.0.0",
+        ];
+        let not_acted_on: &[&str] = &[
             "--healthz-port=8080",
             "--healthz-listen-address=0.0.0.0",
             "--tls-enabled=false",

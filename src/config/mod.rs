@@ -169,11 +169,11 @@ pub struct SidecarArgs {
     pub ignored: DaprdIgnored,
 }
 
-/// The Prometheus metrics server, with daprd's and the Dapr Scheduler's flags and defaults.
+/// The Prometheus metrics server, with daprd's and the Dapr Scheduler's flags and defaults
+/// (`pkg/metrics/options.go`).
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = NOT_YET)]
 pub struct MetricsArgs {
-    /// Serve Prometheus metrics.
+    /// Serve Prometheus metrics (`GET /metrics`); `--enable-metrics=false` turns them off.
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
     pub enable_metrics: bool,
     /// Port of the metrics server.
@@ -182,6 +182,25 @@ pub struct MetricsArgs {
     /// Address the metrics server listens on.
     #[arg(long, default_value = "0.0.0.0")]
     pub metrics_listen_address: String,
+}
+
+impl MetricsArgs {
+    /// Where the metrics server listens; `None` with `--enable-metrics=false`. The address is
+    /// an IP address or `localhost`; blank means all interfaces, as Go reads `:9090`.
+    pub fn listen(&self) -> Result<Option<SocketAddr>, Error> {
+        if !self.enable_metrics {
+            return Ok(None);
+        }
+        let given = self.metrics_listen_address.trim();
+        let ip: IpAddr = match given.trim_start_matches('[').trim_end_matches(']') {
+            "" => IpAddr::from([0, 0, 0, 0]),
+            "localhost" => IpAddr::from([127, 0, 0, 1]),
+            other => other
+                .parse()
+                .map_err(|e| Error::ListenAddress(self.metrics_listen_address.clone(), e))?,
+        };
+        Ok(Some(SocketAddr::new(ip, self.metrics_port)))
+    }
 }
 
 /// Calls in flight to the app when daprd's `--app-max-concurrency` says "no limit": a burst
@@ -243,6 +262,9 @@ pub struct Sidecar {
     pub history: crate::engine::history::Options,
     /// OTLP/gRPC collector spans are exported to (`--otlp-endpoint`); `None` = no spans.
     pub otlp_endpoint: Option<String>,
+    /// Where the Prometheus metrics server listens (`--metrics-listen-address`,
+    /// `--metrics-port`); `None` with `--enable-metrics=false`.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// A flag or variable that cannot be used.
@@ -367,6 +389,7 @@ impl SidecarArgs {
         if self.scheduler_job_streams == 0 {
             return Err(Error::NoJobStreams);
         }
+        let metrics = self.metrics.listen()?;
         Ok(Sidecar {
             app_id: app_id.to_owned(),
             namespace: env.namespace.unwrap_or_else(|| "default".to_owned()),
@@ -413,6 +436,7 @@ impl SidecarArgs {
                 .as_deref()
                 .map(otlp_endpoint)
                 .transpose()?,
+            metrics,
         })
     }
 
@@ -507,6 +531,47 @@ mod tests {
         assert_eq!(s.data_dir, PathBuf::from("./data"));
         assert_eq!(s.app_max_concurrency, DEFAULT_MAX_IN_FLIGHT);
         assert_eq!(s.health_check, None);
+        assert_eq!(s.metrics, Some("0.0.0.0:9090".parse().unwrap()));
+    }
+
+    #[test]
+    fn metrics_flags_are_daprd_s() {
+        let metrics = |args: &[&str]| {
+            let mut argv = vec!["--app-id", "a"];
+            argv.extend_from_slice(args);
+            parse(&argv).validate(Env::default()).map(|s| s.metrics)
+        };
+        assert_eq!(
+            metrics(&["--metrics-port", "9091"]).unwrap(),
+            Some("0.0.0.0:9091".parse().unwrap())
+        );
+        assert_eq!(
+            metrics(&["--metrics-listen-address", "localhost", "--metrics-port=0"]).unwrap(),
+            Some("127.0.0.1:0".parse().unwrap())
+        );
+        assert_eq!(
+            metrics(&["--metrics-listen-address", "[::1]"]).unwrap(),
+            Some("[::1]:9090".parse().unwrap())
+        );
+        assert_eq!(
+            metrics(&["--metrics-listen-address", ""]).unwrap(),
+            Some("0.0.0.0:9090".parse().unwrap())
+        );
+        // Go-bool syntax: only `=false` turns a default-true flag off.
+        assert_eq!(metrics(&["--enable-metrics=false"]).unwrap(), None);
+        assert_eq!(
+            metrics(&["--enable-metrics=false", "--enable-metrics"]).unwrap(),
+            Some("0.0.0.0:9090".parse().unwrap())
+        );
+        // Off, the address is never read (nor does daprd read it then).
+        assert_eq!(
+            metrics(&["--enable-metrics=false", "--metrics-listen-address", "nope"]).unwrap(),
+            None
+        );
+        assert!(matches!(
+            metrics(&["--metrics-listen-address", "nope"]),
+            Err(Error::ListenAddress(..))
+        ));
     }
 
     #[test]

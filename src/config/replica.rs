@@ -70,6 +70,9 @@ pub struct Replica {
     pub data_dir: PathBuf,
     /// Cluster settings when `--etcd-endpoints` is given.
     pub cluster: Option<ClusterSettings>,
+    /// Where the Prometheus metrics server listens (`--metrics-listen-address`,
+    /// `--metrics-port`); `None` with `--enable-metrics=false`.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// How a replica joins a cluster on etcd.
@@ -126,6 +129,7 @@ impl SchedulerArgs {
         };
         Ok(Replica {
             cluster,
+            metrics: self.metrics.listen()?,
             id: self.id.clone(),
             listen: SocketAddr::new(ip, self.port),
             broadcast_override: self
@@ -183,6 +187,19 @@ mod tests {
             r.broadcast_address("0.0.0.0:50006".parse().unwrap()),
             "127.0.0.1:50006"
         );
+        // The Dapr Scheduler's metrics flags are daprd's (`pkg/metrics`), defaults included.
+        assert_eq!(r.metrics, Some("0.0.0.0:9090".parse().unwrap()));
+        let off = parse(&["--enable-metrics=false"]).validate().unwrap();
+        assert_eq!(off.metrics, None);
+        let r = parse(&[
+            "--metrics-port",
+            "9091",
+            "--metrics-listen-address",
+            "127.0.0.1",
+        ])
+        .validate()
+        .unwrap();
+        assert_eq!(r.metrics, Some("127.0.0.1:9091".parse().unwrap()));
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::observe::DeliveryMetrics;
 use crate::observe::otlp::{Attempt, Kind, Spans};
 use crate::observe::trace::TraceParent;
 use crate::proto::scheduler::job_target_metadata::Type as Target;
@@ -66,11 +67,13 @@ pub struct DeliveryConfig {
     pub resiliency: Option<Arc<Policy>>,
     /// Where each attempt's span goes (`--otlp-endpoint`); `None` = no spans are built.
     pub spans: Option<Spans>,
+    /// daprd's job metrics, recorded per call the app answers; disabled by default.
+    pub metrics: DeliveryMetrics,
 }
 
 impl Default for DeliveryConfig {
-    /// No app, HTTP, no token, unlimited concurrency, 4 MiB, no health checks, no resiliency,
-    /// no spans.
+    /// No app, HTTP, no token, unlimited concurrency, 4 MiB, no health checks, no
+    /// resiliency, no spans, no metrics.
     fn default() -> Self {
         Self {
             app_address: None,
@@ -81,6 +84,7 @@ impl Default for DeliveryConfig {
             health: None,
             resiliency: None,
             spans: None,
+            metrics: DeliveryMetrics::default(),
         }
     }
 }
@@ -216,6 +220,8 @@ pub struct Delivery {
     resiliency: Option<Arc<Policy>>,
     /// Where each attempt's span goes; `None` = no spans.
     spans: Option<Spans>,
+    /// daprd's job metrics.
+    metrics: DeliveryMetrics,
     /// Stops the probe loop when the delivery is dropped.
     _stop_probes: DropGuard,
 }
@@ -284,6 +290,7 @@ impl Delivery {
             counters: Counters::default(),
             resiliency: config.resiliency,
             spans: config.spans,
+            metrics: config.metrics,
             _stop_probes: probes.drop_guard(),
         })
     }
@@ -321,11 +328,23 @@ impl Delivery {
             Some(limit) => limit.acquire().await.ok(),
             None => None,
         };
+        let call = self.metrics.call();
         let data = trigger.data.as_ref();
-        match channel {
+        let result = match channel {
             Channel::Http(http) => http.call(&trigger.name, data, Some(trace)).await,
             Channel::Grpc(grpc) => grpc.call(&trigger.name, data, Some(trace)).await,
+        };
+        // Counted as daprd counts: the calls the app answered. An HTTP call that never got
+        // an answer is daprd's channel error, counted nowhere; a gRPC app's channel turns
+        // every status into an answer.
+        match &result {
+            Ok(Ack::Accepted) => call.answered(true),
+            Ok(Ack::NotFound) | Err(Error::HttpStatus(_) | Error::GrpcStatus { .. }) => {
+                call.answered(false)
+            }
+            Err(_) => {}
         }
+        result
     }
 
     /// Whether the app can take triggers now.

@@ -24,6 +24,7 @@ use runner::{Command, Runner};
 pub use views::{JobState, JobStatus, JobView, ListFilter, ListPage, MAX_PAGE_SIZE, Run};
 
 use crate::clock::Clock;
+use crate::observe::EngineMetrics;
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule;
@@ -44,6 +45,16 @@ impl JobExtras {
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty() && self.traceparent.is_none()
     }
+}
+
+/// How an engine runs, beyond its store, clock and sink; the default is what tests and tools
+/// need.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// What the engine and its trigger loop record (disabled by default).
+    pub metrics: EngineMetrics,
+    /// What it keeps of each job's past.
+    pub history: history::Options,
 }
 
 /// The scheduling engine over one store.
@@ -69,12 +80,14 @@ struct Inner {
     locks: Box<[Mutex<()>]>,
     /// Hashes keys to lock shards.
     hasher: RandomState,
+    /// Jobs created and deleted through this engine.
+    metrics: EngineMetrics,
 }
 
 impl Engine {
     /// An engine that stores jobs but never fires them (nothing is loaded or triggered).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        Self::with_loop(store, clock, None, false)
+        Self::with_loop(store, clock, None, false, Options::default())
     }
 
     /// Loads every stored job, then fires jobs into `sink` until `stop` is cancelled. The
@@ -86,27 +99,32 @@ impl Engine {
         sink: Arc<dyn Sink>,
         stop: CancellationToken,
     ) -> Result<(Engine, JoinHandle<()>), store::Error> {
-        Self::start_with(store, clock, sink, stop, history::Options::default()).await
+        Self::start_with(store, clock, sink, stop, Options::default()).await
     }
 
-    /// [`Engine::start`], keeping what `history` says of each job's past; finished jobs
-    /// past their retention are swept until `stop`.
+    /// [`Engine::start`] with `options`: what it records, and what it keeps of each job's
+    /// past (finished jobs past their retention are swept until `stop`).
     pub async fn start_with(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         sink: Arc<dyn Sink>,
         stop: CancellationToken,
-        history: history::Options,
+        options: Options,
     ) -> Result<(Engine, JoinHandle<()>), store::Error> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let history = options.history;
         let mut runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx, history);
+        runner.observe(options.metrics.clone());
         if let Some(retention) = history.finished_retention {
             sweep::spawn(store.clone(), clock.clone(), retention, stop.clone());
         }
         let loaded = runner.load().await?;
         tracing::info!(jobs = loaded, "jobs restored");
         let task = tokio::spawn(runner.run(stop));
-        Ok((Self::with_loop(store, clock, Some(tx), false), task))
+        Ok((
+            Self::with_loop(store, clock, Some(tx), false, options),
+            task,
+        ))
     }
 
     /// Fires jobs into `sink` until `stop` is cancelled, but tracks only what it is handed:
@@ -121,15 +139,27 @@ impl Engine {
         sink: Arc<dyn Sink>,
         stop: CancellationToken,
     ) -> (Engine, JoinHandle<()>) {
+        Self::follow_with(store, clock, sink, stop, Options::default())
+    }
+
+    /// [`Engine::follow`] with `options`.
+    pub fn follow_with(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        sink: Arc<dyn Sink>,
+        stop: CancellationToken,
+        options: Options,
+    ) -> (Engine, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
         // A replica's store (etcd) keeps statuses but no run history or finished jobs.
         let history = history::Options {
             history_limit: 0,
             finished_retention: None,
         };
-        let runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx, history);
+        let mut runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx, history);
+        runner.observe(options.metrics.clone());
         let task = tokio::spawn(runner.run(stop));
-        (Self::with_loop(store, clock, Some(tx), true), task)
+        (Self::with_loop(store, clock, Some(tx), true, options), task)
     }
 
     fn with_loop(
@@ -137,6 +167,7 @@ impl Engine {
         clock: Arc<dyn Clock>,
         loop_tx: Option<mpsc::UnboundedSender<Command>>,
         following: bool,
+        options: Options,
     ) -> Self {
         Engine {
             inner: Arc::new(Inner {
@@ -146,6 +177,7 @@ impl Engine {
                 following,
                 locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
                 hasher: RandomState::new(),
+                metrics: options.metrics,
             }),
         }
     }
@@ -267,6 +299,7 @@ impl Engine {
         match results.first() {
             Some(OpResult::AlreadyExists) => Err(Error::AlreadyExists(key)),
             _ => {
+                self.inner.metrics.created();
                 self.notify(Command::Upsert {
                     key: key.into(),
                     job: Box::new(stored),
@@ -294,7 +327,8 @@ impl Engine {
         let metadata = keys::check_metadata(req.metadata.as_ref())?;
         let key = keys::job_key(metadata, &req.name)?;
         let _guard = self.lock(&key).await;
-        self.write(vec![Op::DeleteJob { key: key.clone() }]).await?;
+        let results = self.write(vec![Op::DeleteJob { key: key.clone() }]).await?;
+        self.count_deleted(&results);
         self.notify(Command::Remove(key.into()));
         Ok(())
     }
@@ -354,12 +388,23 @@ impl Engine {
         // Rare and wide: it waits for every in-progress write so the loop's view stays in
         // commit order for all the keys it covers.
         let _guards = self.lock_all().await;
-        self.write(vec![Op::DeletePrefix {
-            prefix: prefix.clone(),
-        }])
-        .await?;
+        let results = self
+            .write(vec![Op::DeletePrefix {
+                prefix: prefix.clone(),
+            }])
+            .await?;
+        self.count_deleted(&results);
         self.notify(Command::RemovePrefix(prefix));
         Ok(())
+    }
+
+    /// Counts the jobs a delete removed.
+    fn count_deleted(&self, results: &[OpResult]) {
+        for r in results {
+            if let OpResult::Deleted(n) = r {
+                self.inner.metrics.deleted(*n);
+            }
+        }
     }
 
     async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {

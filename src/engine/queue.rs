@@ -62,6 +62,11 @@ impl Jobs {
         self.entries.len()
     }
 
+    /// Number of jobs waiting in the time queue.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// The entry of `key`.
     pub fn get(&self, key: &str) -> Option<&Entry> {
         self.entries.get(key).map(|e| &**e)

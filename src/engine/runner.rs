@@ -14,6 +14,7 @@ use super::convert;
 use super::history::{self, Attempt, Recorded};
 use super::queue::{Entry, Jobs, State};
 use crate::clock::Clock;
+use crate::observe::{EngineMetrics, Skip};
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Outcome, Plan};
@@ -90,6 +91,8 @@ pub struct Stats {
     pub jobs: usize,
     /// Jobs waiting for their target to become deliverable.
     pub staged: usize,
+    /// Jobs waiting in the time queue (due or not).
+    pub queued: usize,
     /// Triggers out at the sink plus result batches being written.
     pub outstanding: usize,
     /// The earliest queued fire time.
@@ -175,6 +178,7 @@ impl Runner {
             sink: sink.clone(),
             tx: tx.clone(),
             clock: clock.clone(),
+            metrics: EngineMetrics::default(),
         });
         Runner {
             jobs: Jobs::default(),
@@ -193,6 +197,16 @@ impl Runner {
             disowning: Vec::new(),
             history,
         }
+    }
+
+    /// Records what the loop does into `metrics` (before it runs).
+    pub fn observe(&mut self, metrics: EngineMetrics) {
+        self.outlet = Arc::new(Outlet {
+            sink: self.sink.clone(),
+            tx: self.tx.clone(),
+            clock: self.clock.clone(),
+            metrics,
+        });
     }
 
     /// Loads every stored job with its counter. Jobs that can never fire again are deleted,
@@ -236,6 +250,7 @@ impl Runner {
             let at = plan.fire_time(&counter);
             if at.is_none() {
                 self.jobs.remove(&key);
+                self.outlet.metrics.skipped(Skip::Expired);
                 finished.push(Op::FinishJob {
                     key: key.to_string(),
                     generation,
@@ -337,6 +352,7 @@ impl Runner {
                 if at.is_none() {
                     // Nothing to fire, ever (e.g. a ttl already past): Dapr deletes such jobs.
                     self.jobs.remove(&key);
+                    self.outlet.metrics.skipped(Skip::Expired);
                     self.push_result(Persisted::step(key, generation, counter, None));
                     return;
                 }
@@ -372,6 +388,7 @@ impl Runner {
                 let _ = reply.send(Stats {
                     jobs: self.jobs.len(),
                     staged: self.jobs.staged(),
+                    queued: self.jobs.queued(),
                     outstanding: self.in_sink
                         + usize::from(self.writing)
                         + usize::from(!self.pending.is_empty()),
@@ -584,9 +601,11 @@ impl Runner {
             let generation = entry.generation;
             let outlet = self.outlet.clone();
             self.in_sink += 1;
+            let fired = outlet.metrics.fired(now - at);
             tokio::spawn(async move {
                 let started = outlet.clock.now();
                 let report = outlet.sink.deliver_reported(trigger).await;
+                outlet.metrics.answered(fired, report.result);
                 let attempt = Box::new(Attempt {
                     execution_id,
                     tick,
@@ -692,6 +711,8 @@ struct Outlet {
     tx: mpsc::UnboundedSender<Command>,
     /// Times each attempt for its run record.
     clock: Arc<dyn Clock>,
+    /// Lateness and outcome of every trigger.
+    metrics: EngineMetrics,
 }
 
 /// One shared copy of each owner's metadata, so a million jobs of one app hold one.

@@ -14,13 +14,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::{Error, bind};
+use crate::app::{Error, bind, bind_metrics, sample_engine, serve_metrics};
 use crate::clock::{Clock, SystemClock};
 use crate::config;
-use crate::engine::Engine;
+use crate::engine::{self, Engine};
+use crate::observe::Metrics;
 use crate::store::{self, Store};
 use cluster::{Cluster, ClusterConfig};
 use pool::Pool;
@@ -38,10 +39,14 @@ pub struct Replica {
     pub addr: SocketAddr,
     /// The address announced to sidecars through WatchHosts.
     pub broadcast_address: String,
+    /// Where the metrics server listens; `None` with `--enable-metrics=false`.
+    pub metrics_addr: Option<SocketAddr>,
     /// Cancelled to stop the replica.
     shutdown: CancellationToken,
     /// The gRPC server task.
     server: JoinHandle<Result<(), Error>>,
+    /// The metrics server, stopped with the gRPC server.
+    metrics_server: JoinSet<Result<(), Error>>,
     /// The host list WatchHosts streams (the live members in a cluster).
     hosts: watch::Sender<Vec<String>>,
     /// Leaves the cluster (if any), then closes the streams; awaited before the engine stops.
@@ -67,8 +72,10 @@ impl Replica {
                 Arc::new(store::Etcd::connect(&cluster.endpoints, &cluster.namespace).await?);
             return Self::start_clustered(cfg, store, Arc::new(SystemClock)).await;
         }
-        let store: Arc<dyn Store> = Arc::new(store::Redb::open(&cfg.data_dir)?);
-        Self::start_with(cfg, store, Arc::new(SystemClock)).await
+        let metrics = metrics_of(&cfg);
+        let redb = store::Redb::open(&cfg.data_dir)?;
+        redb.observe(metrics.store());
+        Self::launch(cfg, Arc::new(redb), Arc::new(SystemClock), None, metrics).await
     }
 
     /// Starts serving alone over a given store and clock (tests use a memory store and a
@@ -78,7 +85,8 @@ impl Replica {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
     ) -> Result<Replica, Error> {
-        Self::launch(cfg, store, clock, None).await
+        let metrics = metrics_of(&cfg);
+        Self::launch(cfg, store, clock, None, metrics).await
     }
 
     /// Starts serving as a member of the cluster on `store`'s etcd (`cfg.cluster` must be
@@ -89,7 +97,8 @@ impl Replica {
         clock: Arc<dyn Clock>,
     ) -> Result<Replica, Error> {
         let dyn_store: Arc<dyn Store> = store.clone();
-        Self::launch(cfg, dyn_store, clock, Some(store)).await
+        let metrics = metrics_of(&cfg);
+        Self::launch(cfg, dyn_store, clock, Some(store), metrics).await
     }
 
     async fn launch(
@@ -97,6 +106,7 @@ impl Replica {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         etcd: Option<Arc<store::Etcd>>,
+        metrics: Metrics,
     ) -> Result<Replica, Error> {
         // Bound first: a port in use fails before the store is loaded and triggers fire.
         let listener = bind(cfg.listen).await?;
@@ -104,16 +114,31 @@ impl Replica {
             addr: cfg.listen,
             source,
         })?;
+        let metrics_listener = bind_metrics(cfg.metrics).await?;
         let broadcast_address = cfg.broadcast_address(addr);
 
-        let pool = Arc::new(Pool::new());
+        let pool = Arc::new(Pool::with_metrics(metrics.scheduler()));
+        let options = engine::Options {
+            metrics: metrics.engine(),
+            // Nothing reads run history on a replica yet (jobsd's views are the sidecar's):
+            // statuses are kept in the counters, runs and finished jobs are not.
+            history: engine::history::Options {
+                history_limit: 0,
+                finished_retention: None,
+            },
+        };
         let engine_stop = CancellationToken::new();
         // Triggers due before any daprd connects find no stream and are staged until one does.
         let (hosts, hosts_rx) = watch::channel(vec![broadcast_address.clone()]);
         let (engine, engine_task, cluster) = match (etcd, &cfg.cluster) {
             (Some(etcd), Some(settings)) => {
-                let (engine, task) =
-                    Engine::follow(store.clone(), clock, pool.clone(), engine_stop.clone());
+                let (engine, task) = Engine::follow_with(
+                    store.clone(),
+                    clock.clone(),
+                    pool.clone(),
+                    engine_stop.clone(),
+                    options,
+                );
                 let cluster = Cluster::start(
                     ClusterConfig {
                         id: cfg.id.clone(),
@@ -129,12 +154,25 @@ impl Replica {
                 (engine, task, Some(cluster))
             }
             _ => {
-                let (engine, task) =
-                    Engine::start(store.clone(), clock, pool.clone(), engine_stop.clone()).await?;
+                let (engine, task) = Engine::start_with(
+                    store.clone(),
+                    clock.clone(),
+                    pool.clone(),
+                    engine_stop.clone(),
+                    options,
+                )
+                .await?;
                 (engine, task, None)
             }
         };
         pool.attach(engine.clone());
+        sample_engine(&metrics, &engine, clock);
+        let streams = pool.clone();
+        let sidecars = metrics.scheduler();
+        metrics.on_scrape(Arc::new(move || {
+            sidecars.set_sidecars(streams.streams());
+            Box::pin(std::future::ready(()))
+        }));
 
         let shutdown = CancellationToken::new();
         let extras = server::health_and_reflection().await?;
@@ -157,6 +195,8 @@ impl Replica {
                 pool.close_all();
             }
         });
+        let mut metrics_server = JoinSet::new();
+        let metrics_addr = serve_metrics(metrics_listener, metrics, &shutdown, &mut metrics_server);
         let stop = shutdown.clone();
         let server = tokio::spawn(async move {
             tonic::transport::Server::builder()
@@ -178,6 +218,7 @@ impl Replica {
             id = %cfg.id,
             listen = %addr,
             broadcast = %broadcast_address,
+            metrics = ?metrics_addr,
             data_dir = %cfg.data_dir.display(),
             cluster = ?cfg.cluster.as_ref().map(|c| &c.endpoints),
             "jobsd scheduler ready"
@@ -185,8 +226,10 @@ impl Replica {
         Ok(Replica {
             addr,
             broadcast_address,
+            metrics_addr,
             shutdown,
             server,
+            metrics_server,
             hosts,
             closer,
             pool,
@@ -215,16 +258,36 @@ impl Replica {
     /// Waits until the replica is told to stop (or the server fails): stops accepting,
     /// closes the WatchJobs streams (their unacked triggers are staged), stops the trigger
     /// loop and closes the store so that every acknowledged write is on disk.
-    pub async fn wait(self) -> Result<(), Error> {
-        let result = self
-            .server
-            .await
-            .unwrap_or_else(|e| Err(Error::Serve(e.to_string())));
+    pub async fn wait(mut self) -> Result<(), Error> {
+        let joined = |done: Result<Result<(), Error>, tokio::task::JoinError>| {
+            done.unwrap_or_else(|e| Err(Error::Serve(e.to_string())))
+        };
+        // The metrics server ends before the replica is told to stop only when it fails: then
+        // the replica stops too.
+        let mut metrics_result = Ok(());
+        let server_done = tokio::select! {
+            done = &mut self.server => Some(joined(done)),
+            Some(done) = self.metrics_server.join_next() => {
+                metrics_result = joined(done);
+                None
+            }
+        };
+        // Also reached when a server failed on its own: nothing may stay connected.
+        self.shutdown.cancel();
+        let result = match server_done {
+            Some(done) => done,
+            None => joined(self.server.await),
+        };
         if let Err(e) = &result {
             tracing::error!(error = %e, "scheduler server stopped");
         }
-        // Also reached when the server failed on its own: nothing may stay connected.
-        self.shutdown.cancel();
+        while let Some(done) = self.metrics_server.join_next().await {
+            metrics_result = metrics_result.and(joined(done));
+        }
+        if let Err(e) = &metrics_result {
+            tracing::error!(error = %e, "metrics server stopped");
+        }
+        let result = result.and(metrics_result);
         if let Err(e) = self.closer.await {
             tracing::error!(error = %e, "shutdown task failed");
         }
@@ -236,5 +299,14 @@ impl Replica {
         self.store.close().await?;
         tracing::info!("jobsd scheduler stopped");
         result
+    }
+}
+
+/// The replica's metrics: the Dapr Scheduler's, the engine's and the store's; disabled with
+/// `--enable-metrics=false`.
+fn metrics_of(cfg: &config::Replica) -> Metrics {
+    match cfg.metrics {
+        Some(_) => Metrics::replica(),
+        None => Metrics::disabled(),
     }
 }

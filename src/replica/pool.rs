@@ -19,8 +19,10 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use crate::engine::Engine;
+use crate::observe::{JobType, SchedulerMetrics};
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::JobTargetType;
+use crate::proto::scheduler::job_target_metadata::Type as Target;
 use crate::proto::scheduler::watch_jobs_request::WatchJobRequestType;
 use crate::trigger::{Sink, Trigger, TriggerResult, keys};
 
@@ -42,6 +44,8 @@ pub struct Pool {
     engine: OnceLock<Engine>,
     /// Pool-wide stream numbers (for unregistering and logs; not the per-stream trigger ids).
     next_conn: AtomicU64,
+    /// The Dapr Scheduler's metrics (triggers by result; jobs created, through the service).
+    metrics: SchedulerMetrics,
 }
 
 /// The routing table, under one lock: every change is a few map operations.
@@ -105,6 +109,19 @@ impl Pool {
     /// An empty pool.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty pool recording the Dapr Scheduler's metrics into `metrics`.
+    pub fn with_metrics(metrics: SchedulerMetrics) -> Self {
+        Pool {
+            metrics,
+            ..Self::default()
+        }
+    }
+
+    /// The Dapr Scheduler's metrics this pool records into.
+    pub fn metrics(&self) -> &SchedulerMetrics {
+        &self.metrics
     }
 
     /// Gives the pool the engine it feeds, so that new streams release staged triggers.
@@ -352,9 +369,37 @@ fn prefixes_of(initial: &sv1::WatchJobsRequestInitial) -> Result<Vec<String>, St
     Ok(prefixes)
 }
 
+/// The `type` label of a job's metadata.
+pub fn job_type(metadata: &sv1::JobMetadata) -> JobType {
+    match metadata.target.as_ref().and_then(|t| t.r#type.as_ref()) {
+        Some(Target::Job(_)) => JobType::Job,
+        Some(Target::Actor(_)) => JobType::Actor,
+        None => JobType::Unknown,
+    }
+}
+
 #[async_trait::async_trait]
 impl Sink for Pool {
     async fn deliver(&self, trigger: Trigger) -> TriggerResult {
+        let sent = self.metrics.sending();
+        let kind = job_type(&trigger.metadata);
+        let result = self.send(trigger).await;
+        self.metrics.answered(kind, sent, result);
+        result
+    }
+
+    fn is_deliverable(&self, key: &str) -> bool {
+        let routes = lock(&self.routes);
+        routes.lens.keys().any(|&len| {
+            key.get(..len)
+                .is_some_and(|prefix| routes.rings.contains_key(prefix))
+        })
+    }
+}
+
+impl Pool {
+    /// Sends `trigger` on one stream of its target and waits for the ack.
+    async fn send(&self, trigger: Trigger) -> TriggerResult {
         let Some(conn) = keys::target_prefix(&trigger.metadata).and_then(|p| self.pick(&p)) else {
             return TriggerResult::Undeliverable;
         };
@@ -386,14 +431,6 @@ impl Sink for Pool {
             return TriggerResult::Undeliverable;
         }
         answer.await.unwrap_or(TriggerResult::Undeliverable)
-    }
-
-    fn is_deliverable(&self, key: &str) -> bool {
-        let routes = lock(&self.routes);
-        routes.lens.keys().any(|&len| {
-            key.get(..len)
-                .is_some_and(|prefix| routes.rings.contains_key(prefix))
-        })
     }
 }
 

@@ -13,8 +13,9 @@ use tokio_stream::wrappers::WatchStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::pool::{Outbound, Pool};
+use super::pool::{Outbound, Pool, job_type};
 use crate::engine::Engine;
+use crate::observe::JobType;
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_server::{Scheduler, SchedulerServer};
 use crate::proto::scheduler::watch_jobs_request::WatchJobRequestType;
@@ -69,7 +70,10 @@ impl Scheduler for SchedulerService {
         &self,
         request: Request<sv1::ScheduleJobRequest>,
     ) -> Result<Response<sv1::ScheduleJobResponse>, Status> {
-        self.engine.schedule_job(request.into_inner()).await?;
+        let request = request.into_inner();
+        let kind = request.metadata.as_ref().map_or(JobType::Unknown, job_type);
+        self.engine.schedule_job(request).await?;
+        self.pool.metrics().created(kind);
         Ok(Response::new(sv1::ScheduleJobResponse {}))
     }
 

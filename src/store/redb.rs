@@ -24,7 +24,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,7 @@ use super::{
     Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf, ScanItem, Store,
     StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
 };
+use crate::observe::StoreMetrics;
 
 /// File name inside the data directory.
 pub(crate) const FILE_NAME: &str = "jobsd.redb";
@@ -130,6 +131,8 @@ struct StatCells {
     checkpoints: AtomicU64,
     /// See [`RedbStats::replayed`].
     replayed: AtomicU64,
+    /// Where each commit's duration and size go, once [`Redb::observe`] set it.
+    metrics: OnceLock<StoreMetrics>,
 }
 
 /// The redb-backed [`Store`]. Open with [`Redb::open`]; dropping it waits for the writer
@@ -247,6 +250,11 @@ impl Redb {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Records every commit from now on into `metrics` (the first call wins).
+    pub fn observe(&self, metrics: StoreMetrics) {
+        let _ = self.stats.metrics.set(metrics);
     }
 
     /// What the writer thread has done so far.
@@ -759,11 +767,16 @@ impl Writer {
             }
             return;
         }
+        let metrics = self.stats.metrics.get().filter(|m| m.is_enabled()).cloned();
+        let started = metrics.as_ref().map(|_| Instant::now());
         let outcome = match &self.broken {
             Some(err) => Err(err.clone()),
             None if self.wal.is_some() => self.apply_logged(batch),
             None => self.apply(batch),
         };
+        if let (Some(metrics), Some(started)) = (metrics, started) {
+            metrics.committed(ops, started.elapsed(), outcome.is_ok());
+        }
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         self.stats
             .requests

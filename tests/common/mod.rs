@@ -93,6 +93,7 @@ pub fn sidecar_config(
         scheduler_job_streams: 3,
         history: jobsd::engine::history::Options::default(),
         otlp_endpoint: None,
+        metrics: None,
     }
 }
 

@@ -15,6 +15,18 @@ use tonic::transport::Channel;
 
 use super::{any_port, app_metadata, clockwork, t0};
 
+/// A replica's settings: listening on `listen`, metrics on `metrics` (or none).
+fn cfg(listen: SocketAddr, metrics: Option<SocketAddr>) -> config::Replica {
+    config::Replica {
+        id: "dapr-scheduler-server-0".into(),
+        listen,
+        broadcast_override: None,
+        data_dir: "unused".into(),
+        cluster: None,
+        metrics,
+    }
+}
+
 /// A running replica, its clock and a client.
 pub struct Rep {
     pub replica: Replica,
@@ -35,13 +47,17 @@ impl Rep {
 
     /// A replica on `listen` over `store`, driven by `clock`.
     pub async fn start_on(listen: SocketAddr, store: Arc<dyn Store>, clock: ManualClock) -> Rep {
-        let cfg = config::Replica {
-            id: "dapr-scheduler-server-0".into(),
-            listen,
-            broadcast_override: None,
-            data_dir: "unused".into(),
-            cluster: None,
-        };
+        Self::start_cfg(cfg(listen, None), store, clock).await
+    }
+
+    /// A replica on a free port over a fresh memory store, its clock at `t0()`, serving its
+    /// metrics on another free port (`replica.metrics_addr`).
+    pub async fn start_metered() -> Rep {
+        let cfg = cfg(any_port(), Some(any_port()));
+        Self::start_cfg(cfg, Arc::new(store::Memory::new()), ManualClock::new(t0())).await
+    }
+
+    async fn start_cfg(cfg: config::Replica, store: Arc<dyn Store>, clock: ManualClock) -> Rep {
         let replica = Replica::start_with(cfg, store, Arc::new(clock.clone()))
             .await
             .unwrap();

@@ -22,11 +22,12 @@ use tower::ServiceExt;
 use super::error::ApiError;
 pub use super::http_parts::API_TOKEN_HEADER;
 use super::http_parts::{Shared, json_response, read_body};
+use super::http_request::{
+    RouteName, invalid_utf8_marshal_error, parse_schedule_request, query_param,
+};
 use super::{ApiState, json};
 use crate::go;
 use crate::observe::trace::{self, TRACEPARENT};
-use crate::proto::{internals::JobHttpRequest, runtime as rv1};
-use crate::scheduler;
 
 /// The three route prefixes daprd serves jobs under.
 const JOB_ROUTES: [&str; 3] = [
@@ -122,40 +123,6 @@ async fn not_found() -> Response {
     .into_response()
 }
 
-/// The `{name}` route parameter after `url.QueryUnescape`. Go keeps the raw bytes, which may
-/// not be UTF-8; such a name can only fail later, when it is marshalled for the Scheduler.
-struct RouteName {
-    /// The name (invalid UTF-8 replaced, only for the emptiness checks).
-    text: String,
-    /// Whether the unescaped bytes were UTF-8.
-    utf8: bool,
-}
-
-impl RouteName {
-    /// The last segment of the (cleaned) path: every job route ends in `/{name}`. Taken from
-    /// the URI rather than axum's path extractors, which refuse names that are not UTF-8.
-    fn from_uri(uri: &Uri) -> Result<Self, ApiError> {
-        let raw = uri.path().rsplit('/').next().unwrap_or_default();
-        let bytes =
-            go::url::query_unescape(raw).map_err(|e| ApiError::unescape_param("name", e))?;
-        Ok(match String::from_utf8(bytes) {
-            Ok(text) => RouteName { text, utf8: true },
-            Err(e) => RouteName {
-                text: String::from_utf8_lossy(e.as_bytes()).into_owned(),
-                utf8: false,
-            },
-        })
-    }
-}
-
-/// What grpc-go answers when asked to send a string field that is not UTF-8.
-fn invalid_utf8_marshal_error() -> scheduler::Error {
-    scheduler::Error::new(
-        tonic::Code::Internal,
-        "grpc: error while marshaling: string field contains invalid UTF-8",
-    )
-}
-
 /// `POST …/jobs/{name}`: 204 on success. A well-formed `traceparent` is kept with the job.
 async fn schedule_job(
     State(state): State<Shared>,
@@ -179,44 +146,6 @@ async fn schedule_job_inner(
     let bytes = read_body(body, state.body_limit()).await?;
     let req = parse_schedule_request(state, uri, &bytes)?;
     state.schedule_job_traced(req, traceparent).await
-}
-
-/// A create request as daprd reads `POST …/jobs/{name}`: the name from the URL, the body's
-/// fields, daprd's errors.
-pub(crate) fn parse_schedule_request(
-    state: &ApiState,
-    uri: &Uri,
-    bytes: &[u8],
-) -> Result<rv1::ScheduleJobRequest, ApiError> {
-    let name = RouteName::from_uri(uri)?;
-    let req = if bytes.is_empty() {
-        JobHttpRequest::default()
-    } else {
-        json::parse_job_http_request(bytes).map_err(ApiError::malformed_request)?
-    };
-    if !req.name.is_empty() {
-        return Err(ApiError::name_in_url_only(&state.app_id));
-    }
-    let job = rv1::Job {
-        name: name.text.trim().to_owned(),
-        schedule: req.schedule,
-        repeats: req.repeats,
-        due_time: req.due_time,
-        ttl: req.ttl,
-        data: req.data.as_ref().map(json::value_to_any),
-        failure_policy: req.failure_policy,
-    };
-    if !name.utf8 && (job.schedule.is_some() || job.due_time.is_some()) {
-        return Err(ApiError::schedule_job(
-            &invalid_utf8_marshal_error(),
-            &state.app_id,
-            &state.namespace,
-        ));
-    }
-    Ok(rv1::ScheduleJobRequest {
-        job: Some(job),
-        overwrite: req.overwrite.unwrap_or(false),
-    })
 }
 
 /// `GET …/jobs/{name}`: 200 with the job's protojson.
@@ -286,29 +215,6 @@ async fn list_jobs(State(state): State<Shared>, uri: Uri) -> Response {
         Ok(body) => json_response(body),
         Err(e) => e.into_response(),
     }
-}
-
-/// The first value of `key` in a query string, form-unescaped.
-fn query_param(query: &str, key: &str) -> Result<Option<String>, ApiError> {
-    Ok(query_params(query)?
-        .into_iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v))
-}
-
-/// Every `key=value` of a query string in order, form-unescaped.
-pub(crate) fn query_params(query: &str) -> Result<Vec<(String, String)>, ApiError> {
-    let mut params = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let k = go::url::query_unescape(k).map_err(ApiError::malformed_request)?;
-        let v = go::url::query_unescape(v).map_err(ApiError::malformed_request)?;
-        params.push((
-            String::from_utf8_lossy(&k).into_owned(),
-            String::from_utf8_lossy(&v).into_owned(),
-        ));
-    }
-    Ok(params)
 }
 
 /// `GET /v1.0/healthz`: 204 once ready; in remote mode 500 `ERR_HEALTH_NOT_READY` until the

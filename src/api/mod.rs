@@ -11,6 +11,7 @@ pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod http_parts;
+pub mod http_request;
 pub mod jobsd;
 pub mod json;
 

@@ -21,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 pub use error::Error;
 pub use runner::Stats;
 use runner::{Command, Runner};
-pub use views::{JobState, JobStatus, JobView, ListFilter, ListPage, MAX_PAGE_SIZE, Run};
+pub use views::{
+    JobState, JobStatus, JobView, ListFilter, ListPage, MAX_PAGE_SIZE, Run, RunOutcome, StoredRun,
+};
 
 use crate::clock::Clock;
 use crate::observe::EngineMetrics;

@@ -10,7 +10,8 @@ use super::convert::{self, instant};
 use super::queue::State;
 use super::{Engine, Error};
 use crate::proto::scheduler as sv1;
-use crate::store::{PageItem, PageOf, RunOutcome, StoredRun};
+use crate::store::{PageItem, PageOf};
+pub use crate::store::{RunOutcome, StoredRun};
 use crate::trigger::keys;
 
 /// Where a job is in its life.

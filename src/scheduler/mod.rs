@@ -11,7 +11,9 @@ use std::fmt;
 
 pub use remote::{Connections, Remote, RemoteConfig};
 
-pub use crate::engine::{JobExtras, JobState, JobStatus, JobView, ListFilter, ListPage, Run};
+pub use crate::engine::{
+    JobExtras, JobState, JobStatus, JobView, ListFilter, ListPage, Run, RunOutcome,
+};
 use crate::proto::scheduler as sv1;
 
 /// An error as a Scheduler replica reports it: a gRPC code and its description.

@@ -18,8 +18,8 @@ use axum::routing::get;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 
 use super::{bad_request, json};
-use crate::api::http::{parse_schedule_request, query_params};
 use crate::api::http_parts::{Shared, json_response, read_body};
+use crate::api::http_request::{parse_schedule_request, query_params};
 use crate::api::{ApiError, ApiState};
 use crate::observe::trace::{self, TRACEPARENT};
 use crate::scheduler::{JobExtras, JobState, ListFilter};

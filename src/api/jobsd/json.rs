@@ -5,8 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::api::json::job_to_json;
 use crate::api::{ApiError, scheduler_to_runtime_job};
-use crate::scheduler::{JobView, ListPage, Run};
-use crate::store::RunOutcome;
+use crate::scheduler::{JobView, ListPage, Run, RunOutcome};
 
 fn time(t: Option<DateTime<Utc>>) -> Value {
     t.map_or(Value::Null, |t| {

@@ -276,11 +276,13 @@ impl Sidecar {
             })?);
             let extras = api::grpc::health_and_reflection().await?;
             let dapr = api::grpc::service(state.clone());
+            let jobsd = api::jobsd::grpc::service(state.clone());
             let stop = shutdown.clone();
             servers.spawn(async move {
                 tonic::transport::Server::builder()
                     .add_routes(extras.routes)
                     .add_service(dapr)
+                    .add_service(jobsd)
                     .serve_with_incoming_shutdown(
                         // Without nodelay, h2's small trailer writes wait for the peer's delayed ACK
                         // (40 ms stalls); tonic ignores its own setting for custom incoming streams.

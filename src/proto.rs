@@ -53,6 +53,11 @@ pub mod jobsd {
             tonic::include_proto!("jobsd.store.v1");
         }
     }
+    /// `jobsd.v1`: jobsd's own gRPC API (`jobsd.v1.Jobs`).
+    #[allow(clippy::all, clippy::pedantic, missing_docs)]
+    pub mod v1 {
+        tonic::include_proto!("jobsd.v1");
+    }
 }
 
 /// etcd's v3 API (`proto/third_party/etcd/`, trimmed to the KV, Watch and Lease services): what the etcd
@@ -81,6 +86,8 @@ pub use dapr::proto::runtime::v1 as runtime;
 pub use dapr::proto::scheduler::v1 as scheduler;
 /// `jobsd.store.v1`.
 pub use jobsd::store::v1 as store;
+/// `jobsd.v1`.
+pub use jobsd::v1 as jobsd_api;
 
 /// Encoded `google.protobuf.FileDescriptorSet` of all the protos above and their imports
 /// (with source info), for gRPC reflection.

@@ -10,6 +10,7 @@ use common::{engine, serve_grpc, state};
 use jobsd::proto::common::{
     JobFailurePolicy, JobFailurePolicyConstant, job_failure_policy::Policy,
 };
+use jobsd::proto::jobsd_api::{self as jv1, jobs_client::JobsClient};
 use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
 use prost::Message;
 use tonic::transport::Channel;
@@ -417,6 +418,7 @@ async fn reflection_lists_services_on_v1_and_v1alpha() {
     let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
     for want in [
         "dapr.proto.runtime.v1.Dapr",
+        "jobsd.v1.Jobs",
         "grpc.health.v1.Health",
         "grpc.reflection.v1.ServerReflection",
     ] {
@@ -481,6 +483,24 @@ async fn api_token_goes_in_metadata() {
         .into_inner();
     assert_eq!(listed.jobs.len(), 1);
     assert!(c.list_jobs(rv1::ListJobsRequest {}).await.is_err());
+
+    // jobsd's own service sits behind the same token.
+    let mut own = JobsClient::new(ch.clone());
+    let get = || jv1::GetJobRequest {
+        name: "tok".to_owned(),
+    };
+    let err = own.get_job(get()).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    let mut wrong = Request::new(get());
+    wrong
+        .metadata_mut()
+        .insert("dapr-api-token", "nope".parse().unwrap());
+    assert_eq!(
+        own.get_job(wrong).await.unwrap_err().code(),
+        Code::Unauthenticated
+    );
+    let view = own.get_job(with_token(get())).await.unwrap().into_inner();
+    assert_eq!(view.job.unwrap().name, "tok");
 
     // Health stays open for probes.
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};

@@ -514,3 +514,217 @@ async fn paging_over_100k_jobs_lists_each_exactly_once_while_jobs_come_and_go() 
     assert_eq!(sorted, seen, "name order");
     r.stop().await;
 }
+
+/// `jobsd.v1.Jobs` on the gRPC port: the same jobs, status, history, filters and errors as
+/// the HTTP routes.
+#[tokio::test]
+async fn grpc_jobs_service_shows_what_the_http_routes_show() {
+    use jobsd::proto::jobsd_api::{self as jv1, jobs_client::JobsClient};
+    use jobsd::proto::runtime as rv1;
+    use tonic::Code;
+
+    let app = HttpApp::new();
+    app.status.lock().unwrap().insert("flaky".into(), 503);
+    let addr = app::serve(app.clone()).await;
+    let r = Running::start(
+        cfg(addr, Options::default()),
+        Arc::new(store::Memory::new()),
+        ManualClock::new(t0()),
+    )
+    .await;
+    let grpc = r.sidecar.grpc_addrs[0];
+    let mut c = JobsClient::connect(format!("http://{grpc}")).await.unwrap();
+    let job = |name: &str, schedule: &str, repeats: Option<u32>| rv1::Job {
+        name: name.to_owned(),
+        schedule: Some(schedule.to_owned()),
+        repeats,
+        ..Default::default()
+    };
+    let schedule =
+        |job: rv1::Job, labels: &[(&str, &str)], overwrite: bool| jv1::ScheduleJobRequest {
+            job: Some(job),
+            overwrite,
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        };
+    c.schedule_job(schedule(
+        job("ok", "@every 10s", Some(3)),
+        &[("team", "a")],
+        false,
+    ))
+    .await
+    .unwrap();
+    c.schedule_job(schedule(
+        job("flaky", "@every 1m", None),
+        &[("team", "b")],
+        false,
+    ))
+    .await
+    .unwrap();
+
+    // Errors: Dapr's for the job, jobsd's for labels, nothing stored.
+    let err = c
+        .schedule_job(schedule(job("ok", "@daily", None), &[], false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    let err = c
+        .schedule_job(schedule(
+            job("x", "@daily", None),
+            &[("bad key", "v")],
+            false,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("labels: key"), "{err:?}");
+    let err = c
+        .schedule_job(schedule(job("x", "not a cron", None), &[], false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Internal, "Dapr's validation: {err:?}");
+    let err = c
+        .get_job(jv1::GetJobRequest { name: "x".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+
+    r.run_for(TimeDelta::seconds(65)).await; // ok: 10, 20, 30 (done); flaky: 60 + 3 retries
+
+    let view = |v: jv1::GetJobResponse| v.job.unwrap();
+    let ok = view(
+        c.get_job(jv1::GetJobRequest { name: "ok".into() })
+            .await
+            .unwrap()
+            .into_inner(),
+    );
+    assert_eq!(ok.name, "ok");
+    assert_eq!(
+        ok.job.as_ref().unwrap().schedule.as_deref(),
+        Some("@every 10s")
+    );
+    assert_eq!(ok.labels.get("team").map(String::as_str), Some("a"));
+    let status = ok.status.unwrap();
+    assert_eq!(status.state, "finished");
+    assert_eq!(status.counters.as_ref().unwrap().succeeded, 3);
+    assert_eq!(status.ticks, 3);
+    assert_eq!(status.last_outcome, "success");
+    assert!(status.next_fire_time.is_none());
+    assert_eq!(status.finished_at.unwrap().seconds, t0().timestamp() + 30);
+
+    let flaky = view(
+        c.get_job(jv1::GetJobRequest {
+            name: "flaky".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner(),
+    );
+    let status = flaky.status.unwrap();
+    assert_eq!(status.state, "active");
+    let counters = status.counters.unwrap();
+    assert_eq!((counters.failed_attempts, counters.dropped), (4, 1));
+    assert_eq!(status.last_error, "app responded with HTTP status 503");
+    assert_eq!(
+        status.next_fire_time.unwrap().seconds,
+        t0().timestamp() + 120
+    );
+    // The HTTP view says the same.
+    let http_view = r.view("flaky").await;
+    assert_eq!(
+        counter(&http_view, "failedAttempts"),
+        counters.failed_attempts
+    );
+    assert_eq!(http_view["status"]["lastError"], status.last_error);
+
+    // History: newest first, paged by `before`.
+    let page = c
+        .list_runs(jv1::ListRunsRequest {
+            name: "flaky".into(),
+            limit: 3,
+            before: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let attempts: Vec<_> = page.runs.iter().map(|r| r.attempt).collect();
+    assert_eq!(attempts, [4, 3, 2]);
+    for run in &page.runs {
+        assert_eq!(run.outcome(), jv1::RunOutcome::Failed);
+        assert_eq!(run.http_status, 503);
+        assert_eq!(run.nominal_time.unwrap().seconds, t0().timestamp() + 60);
+        assert!(run.latency.is_some());
+        assert_eq!(run.execution_id, page.runs[0].execution_id);
+    }
+    assert_eq!(page.next_before, page.runs[2].seq);
+    let rest = c
+        .list_runs(jv1::ListRunsRequest {
+            name: "flaky".into(),
+            limit: 3,
+            before: page.next_before,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(rest.runs.len(), 1);
+    assert_eq!(rest.runs[0].attempt, 1);
+    assert_eq!(rest.next_before, 0);
+
+    // Lists: filters and paging.
+    let list =
+        |labels: &[(&str, &str)], state: &str, page_size: u32, token: &str| jv1::ListJobsRequest {
+            prefix: String::new(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            state: state.to_owned(),
+            page_size,
+            page_token: token.to_owned(),
+        };
+    let names = |p: &jv1::ListJobsResponse| -> Vec<String> {
+        p.jobs.iter().map(|j| j.name.clone()).collect()
+    };
+    let p = c
+        .list_jobs(list(&[("team", "b")], "", 0, ""))
+        .await
+        .unwrap();
+    assert_eq!(names(p.get_ref()), ["flaky"]);
+    let p = c.list_jobs(list(&[], "finished", 0, "")).await.unwrap();
+    assert_eq!(names(p.get_ref()), ["ok"]);
+    let first = c
+        .list_jobs(list(&[], "", 1, ""))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(names(&first), ["flaky"]);
+    assert!(!first.next_page_token.is_empty());
+    let second = c
+        .list_jobs(list(&[], "", 1, &first.next_page_token))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(names(&second), ["ok"]);
+    let err = c.list_jobs(list(&[], "gone", 0, "")).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("state:"), "{err:?}");
+
+    // Delete removes the job and its history.
+    c.delete_job(jv1::DeleteJobRequest {
+        name: "flaky".into(),
+    })
+    .await
+    .unwrap();
+    let err = c
+        .list_runs(jv1::ListRunsRequest {
+            name: "flaky".into(),
+            limit: 0,
+            before: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    r.stop().await;
+}

@@ -42,7 +42,10 @@ pub struct HealthAndReflection {
 /// The service name health reports for the jobs API.
 pub const DAPR_SERVICE_NAME: &str = "dapr.proto.runtime.v1.Dapr";
 
-/// Health (SERVING for `""` and `dapr.proto.runtime.v1.Dapr`) and reflection (v1 and
+/// The service name health reports for jobsd's own API.
+pub const JOBSD_SERVICE_NAME: &str = "jobsd.v1.Jobs";
+
+/// Health (SERVING for `""`, `dapr.proto.runtime.v1.Dapr` and `jobsd.v1.Jobs`) and reflection (v1 and
 /// v1alpha, over the project's descriptors and grpc.health's).
 pub async fn health_and_reflection() -> Result<HealthAndReflection, tonic_reflection::server::Error>
 {
@@ -52,6 +55,9 @@ pub async fn health_and_reflection() -> Result<HealthAndReflection, tonic_reflec
         .await;
     reporter
         .set_service_status(DAPR_SERVICE_NAME, ServingStatus::Serving)
+        .await;
+    reporter
+        .set_service_status(JOBSD_SERVICE_NAME, ServingStatus::Serving)
         .await;
     let v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
@@ -67,22 +73,23 @@ pub async fn health_and_reflection() -> Result<HealthAndReflection, tonic_reflec
     Ok(HealthAndReflection { reporter, routes })
 }
 
-impl DaprApi {
-    /// daprd's API-token interceptor: the first `dapr-api-token` value must match.
-    fn authorize<T>(&self, request: &Request<T>) -> Result<(), Status> {
-        let Some(token) = self.state.required_token() else {
-            return Ok(());
-        };
-        match request.metadata().get(API_TOKEN_HEADER) {
-            None => {
-                Err(ApiError::grpc_unauthenticated("missing api token in request metadata").into())
-            }
-            Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
-            Some(_) => Err(ApiError::grpc_unauthenticated(
-                "authentication error: api token mismatch",
-            )
-            .into()),
+/// daprd's API-token interceptor: the first `dapr-api-token` value must match.
+pub(crate) fn authorize<T>(state: &ApiState, request: &Request<T>) -> Result<(), Status> {
+    let Some(token) = state.required_token() else {
+        return Ok(());
+    };
+    match request.metadata().get(API_TOKEN_HEADER) {
+        None => Err(ApiError::grpc_unauthenticated("missing api token in request metadata").into()),
+        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
+        Some(_) => {
+            Err(ApiError::grpc_unauthenticated("authentication error: api token mismatch").into())
         }
+    }
+}
+
+impl DaprApi {
+    fn authorize<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        authorize(&self.state, request)
     }
 
     async fn schedule(&self, request: Request<rv1::ScheduleJobRequest>) -> Result<(), Status> {

@@ -147,16 +147,18 @@ pub async fn serve_http(state: ApiState) -> SocketAddr {
     addr
 }
 
-/// Serves the gRPC API (Dapr service, health, reflection) on an ephemeral port.
+/// Serves the gRPC API (Dapr's and jobsd's services, health, reflection) on an ephemeral port.
 pub async fn serve_grpc(state: ApiState) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let extras = api::grpc::health_and_reflection().await.unwrap();
-    let dapr = api::grpc::service(state);
+    let dapr = api::grpc::service(state.clone());
+    let jobsd = api::jobsd::grpc::service(state);
     tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
             .add_routes(extras.routes)
             .add_service(dapr)
+            .add_service(jobsd)
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
             .await;
     });

@@ -17,17 +17,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 
+use super::grpc::{DEFAULT_RUNS, MAX_RUNS};
 use super::{bad_request, json};
 use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::http_request::{parse_schedule_request, query_params};
 use crate::api::{ApiError, ApiState};
 use crate::observe::trace::{self, TRACEPARENT};
 use crate::scheduler::{JobExtras, JobState, ListFilter};
-
-/// Runs answered when `limit` is not given.
-const DEFAULT_RUNS: usize = 20;
-/// Most runs one call answers.
-const MAX_RUNS: usize = 1000;
 
 /// The routes, to merge into the API router.
 pub fn routes() -> Router<Shared> {

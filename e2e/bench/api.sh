@@ -14,7 +14,8 @@
 #   5. SIGTERM + restart on that dir: stop time, time until /v1.0/healthz answers 204, RSS.
 #   6. kill -9 (idle) + restart, and kill -9 during a create load + restart: the same.
 #
-# Settings (environment): N=100000 C=16 RUNS=3 FILL=1000000 FILL_C=64 CEILING=1
+# Settings (environment): N=100000 C=16 RUNS=3 FILL=1000000 (0: skip 4-6) FILL_C=64 CEILING=1
+#   JOBSD_ARGS="" (extra jobsd flags)
 #   HTTP_PORT=3590 GRPC_PORT=30590 KEEP=0 (1: keep the temp dir) JOBSD_BIN=target/release/jobsd
 #   QUIET=0.5: before each timed run, wait (up to QUIET_WAIT=300 s) until other processes
 #   use less than this many cores; each run also reports the load it saw (other_cores).
@@ -28,6 +29,7 @@ C=${C:-16}
 RUNS=${RUNS:-3}
 FILL=${FILL:-1000000}
 FILL_C=${FILL_C:-64}
+JOBSD_ARGS=${JOBSD_ARGS:-}
 CEILING=${CEILING:-1}
 HTTP_PORT=${HTTP_PORT:-3590}
 GRPC_PORT=${GRPC_PORT:-30590}
@@ -67,7 +69,7 @@ start_jobsd() {
   # shellcheck disable=SC2046
   e2e_spawn "$TMP/jobsd.log" "$JOBSD" --app-id myapp --data-dir "$1" --dapr-http-port "$HTTP_PORT" \
     --dapr-grpc-port "$GRPC_PORT" --dapr-listen-addresses 127.0.0.1 --log-level warn \
-    $(e2e_metrics_flags)
+    $(e2e_metrics_flags) $JOBSD_ARGS
   PID=$E2E_SPAWNED
   t1=$("$BENCH" wait-healthy --http "$HTTP" --timeout-secs 900 --pid "$PID")
   READY_MS=$(ms_between "$t0" "$t1")
@@ -112,44 +114,47 @@ JOBS_AFTER=$(grep -c '^RESULT label=\(http\|grpc-ch[0-9]*\) ' "$RESULTS" || true
 note "after the create runs ($JOBS_AFTER runs of $N + warmups): RSS (VmRSS VmHWM MiB): $(rss), data: $(du -sh "$TMP/data" | cut -f1)"
 bench_stop_jobsd
 
-echo "== 4. fill $FILL jobs ($FILL_C clients, fresh data dir)"
-bench_wait_quiet
-start_jobsd "$TMP/fill"
-"$BENCH" --http "$HTTP" --grpc "$GRPC" --server-pid "$PID" --fill "$FILL" \
-  --fill-concurrency "$FILL_C" --run-id fill | tee "$TMP/last.log" | grep -v '^RESULT'
-cat "$TMP/last.log" >>"$TMP/bench.log"
-grep '^RESULT' "$TMP/last.log" >>"$RESULTS"
-read -r FILL_RSS FILL_HWM < <(rss)
-sync
-FILL_APPARENT=$(du -sb --apparent-size "$TMP/fill" | cut -f1)
-FILL_ALLOC=$(du -sk "$TMP/fill" | cut -f1)
-FILL_RATE=$(field rate <"$RESULTS" | tail -1)
-FILL_P99=$(grep ' label=fill ' "$RESULTS" | field p99_ms | tail -1)
+if [ "$FILL" -gt 0 ]; then
+  echo "== 4. fill $FILL jobs ($FILL_C clients, fresh data dir)"
+  bench_wait_quiet
+  start_jobsd "$TMP/fill"
+  "$BENCH" --http "$HTTP" --grpc "$GRPC" --server-pid "$PID" --fill "$FILL" \
+    --fill-concurrency "$FILL_C" --run-id fill | tee "$TMP/last.log" | grep -v '^RESULT'
+  cat "$TMP/last.log" >>"$TMP/bench.log"
+  grep '^RESULT' "$TMP/last.log" >>"$RESULTS"
+  read -r FILL_RSS FILL_HWM < <(rss)
+  sync
+  FILL_APPARENT=$(du -sb --apparent-size "$TMP/fill" | cut -f1)
+  FILL_ALLOC=$(du -sk "$TMP/fill" | cut -f1)
+  FILL_RATE=$(field rate <"$RESULTS" | tail -1)
+  FILL_P99=$(grep ' label=fill ' "$RESULTS" | field p99_ms | tail -1)
 
-echo "== 5. SIGTERM + reopen"
-bench_stop_jobsd
-TERM_STOP_MS=$STOP_MS
-start_jobsd "$TMP/fill"
-REOPEN_MS=$READY_MS
-read -r REOPEN_RSS REOPEN_HWM < <(rss)
+  echo "== 5. SIGTERM + reopen"
+  bench_stop_jobsd
+  TERM_STOP_MS=$STOP_MS
+  start_jobsd "$TMP/fill"
+  REOPEN_MS=$READY_MS
+  read -r REOPEN_RSS REOPEN_HWM < <(rss)
 
-echo "== 6. kill -9 (idle) + reopen"
-bench_kill9_jobsd
-start_jobsd "$TMP/fill"
-KILL_MS=$READY_MS
-read -r KILL_RSS KILL_HWM < <(rss)
+  echo "== 6. kill -9 (idle) + reopen"
+  bench_kill9_jobsd
+  start_jobsd "$TMP/fill"
+  KILL_MS=$READY_MS
+  read -r KILL_RSS KILL_HWM < <(rss)
 
-echo "== 6b. kill -9 during creates + reopen"
-e2e_spawn "$TMP/crash-load.log" "$BENCH" --http "$HTTP" --fill 200000 --fill-concurrency "$FILL_C" \
-  --run-id crash --max-error-ratio 1
-LOAD_PID=$E2E_SPAWNED
-sleep 3
-bench_kill9_jobsd
-e2e_wait_spawned "$LOAD_PID" || true
-start_jobsd "$TMP/fill"
-CRASH_MS=$READY_MS
-read -r CRASH_RSS CRASH_HWM < <(rss)
-bench_stop_jobsd
+  echo "== 6b. kill -9 during creates + reopen"
+  e2e_spawn "$TMP/crash-load.log" "$BENCH" --http "$HTTP" --fill 200000 --fill-concurrency "$FILL_C" \
+    --run-id crash --max-error-ratio 1
+  LOAD_PID=$E2E_SPAWNED
+  sleep 3
+  bench_kill9_jobsd
+  e2e_wait_spawned "$LOAD_PID" || true
+  start_jobsd "$TMP/fill"
+  CRASH_MS=$READY_MS
+  read -r CRASH_RSS CRASH_HWM < <(rss)
+  bench_stop_jobsd
+
+fi
 
 {
   echo
@@ -164,17 +169,19 @@ bench_stop_jobsd
     summarize http-healthz "ceiling: GET /v1.0/healthz, $C clients"
     summarize grpc-health-ch1 "ceiling: grpc.health Check, 1 channel"
   fi
-  echo
-  echo "| measurement | value |"
-  echo "|---|---|"
-  echo "| fill $FILL jobs, $FILL_C clients | $FILL_RATE creates/s, p99 $FILL_P99 ms |"
-  echo "| RSS after the fill (VmRSS / VmHWM) | $FILL_RSS / $FILL_HWM MiB |"
-  echo "| data dir after the fill (apparent / allocated) | $(mib $((FILL_APPARENT / 1024))) / $(mib "$FILL_ALLOC") MiB |"
-  echo "| SIGTERM → exit | $TERM_STOP_MS ms |"
-  echo "| reopen after SIGTERM → healthz 204 | $REOPEN_MS ms |"
-  echo "| RSS after reopen (VmRSS / VmHWM) | $REOPEN_RSS / $REOPEN_HWM MiB |"
-  echo "| reopen after kill -9 (idle) → healthz 204 | $KILL_MS ms (RSS $KILL_RSS / $KILL_HWM MiB) |"
-  echo "| reopen after kill -9 during creates → healthz 204 | $CRASH_MS ms (RSS $CRASH_RSS / $CRASH_HWM MiB) |"
+  if [ "$FILL" -gt 0 ]; then
+    echo
+    echo "| measurement | value |"
+    echo "|---|---|"
+    echo "| fill $FILL jobs, $FILL_C clients | $FILL_RATE creates/s, p99 $FILL_P99 ms |"
+    echo "| RSS after the fill (VmRSS / VmHWM) | $FILL_RSS / $FILL_HWM MiB |"
+    echo "| data dir after the fill (apparent / allocated) | $(mib $((FILL_APPARENT / 1024))) / $(mib "$FILL_ALLOC") MiB |"
+    echo "| SIGTERM → exit | $TERM_STOP_MS ms |"
+    echo "| reopen after SIGTERM → healthz 204 | $REOPEN_MS ms |"
+    echo "| RSS after reopen (VmRSS / VmHWM) | $REOPEN_RSS / $REOPEN_HWM MiB |"
+    echo "| reopen after kill -9 (idle) → healthz 204 | $KILL_MS ms (RSS $KILL_RSS / $KILL_HWM MiB) |"
+    echo "| reopen after kill -9 during creates → healthz 204 | $CRASH_MS ms (RSS $CRASH_RSS / $CRASH_HWM MiB) |"
+  fi
   echo
   cat "$SUMMARY"
 } | tee "$TMP/table.md"

@@ -226,7 +226,7 @@ fi
   echo
   echo "| run | deliveries/s N/(last−T) | first→last | lateness p50 / p99 / max ms | missing / dups | jobsd CPU (cores) | jobsd µs/trigger | app CPU | others' cores during | jobsd VmHWM MiB | load1 before |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
-  grep ' label=burst ' "$RESULTS" | while read -r line; do
+  { grep ' label=burst ' "$RESULTS" || true; } | while read -r line; do
     wall=$(echo "$line" | field wall_ms)
     printf '| burst %s (%s jobs) | %s | %s | %s / %s / %s | %s / %s | %.2f | %.1f | %.2f | %s | %s | %s |\n' \
       "$(echo "$line" | field run)" "$(echo "$line" | field n)" \
@@ -245,7 +245,7 @@ fi
   echo
   echo "| steady run | achieved triggers/s (per-second min–max) | lateness p50 / p99 / p99.9 / max ms | missing / dups | jobsd CPU (cores) | others' cores during | load1 before |"
   echo "|---|---|---|---|---|---|---|"
-  grep ' label=steady ' "$RESULTS" | while read -r line; do
+  { grep ' label=steady ' "$RESULTS" || true; } | while read -r line; do
     wall=$(echo "$line" | field wall_ms)
     printf '| %s, %s/s × %s s | %s (%s–%s) | %s / %s / %s / %s | %s / %s | %.2f | %s | %s |\n' \
       "$(echo "$line" | field kind)" "$(echo "$line" | field rate)" "$(echo "$line" | field secs)" \
@@ -265,7 +265,7 @@ fi
   echo "| RSS after the fill (VmRSS / VmHWM) | $FILL_RSS MiB |"
   echo "| RSS after SIGTERM + restart (jobs loaded from disk) | $TERM_RSS MiB |"
   echo "| data dir | $DATA_MIB MiB |"
-  grep ' label=restart ' "$RESULTS" | while read -r line; do
+  { grep ' label=restart ' "$RESULTS" || true; } | while read -r line; do
     echo "| $(echo "$line" | field kind) + restart: launch → healthz 204 / → first trigger at the app | $(echo "$line" | field healthz_ms) ms / $(echo "$line" | field first_ms) ms (stop took $(echo "$line" | field stop_ms) ms) |"
   done
   echo

@@ -453,7 +453,7 @@ impl Runner {
             // The job was overwritten or deleted while its trigger was out.
             return;
         }
-        let run = attempt.run();
+        let run = attempt.run(&key);
         let outcome = match attempt.report.result {
             TriggerResult::Success => Outcome::Success,
             TriggerResult::Failed => Outcome::Failed,

@@ -195,7 +195,10 @@ impl Engine {
         let runs = store.list_runs(&key, before, limit).await?;
         Ok(runs
             .into_iter()
-            .map(|(seq, run)| Run { seq, run })
+            .map(|(seq, mut run)| {
+                run.execution_id = super::history::execution_id_of(&key, &run);
+                Run { seq, run }
+            })
             .collect())
     }
 

@@ -362,21 +362,35 @@ fn record_result<T: Tables>(
         tables.insert(Table::Counters, key, counter.encode_to_vec(), undo)?;
         return Ok(OpResult::Done);
     }
-    let job = tables.with_value(Table::Jobs, key, <[u8]>::to_vec)?;
+    let finished = match record.finished_at {
+        Some(at) if tables.keeps_history() => {
+            tables.with_value(Table::Jobs, key, |job| finished_bytes(job, &counter, &at))?
+        }
+        _ => None,
+    };
     tables.remove(Table::Jobs, key, undo.as_deref_mut())?;
     tables.remove(Table::Counters, key, undo.as_deref_mut())?;
-    match (record.finished_at, job, tables.keeps_history()) {
-        (Some(at), Some(job), true) => {
-            let finished = FinishedJob {
-                job: Some(decode_job(key, &job)?),
-                counter: Some(counter),
-                finished_at: Some(at),
-            };
-            tables.insert(Table::Finished, key, finished.encode_to_vec(), undo)?;
-        }
-        _ => forget_history(tables, key, undo)?,
+    match finished {
+        Some(finished) => tables.insert(Table::Finished, key, finished, undo)?,
+        None => forget_history(tables, key, undo)?,
     }
     Ok(OpResult::Done)
+}
+
+/// A [`FinishedJob`] encoded around the stored job's bytes as they are (a message field is
+/// its encoding, length-delimited), so finishing a job neither decodes nor re-encodes it.
+fn finished_bytes(job: &[u8], counter: &StoredCounter, at: &prost_types::Timestamp) -> Vec<u8> {
+    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, message};
+    let len = 1 + encoded_len_varint(job.len() as u64) + job.len()
+        + message::encoded_len(2, counter)
+        + message::encoded_len(3, at);
+    let mut out = Vec::with_capacity(len);
+    encode_key(1, WireType::LengthDelimited, &mut out);
+    encode_varint(job.len() as u64, &mut out);
+    out.extend_from_slice(job);
+    message::encode(2, counter, &mut out);
+    message::encode(3, at, &mut out);
+    out
 }
 
 /// Adds one run to a job's status.
@@ -614,6 +628,33 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finished_bytes_decode_as_the_finished_job() {
+        let job = StoredJob {
+            generation: 7,
+            labels: [("team".to_owned(), "a".to_owned())].into(),
+            ..StoredJob::default()
+        };
+        let counter = StoredCounter {
+            generation: 7,
+            succeeded: 3,
+            last_error: "x".repeat(300),
+            ..StoredCounter::default()
+        };
+        let at = prost_types::Timestamp {
+            seconds: 1_800_000_000,
+            nanos: 5,
+        };
+        let bytes = finished_bytes(&job.encode_to_vec(), &counter, &at);
+        let want = FinishedJob {
+            job: Some(job),
+            counter: Some(counter),
+            finished_at: Some(at),
+        };
+        assert_eq!(bytes, want.encode_to_vec());
+        assert_eq!(FinishedJob::decode(bytes.as_slice()).unwrap(), want);
+    }
 
     fn in_range(prefix: &str, key: &str) -> bool {
         std::ops::RangeBounds::<str>::contains(&PrefixRange::new(prefix).bounds(), key)

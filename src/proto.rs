@@ -53,6 +53,14 @@ pub mod jobsd {
             tonic::include_proto!("jobsd.store.v1");
         }
     }
+    /// `jobsd.scheduler.*`.
+    pub mod scheduler {
+        /// `jobsd.scheduler.v1`: what a jobsd replica shows sidecars (`Views`).
+        #[allow(clippy::all, clippy::pedantic, missing_docs)]
+        pub mod v1 {
+            tonic::include_proto!("jobsd.scheduler.v1");
+        }
+    }
     /// `jobsd.v1`: jobsd's own gRPC API (`jobsd.v1.Jobs`).
     #[allow(clippy::all, clippy::pedantic, missing_docs)]
     pub mod v1 {
@@ -84,6 +92,8 @@ pub use dapr::proto::internals::v1 as internals;
 pub use dapr::proto::runtime::v1 as runtime;
 /// `dapr.proto.scheduler.v1`.
 pub use dapr::proto::scheduler::v1 as scheduler;
+/// `jobsd.scheduler.v1`.
+pub use jobsd::scheduler::v1 as jobsd_views;
 /// `jobsd.store.v1`.
 pub use jobsd::store::v1 as store;
 /// `jobsd.v1`.

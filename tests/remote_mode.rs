@@ -539,3 +539,71 @@ async fn shutdown_acknowledges_the_deliveries_in_flight() {
 
     rep.stop().await;
 }
+
+#[tokio::test]
+async fn jobsd_views_come_from_a_jobsd_replica() {
+    let rep = Rep::start().await;
+    let app = HttpApp::new();
+    app.status.lock().unwrap().insert("flaky".into(), 503);
+    let side = Side::connected(&rep, app::serve(app.clone()).await).await;
+
+    side.post("ok", r#"{"schedule":"@every 10s","repeats":2}"#)
+        .await;
+    side.post("flaky", r#"{"dueTime":"1s"}"#).await;
+    side.post("later", r#"{"schedule":"@daily"}"#).await;
+    rep.run_for(TimeDelta::seconds(30)).await;
+    assert_eq!(app.count("ok"), 2);
+    assert_eq!(app.count("flaky"), 4);
+
+    let get = async |path: &str| {
+        let r = side.send("GET", path, "").await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        r.json()
+    };
+    let ok = get("/jobsd/v1/jobs/ok").await;
+    assert_eq!(ok["job"]["name"], "ok");
+    assert_eq!(ok["job"]["schedule"], "@every 10s");
+    assert_eq!(ok["status"]["state"], "finished", "{ok}");
+    assert_eq!(ok["status"]["counters"]["succeeded"], 2);
+    assert_eq!(ok["status"]["lastOutcome"], "success");
+
+    let flaky = get("/jobsd/v1/jobs/flaky").await;
+    assert_eq!(flaky["status"]["counters"]["failedAttempts"], 4, "{flaky}");
+    assert_eq!(flaky["status"]["counters"]["dropped"], 1);
+    assert_eq!(flaky["status"]["lastOutcome"], "failed");
+
+    let later = get("/jobsd/v1/jobs/later").await;
+    assert_eq!(later["status"]["state"], "active");
+    assert_eq!(later["status"]["nextFireTime"], "2026-01-02T00:00:00Z");
+
+    let runs = get("/jobsd/v1/jobs/flaky/runs?limit=3").await;
+    let attempts: Vec<_> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, [4, 3, 2]);
+    let older = get(&format!(
+        "/jobsd/v1/jobs/flaky/runs?before={}",
+        runs["nextBefore"]
+    ))
+    .await;
+    assert_eq!(older["runs"].as_array().unwrap().len(), 1);
+
+    let finished = get("/jobsd/v1/jobs?state=finished").await;
+    let names: Vec<_> = finished["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["flaky", "ok"]);
+
+    let missing = side.send("GET", "/jobsd/v1/jobs/nope", "").await;
+    assert_eq!(missing.status, 404, "{}", missing.text());
+    assert_eq!(missing.json()["errorCode"], "ERR_JOB_NOT_FOUND");
+
+    side.stop().await;
+    rep.stop().await;
+}

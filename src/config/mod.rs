@@ -134,14 +134,9 @@ pub struct SidecarArgs {
     /// WatchJobs streams held to each Scheduler replica.
     #[arg(long, default_value_t = 3)]
     pub scheduler_job_streams: usize,
-    /// Runs kept in each job's history (`GET /jobsd/v1/jobs/{name}/runs`); 0 keeps none (the
-    /// job's status is kept regardless).
-    #[arg(long, default_value_t = 100)]
-    pub history_limit: u32,
-    /// How long a finished job stays visible on jobsd's routes (a Go duration; 0 deletes it
-    /// at once, as Dapr does). Dapr's GET and list never show finished jobs.
-    #[arg(long, default_value = "24h", value_parser = crate::schedule::duration::parse)]
-    pub finished_retention: i64,
+    /// Run history and finished jobs.
+    #[command(flatten)]
+    pub history: HistoryArgs,
     /// Export a span per delivery attempt to this OTLP/gRPC collector (`http://host:4317`);
     /// off when absent.
     #[arg(long, value_name = "URL")]
@@ -167,6 +162,32 @@ pub struct SidecarArgs {
     /// daprd flags that do not apply to a jobs sidecar.
     #[command(flatten)]
     pub ignored: DaprdIgnored,
+}
+
+/// What jobsd keeps of its jobs' past (jobsd's own flags, for the sidecar and the replicas).
+#[derive(Debug, Clone, Args)]
+pub struct HistoryArgs {
+    /// Runs kept in each job's history (`GET /jobsd/v1/jobs/{name}/runs`); 0 keeps none (the
+    /// job's status is kept regardless).
+    #[arg(long, default_value_t = 100)]
+    pub history_limit: u32,
+    /// How long a finished job stays visible on jobsd's routes (a Go duration; 0 deletes it
+    /// at once, as Dapr does). Dapr's GET and list never show finished jobs.
+    #[arg(long, default_value = "24h", value_parser = crate::schedule::duration::parse)]
+    pub finished_retention: i64,
+}
+
+impl HistoryArgs {
+    /// The engine's history options.
+    pub fn options(&self) -> crate::engine::history::Options {
+        crate::engine::history::Options {
+            history_limit: self.history_limit,
+            finished_retention: u64::try_from(self.finished_retention)
+                .ok()
+                .filter(|&n| n > 0)
+                .map(std::time::Duration::from_nanos),
+        }
+    }
 }
 
 /// The Prometheus metrics server, with daprd's and the Dapr Scheduler's flags and defaults
@@ -424,13 +445,7 @@ impl SidecarArgs {
             },
             scheduler_hosts,
             scheduler_job_streams: self.scheduler_job_streams,
-            history: crate::engine::history::Options {
-                history_limit: self.history_limit,
-                finished_retention: u64::try_from(self.finished_retention)
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .map(std::time::Duration::from_nanos),
-            },
+            history: self.history.options(),
             otlp_endpoint: self
                 .otlp_endpoint
                 .as_deref()

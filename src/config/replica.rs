@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Error, MetricsArgs, SchedulerIgnored};
+use super::{Error, HistoryArgs, MetricsArgs, SchedulerIgnored};
 
 /// The Dapr Scheduler's flags that apply to a jobsd replica (`dapr-jobs-api.md` §7).
 #[derive(Debug, Clone, Args)]
@@ -52,6 +52,9 @@ pub struct SchedulerArgs {
     /// Prometheus metrics.
     #[command(flatten)]
     pub metrics: MetricsArgs,
+    /// Run history and finished jobs (jobsd's own flags), served to sidecars' jobsd views.
+    #[command(flatten)]
+    pub history: HistoryArgs,
     /// Dapr Scheduler flags that do not apply to a jobsd replica.
     #[command(flatten)]
     pub ignored: SchedulerIgnored,
@@ -73,6 +76,8 @@ pub struct Replica {
     /// Where the Prometheus metrics server listens (`--metrics-listen-address`,
     /// `--metrics-port`); `None` with `--enable-metrics=false`.
     pub metrics: Option<SocketAddr>,
+    /// What the replica keeps of its jobs' past (`--history-limit`, `--finished-retention`).
+    pub history: crate::engine::history::Options,
 }
 
 /// How a replica joins a cluster on etcd.
@@ -130,6 +135,7 @@ impl SchedulerArgs {
         Ok(Replica {
             cluster,
             metrics: self.metrics.listen()?,
+            history: self.history.options(),
             id: self.id.clone(),
             listen: SocketAddr::new(ip, self.port),
             broadcast_override: self

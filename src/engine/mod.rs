@@ -22,7 +22,8 @@ pub use error::Error;
 pub use runner::Stats;
 use runner::{Command, Runner};
 pub use views::{
-    JobState, JobStatus, JobView, ListFilter, ListPage, MAX_PAGE_SIZE, Run, RunOutcome, StoredRun,
+    JobState, JobStatus, JobView, ListFilter, ListPage, MAX_PAGE_SIZE, MAX_RUNS, Run, RunOutcome,
+    StoredRun,
 };
 
 use crate::clock::Clock;

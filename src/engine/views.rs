@@ -141,6 +141,9 @@ const STORE_PAGE: usize = 512;
 /// Largest page.
 pub const MAX_PAGE_SIZE: usize = 1000;
 
+/// Most runs one history read answers.
+pub const MAX_RUNS: usize = 1000;
+
 impl Engine {
     /// The job `name` of the metadata's owner, active or finished, with its status.
     pub async fn job_view(

@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod pool;
 pub mod server;
+mod views;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -120,12 +121,7 @@ impl Replica {
         let pool = Arc::new(Pool::with_metrics(metrics.scheduler()));
         let options = engine::Options {
             metrics: metrics.engine(),
-            // Nothing reads run history on a replica yet (jobsd's views are the sidecar's):
-            // statuses are kept in the counters, runs and finished jobs are not.
-            history: engine::history::Options {
-                history_limit: 0,
-                finished_retention: None,
-            },
+            history: cfg.history,
         };
         let engine_stop = CancellationToken::new();
         // Triggers due before any daprd connects find no stream and are staged until one does.
@@ -197,6 +193,7 @@ impl Replica {
         });
         let mut metrics_server = JoinSet::new();
         let metrics_addr = serve_metrics(metrics_listener, metrics, &shutdown, &mut metrics_server);
+        let views = views::server(engine.clone());
         let stop = shutdown.clone();
         let server = tokio::spawn(async move {
             tonic::transport::Server::builder()
@@ -204,6 +201,7 @@ impl Replica {
                 .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
                 .add_routes(extras.routes)
                 .add_service(service)
+                .add_service(views)
                 .serve_with_incoming_shutdown(
                     // Without nodelay, h2's small trailer writes wait for the peer's delayed ACK
                     // (40 ms stalls); tonic ignores its own setting for custom incoming streams.

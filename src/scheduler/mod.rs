@@ -6,13 +6,14 @@
 
 mod embedded;
 pub mod remote;
+pub mod views_wire;
 
 use std::fmt;
 
 pub use remote::{Connections, Remote, RemoteConfig};
 
 pub use crate::engine::{
-    JobExtras, JobState, JobStatus, JobView, ListFilter, ListPage, Run, RunOutcome,
+    JobExtras, JobState, JobStatus, JobView, ListFilter, ListPage, MAX_RUNS, Run, RunOutcome,
 };
 use crate::proto::scheduler as sv1;
 

@@ -381,7 +381,9 @@ fn record_result<T: Tables>(
 /// its encoding, length-delimited), so finishing a job neither decodes nor re-encodes it.
 fn finished_bytes(job: &[u8], counter: &StoredCounter, at: &prost_types::Timestamp) -> Vec<u8> {
     use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, message};
-    let len = 1 + encoded_len_varint(job.len() as u64) + job.len()
+    let len = 1
+        + encoded_len_varint(job.len() as u64)
+        + job.len()
         + message::encoded_len(2, counter)
         + message::encoded_len(3, at);
     let mut out = Vec::with_capacity(len);

@@ -24,6 +24,7 @@ fn cfg(listen: SocketAddr, metrics: Option<SocketAddr>) -> config::Replica {
         data_dir: "unused".into(),
         cluster: None,
         metrics,
+        history: jobsd::engine::history::Options::default(),
     }
 }
 

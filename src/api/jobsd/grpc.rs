@@ -1,22 +1,14 @@
 //! jobsd's gRPC service `jobsd.v1.Jobs`, on the same port as daprd's API and behind the same
 //! API token: the operations of the `/jobsd/v1/` HTTP routes with the same checks and errors.
 
-use std::time::SystemTime;
-
-use chrono::{DateTime, Utc};
 use tonic::{Request, Response, Status};
 
-use super::bad_request;
+use super::{DEFAULT_RUNS, MAX_RUNS, bad_request};
 use crate::api::ApiState;
 use crate::api::grpc::{authorize, traceparent};
 use crate::api::scheduler_to_runtime_job;
 use crate::proto::jobsd_api::{self as jv1, jobs_server::JobsServer};
-use crate::scheduler::{JobExtras, JobState, JobView, ListFilter, Run, RunOutcome};
-
-/// Runs answered when `limit` is 0.
-pub const DEFAULT_RUNS: usize = 20;
-/// Most runs one call answers.
-pub const MAX_RUNS: usize = 1000;
+use crate::scheduler::{JobExtras, JobView, views_wire};
 
 /// The `jobsd.v1.Jobs` implementation over the shared job operations.
 #[derive(Clone, Debug)]
@@ -32,106 +24,13 @@ pub fn service(state: ApiState) -> JobsServer<JobsApi> {
         .max_encoding_message_size(limit)
 }
 
-fn timestamp(t: Option<DateTime<Utc>>) -> Option<prost_types::Timestamp> {
-    t.map(|t| SystemTime::from(t).into())
-}
-
-fn outcome(o: RunOutcome) -> jv1::RunOutcome {
-    match o {
-        RunOutcome::Success => jv1::RunOutcome::Success,
-        RunOutcome::Failed => jv1::RunOutcome::Failed,
-        RunOutcome::Cancelled => jv1::RunOutcome::Cancelled,
-        RunOutcome::TimedOut => jv1::RunOutcome::TimedOut,
-        RunOutcome::Skipped => jv1::RunOutcome::Skipped,
-        RunOutcome::Undeliverable => jv1::RunOutcome::Undeliverable,
-        RunOutcome::Unspecified => jv1::RunOutcome::Unspecified,
-    }
-}
-
 fn view(view: JobView) -> jv1::JobView {
-    let s = view.status;
-    let state = s.state.unwrap_or(JobState::Active);
     jv1::JobView {
         job: Some(scheduler_to_runtime_job(view.name.clone(), view.job)),
         name: view.name,
         labels: view.labels.into_iter().collect(),
-        status: Some(jv1::JobStatus {
-            state: state.as_str().to_owned(),
-            paused: state == JobState::Paused,
-            next_fire_time: timestamp(s.next_fire_time),
-            last_fire_nominal: timestamp(s.last_fire_nominal),
-            last_fire_actual: timestamp(s.last_fire_actual),
-            last_outcome: s
-                .last_outcome
-                .map(|o| super::json::outcome_name(o).to_owned())
-                .unwrap_or_default(),
-            last_error: s.last_error.unwrap_or_default(),
-            counters: Some(jv1::Counters {
-                delivered: s.delivered,
-                succeeded: s.succeeded,
-                failed_attempts: s.failed_attempts,
-                dropped: s.dropped,
-                staged: s.staged_count,
-                skipped: s.skipped.into_iter().collect(),
-            }),
-            ticks: s.ticks,
-            current_attempt: s.current_attempt,
-            in_flight: s.in_flight,
-            staged: s.staged,
-            finished_at: timestamp(s.finished_at),
-        }),
+        status: Some(views_wire::status_to_wire(view.status)),
     }
-}
-
-fn run(r: Run) -> jv1::Run {
-    let latency = match (&r.run.started, &r.run.finished) {
-        (Some(a), Some(b)) => {
-            let nanos = (i128::from(b.seconds) - i128::from(a.seconds)) * 1_000_000_000
-                + i128::from(b.nanos)
-                - i128::from(a.nanos);
-            let nanos = nanos.max(0);
-            Some(prost_types::Duration {
-                seconds: i64::try_from(nanos / 1_000_000_000).unwrap_or(i64::MAX),
-                nanos: i32::try_from(nanos % 1_000_000_000).unwrap_or(0),
-            })
-        }
-        _ => None,
-    };
-    let outcome = outcome(r.run.outcome());
-    jv1::Run {
-        seq: r.seq,
-        execution_id: r.run.execution_id,
-        nominal_time: r.run.nominal,
-        attempt: r.run.attempt,
-        started: r.run.started,
-        finished: r.run.finished,
-        latency,
-        outcome: outcome.into(),
-        http_status: r.run.http_status,
-        grpc_code: r.run.grpc_code,
-        error: r.run.error,
-    }
-}
-
-/// The filter a `ListJobsRequest` asks for.
-fn list_filter(req: jv1::ListJobsRequest) -> Result<ListFilter, Status> {
-    let state = if req.state.is_empty() {
-        None
-    } else {
-        Some(JobState::parse(&req.state).ok_or_else(|| {
-            bad_request(format!(
-                "state: {:?} is not one of active, paused, finished",
-                req.state
-            ))
-        })?)
-    };
-    Ok(ListFilter {
-        name_prefix: req.prefix,
-        labels: req.labels.into_iter().collect(),
-        state,
-        page_size: req.page_size as usize,
-        page_token: (!req.page_token.is_empty()).then_some(req.page_token),
-    })
 }
 
 #[tonic::async_trait]
@@ -180,7 +79,7 @@ impl jv1::jobs_server::Jobs for JobsApi {
         request: Request<jv1::ListJobsRequest>,
     ) -> Result<Response<jv1::ListJobsResponse>, Status> {
         authorize(&self.state, &request)?;
-        let filter = list_filter(request.into_inner())?;
+        let filter = views_wire::filter_from_wire(request.into_inner()).map_err(bad_request)?;
         let page = self.state.list_views(filter).await?;
         Ok(Response::new(jv1::ListJobsResponse {
             jobs: page.jobs.into_iter().map(view).collect(),
@@ -200,13 +99,9 @@ impl jv1::jobs_server::Jobs for JobsApi {
         };
         let before = (req.before != 0).then_some(req.before);
         let runs = self.state.list_runs(req.name, before, limit).await?;
-        let next_before = if runs.len() == limit {
-            runs.last().map_or(0, |r| r.seq)
-        } else {
-            0
-        };
+        let next_before = views_wire::next_before(&runs, limit).unwrap_or(0);
         Ok(Response::new(jv1::ListRunsResponse {
-            runs: runs.into_iter().map(run).collect(),
+            runs: runs.into_iter().map(views_wire::run_to_wire).collect(),
             next_before,
         }))
     }

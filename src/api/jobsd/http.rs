@@ -17,8 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 
-use super::grpc::{DEFAULT_RUNS, MAX_RUNS};
-use super::{bad_request, json};
+use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, json};
 use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::http_request::{parse_schedule_request, query_params};
 use crate::api::{ApiError, ApiState};

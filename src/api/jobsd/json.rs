@@ -5,7 +5,8 @@ use serde_json::{Map, Value, json};
 
 use crate::api::json::job_to_json;
 use crate::api::{ApiError, scheduler_to_runtime_job};
-use crate::scheduler::{JobView, ListPage, Run, RunOutcome};
+use crate::scheduler::views_wire::{next_before, outcome_name};
+use crate::scheduler::{JobView, ListPage, Run};
 
 fn time(t: Option<DateTime<Utc>>) -> Value {
     t.map_or(Value::Null, |t| {
@@ -15,19 +16,6 @@ fn time(t: Option<DateTime<Utc>>) -> Value {
 
 fn stamp(t: Option<&prost_types::Timestamp>) -> Option<DateTime<Utc>> {
     t.and_then(|t| DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?))
-}
-
-/// `success`, `failed`, `cancelled`, `timed_out`, `skipped`, `undeliverable`.
-pub fn outcome_name(outcome: RunOutcome) -> &'static str {
-    match outcome {
-        RunOutcome::Success => "success",
-        RunOutcome::Failed => "failed",
-        RunOutcome::Cancelled => "cancelled",
-        RunOutcome::TimedOut => "timed_out",
-        RunOutcome::Skipped => "skipped",
-        RunOutcome::Undeliverable => "undeliverable",
-        RunOutcome::Unspecified => "unknown",
-    }
 }
 
 /// `{"name", "job": <Dapr's GET body>, "labels", "policy", "status"}`.
@@ -102,9 +90,7 @@ fn run(r: &Run) -> Value {
 
 /// `{"runs": [...], "nextBefore": <seq> | null}`.
 pub fn runs(runs: &[Run], limit: usize) -> String {
-    let next = (runs.len() == limit && limit > 0)
-        .then(|| runs.last().map(|r| r.seq))
-        .flatten();
+    let next = next_before(runs, limit);
     json!({
         "runs": runs.iter().map(run).collect::<Vec<_>>(),
         "nextBefore": next,

@@ -14,6 +14,11 @@ use super::{ApiError, ApiState};
 use crate::proto::runtime as rv1;
 use crate::scheduler::{self, JobExtras, JobView, ListFilter, ListPage, Run};
 
+/// Runs answered when no `limit` is given.
+pub const DEFAULT_RUNS: usize = 20;
+/// Most runs one call answers.
+pub use crate::scheduler::MAX_RUNS;
+
 /// Most labels on one job.
 pub const MAX_LABELS: usize = 64;
 /// Longest label key, in bytes.

@@ -26,8 +26,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::transport::Channel;
 
-use super::{Error, Scheduler};
+use super::{Error, JobView, ListFilter, ListPage, Run, Scheduler, views_wire};
 use crate::clock::Clock;
+use crate::proto::jobsd_views::{self as jsv1, views_client::ViewsClient};
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_client::SchedulerClient;
 use crate::resiliency::backoff::{connect_backoff, jittered};
@@ -200,12 +201,11 @@ impl Remote {
             let host = self.next_host(deadline).await?;
             let mut req = tonic::Request::new(request.clone());
             req.set_timeout(deadline.saturating_duration_since(Instant::now()));
-            let status =
-                match tokio::time::timeout_at(deadline, rpc(client(host.channel), req)).await {
-                    Err(_) => return Err(deadline_exceeded()),
-                    Ok(Ok(response)) => return Ok(response.into_inner()),
-                    Ok(Err(status)) => status,
-                };
+            let status = match tokio::time::timeout_at(deadline, rpc(host.channel, req)).await {
+                Err(_) => return Err(deadline_exceeded()),
+                Ok(Ok(response)) => return Ok(response.into_inner()),
+                Ok(Err(status)) => status,
+            };
             let pause = if never_sent(&status) {
                 tracing::debug!(address = %host.address, error = %status, "scheduler not reachable; waiting for it");
                 backoff.next_delay()
@@ -240,17 +240,15 @@ impl Connections {
     }
 }
 
-/// One rpc of the Scheduler client, boxed so one retry loop serves all of them.
-type Rpc<R, T> = fn(
-    SchedulerClient<Channel>,
-    tonic::Request<R>,
-) -> BoxFuture<'static, Result<tonic::Response<T>, tonic::Status>>;
+/// One rpc on a replica's channel, boxed so one retry loop serves all of them.
+type Rpc<R, T> =
+    fn(Channel, tonic::Request<R>) -> BoxFuture<'static, Result<tonic::Response<T>, tonic::Status>>;
 
 #[async_trait::async_trait]
 impl Scheduler for Remote {
     async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Error> {
-        self.call(req, |mut c, r| {
-            async move { c.schedule_job(r).await }.boxed()
+        self.call(req, |ch, r| {
+            async move { client(ch).schedule_job(r).await }.boxed()
         })
         .await
         .map(drop)
@@ -258,39 +256,103 @@ impl Scheduler for Remote {
 
     async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
         let response = self
-            .call(req, |mut c, r| async move { c.get_job(r).await }.boxed())
+            .call(req, |ch, r| {
+                async move { client(ch).get_job(r).await }.boxed()
+            })
             .await?;
         // A replica answering OK without a job breaks the protocol; an empty job is what
         // Go's nil-tolerant getters would read.
         Ok(response.job.unwrap_or_default())
     }
 
-    async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
-        self.call(req, |mut c, r| async move { c.delete_job(r).await }.boxed())
+    async fn job_view(&self, metadata: sv1::JobMetadata, name: String) -> Result<JobView, Error> {
+        let req = jsv1::GetJobRequest {
+            metadata: Some(metadata),
+            name,
+        };
+        let view = self
+            .call(req, |ch, r| {
+                async move { views_client(ch).get_job(r).await }.boxed()
+            })
             .await
-            .map(drop)
+            .map_err(views_error)?;
+        Ok(views_wire::view_from_wire(view))
+    }
+
+    async fn list_runs(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Run>, Error> {
+        let req = jsv1::ListRunsRequest {
+            metadata: Some(metadata),
+            name,
+            limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            before,
+        };
+        let runs = self
+            .call(req, |ch, r| {
+                async move { views_client(ch).list_runs(r).await }.boxed()
+            })
+            .await
+            .map_err(views_error)?;
+        Ok(runs
+            .runs
+            .into_iter()
+            .map(views_wire::run_from_wire)
+            .collect())
+    }
+
+    async fn list_views(
+        &self,
+        metadata: sv1::JobMetadata,
+        filter: ListFilter,
+    ) -> Result<ListPage, Error> {
+        let req = jsv1::ListJobsRequest {
+            metadata: Some(metadata),
+            filter: Some(views_wire::filter_to_wire(filter)),
+        };
+        let page = self
+            .call(req, |ch, r| {
+                async move { views_client(ch).list_jobs(r).await }.boxed()
+            })
+            .await
+            .map_err(views_error)?;
+        Ok(views_wire::page_from_wire(page))
+    }
+
+    async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
+        self.call(req, |ch, r| {
+            async move { client(ch).delete_job(r).await }.boxed()
+        })
+        .await
+        .map(drop)
     }
 
     async fn list_jobs(&self, req: sv1::ListJobsRequest) -> Result<Vec<sv1::NamedJob>, Error> {
-        self.call(req, |mut c, r| async move { c.list_jobs(r).await }.boxed())
-            .await
-            .map(|response| response.jobs)
+        self.call(req, |ch, r| {
+            async move { client(ch).list_jobs(r).await }.boxed()
+        })
+        .await
+        .map(|response| response.jobs)
     }
 
     async fn delete_by_name_prefix(
         &self,
         req: sv1::DeleteByNamePrefixRequest,
     ) -> Result<(), Error> {
-        self.call(req, |mut c, r| {
-            async move { c.delete_by_name_prefix(r).await }.boxed()
+        self.call(req, |ch, r| {
+            async move { client(ch).delete_by_name_prefix(r).await }.boxed()
         })
         .await
         .map(drop)
     }
 
     async fn delete_by_metadata(&self, req: sv1::DeleteByMetadataRequest) -> Result<(), Error> {
-        self.call(req, |mut c, r| {
-            async move { c.delete_by_metadata(r).await }.boxed()
+        self.call(req, |ch, r| {
+            async move { client(ch).delete_by_metadata(r).await }.boxed()
         })
         .await
         .map(drop)
@@ -302,6 +364,27 @@ fn client(channel: Channel) -> SchedulerClient<Channel> {
     SchedulerClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE)
+}
+
+/// A Views client over `channel`.
+fn views_client(channel: Channel) -> ViewsClient<Channel> {
+    ViewsClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE)
+}
+
+/// A replica without jobsd's views (a Dapr Scheduler answers `Unimplemented`) is refused as
+/// an embedded-only feature would be; every other error is the replica's answer.
+fn views_error(err: Error) -> Error {
+    if err.code == tonic::Code::Unimplemented {
+        return Error::new(
+            tonic::Code::FailedPrecondition,
+            "jobsd's job views need jobsd's scheduler: the replicas at \
+             --scheduler-host-address do not serve them (a Dapr Scheduler keeps no status or \
+             history)",
+        );
+    }
+    err
 }
 
 /// grpc-go's error when a call's context runs out.
@@ -412,6 +495,19 @@ mod tests {
         );
         assert_eq!(flaky.schedule.load(Ordering::SeqCst), 1, "not retried");
         assert_eq!(remote.job_streams(), 0);
+
+        // A Dapr Scheduler serves no jobsd views: refused, saying why.
+        let err = remote
+            .job_view(sv1::JobMetadata::default(), "x".into())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, tonic::Code::FailedPrecondition);
+        assert!(err.message.contains("need jobsd's scheduler"), "{err}");
+        let err = remote
+            .list_views(sv1::JobMetadata::default(), ListFilter::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, tonic::Code::FailedPrecondition);
 
         connections.close().await;
         served.stop().await;

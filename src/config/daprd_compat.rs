@@ -104,6 +104,7 @@
 //! | `--sentry-address`, `--trust-anchors-file`, `--trust-domain` | string | ignored |
 //! | `--tls-enabled` | bool (false) | ignored |
 //! | `--workers` | uint (2048) | ignored |
+//! | `--history-limit`, `--finished-retention` | jobsd's own | acts: status and history kept for sidecars' jobsd views |
 //!
 //! Syntax, as pflag parses it: `--flag value` and `--flag=value`; a bool flag is `--flag`
 //! (true) or `--flag=true|false` (`--flag false` is not a value); a repeated scalar flag keeps

@@ -12,10 +12,14 @@ pub fn default_failure_policy() -> common::JobFailurePolicy {
     to_proto_policy(FailurePolicy::default())
 }
 
-/// The proto form of a failure policy.
+/// The proto form of one of Dapr's failure policies; jobsd's own kinds have none (they are
+/// stored beside the job) and are given as Dapr's `Drop`.
 pub fn to_proto_policy(policy: FailurePolicy) -> common::JobFailurePolicy {
     use common::job_failure_policy::Policy;
     let policy = match policy {
+        FailurePolicy::Cron { .. } | FailurePolicy::Exponential(_) | FailurePolicy::Delays { .. } => {
+            Policy::Drop(common::JobFailurePolicyDrop {})
+        }
         FailurePolicy::Drop => Policy::Drop(common::JobFailurePolicyDrop {}),
         FailurePolicy::Constant {
             interval,
@@ -192,7 +196,7 @@ mod tests {
                 max_retries: None,
             },
         ] {
-            assert_eq!(from_proto_policy(&to_proto_policy(p)), p);
+            assert_eq!(from_proto_policy(&to_proto_policy(p.clone())), p);
         }
         assert_eq!(
             from_proto_policy(&common::JobFailurePolicy { policy: None }),

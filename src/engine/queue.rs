@@ -213,6 +213,7 @@ mod tests {
                 begin: Begin::DueTime(t),
                 expiration: None,
                 failure_policy: FailurePolicy::default(),
+                seed: 0,
             },
             counter: Counter::default(),
             name_at: 0,

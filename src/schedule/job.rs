@@ -9,7 +9,7 @@ use super::{cron, duration, iso8601, rfc3339};
 
 /// A job as the user described it: the fields of Dapr's `Job` message that decide when it
 /// fires, with presence kept (an empty string is not an absent one).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobSpec {
     /// Cron spec or `@` descriptor.
     pub schedule: Option<String>,
@@ -109,7 +109,8 @@ pub fn validate(spec: &JobSpec, now: DateTime<Utc>) -> Result<Plan, ValidationEr
         repeats: spec.repeats,
         begin,
         expiration,
-        failure_policy: spec.failure_policy.unwrap_or_default(),
+        failure_policy: spec.failure_policy.clone().unwrap_or_default(),
+        seed: 0,
     })
 }
 

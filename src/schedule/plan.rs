@@ -3,7 +3,7 @@
 //! `repeats`) and `counter` logic, made pure: the engine stores the counter and the clock
 //! lives elsewhere.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 
 use super::cron::Schedule;
 use super::policy::FailurePolicy;
@@ -31,6 +31,8 @@ pub struct Plan {
     pub expiration: Option<DateTime<Utc>>,
     /// What a failed attempt leads to (the Scheduler default when the user gave none).
     pub failure_policy: FailurePolicy,
+    /// Chooses the job's deterministic jitter (a hash of its key; 0 until set).
+    pub seed: u64,
 }
 
 /// Progress of a job, persisted after every result (go-etcd-cron's `stored.Counter`).
@@ -82,6 +84,7 @@ impl Plan {
             begin,
             expiration,
             failure_policy,
+            seed: 0,
         })
     }
 
@@ -109,24 +112,16 @@ impl Plan {
         Some(tick)
     }
 
-    /// When to fire for this counter: the nominal tick, pushed back by one constant interval
-    /// per failed attempt (retry k of a tick is at tick + k·interval). A negative interval is
-    /// read as zero so that a retry never fires before its tick.
+    /// When to fire for this counter: the nominal tick, or for retry k of it the time the
+    /// failure policy gives (Dapr's constant policy: tick + k·interval, a negative interval
+    /// read as zero so that a retry never fires before its tick).
     pub fn fire_time(&self, counter: &Counter) -> Option<DateTime<Utc>> {
         let tick = self.next_tick(counter)?;
-        match self.failure_policy {
-            FailurePolicy::Constant { interval, .. } if counter.attempts > 0 => {
-                let step = interval.max(TimeDelta::zero());
-                let delay = step
-                    .checked_mul(i32::try_from(counter.attempts).unwrap_or(i32::MAX))
-                    .unwrap_or(TimeDelta::MAX);
-                Some(
-                    tick.checked_add_signed(delay)
-                        .unwrap_or(DateTime::<Utc>::MAX_UTC),
-                )
-            }
-            _ => Some(tick),
-        }
+        Some(
+            self.failure_policy
+                .retry_at(tick, counter.attempts, self.seed)
+                .unwrap_or(tick),
+        )
     }
 
     /// Applies a trigger's result to the counter and tells when to fire next.
@@ -135,12 +130,11 @@ impl Plan {
             Outcome::Success => self.finish_tick(counter),
             Outcome::Failed => {
                 let attempts = counter.attempts.saturating_add(1);
-                let retry = match self.failure_policy {
-                    FailurePolicy::Drop => false,
-                    FailurePolicy::Constant { max_retries, .. } => {
-                        max_retries.is_none_or(|max| max >= attempts)
-                    }
-                };
+                let retry = self.next_tick(counter).is_some_and(|tick| {
+                    self.failure_policy
+                        .retry_at(tick, attempts, self.seed)
+                        .is_some()
+                });
                 if retry {
                     Counter {
                         attempts,

@@ -183,7 +183,7 @@ fn default_failure_policy_is_constant_1s_3_retries() {
     let plan = validate(
         &JobSpec {
             schedule: Some("@daily".into()),
-            failure_policy: Some(given),
+            failure_policy: Some(given.clone()),
             ..spec()
         },
         now(),

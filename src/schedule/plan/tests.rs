@@ -237,7 +237,7 @@ fn restored_plan_continues_where_the_counter_left_off() {
         p.repeats,
         p.begin,
         p.expiration,
-        p.failure_policy,
+        p.failure_policy.clone(),
     )
     .unwrap();
     assert_eq!(restored, p);
@@ -339,6 +339,7 @@ mod properties {
             let max_retries = match p.failure_policy {
                 FailurePolicy::Drop => Some(0),
                 FailurePolicy::Constant { max_retries, .. } => max_retries,
+                _ => unreachable!("arb_plan makes Dapr's kinds only"),
             };
             let mut counter = Counter::default();
             let mut next = p.fire_time(&counter);

@@ -28,7 +28,7 @@ pub enum FailurePolicy {
     },
     /// Retry k waits `min(initial · multiplier^(k-1), max_interval)`, shortened by up to
     /// `jitter` of itself (a deterministic fraction per job and retry).
-    Exponential(Exponential),
+    Exponential(Box<Exponential>),
     /// Retry k waits `delays[k-1]`; past the table, the last delay again when `repeat_last`
     /// (bounded by `max_retries` when given), else no more retries.
     Delays {
@@ -226,7 +226,7 @@ mod tests {
             max_retries: Some(6),
             max_elapsed: None,
         };
-        let p = FailurePolicy::Exponential(e.clone());
+        let p = FailurePolicy::Exponential(Box::new(e.clone()));
         // 1, 2, 4, 8, 10, 10 → due at 1, 3, 7, 15, 25, 35 s.
         let due: Vec<_> = (1..=7).map(|k| p.retry_at(t0(), k, 42)).collect();
         let secs = |s| Some(t0() + TimeDelta::seconds(s));
@@ -234,11 +234,11 @@ mod tests {
             due,
             [secs(1), secs(3), secs(7), secs(15), secs(25), secs(35), None]
         );
-        let bounded = FailurePolicy::Exponential(Exponential {
+        let bounded = FailurePolicy::Exponential(Box::new(Exponential {
             max_elapsed: Some(TimeDelta::seconds(20)),
             max_retries: None,
             ..e.clone()
-        });
+        }));
         assert_eq!(bounded.retry_at(t0(), 4, 1), secs(15));
         assert_eq!(bounded.retry_at(t0(), 5, 1), None, "25 s > max elapsed 20 s");
 

@@ -11,75 +11,13 @@ use std::sync::Arc;
 
 use chrono::TimeDelta;
 use common::app::{self, HttpApp};
-use common::{clockwork, http, sidecar_config, t0};
-use jobsd::app::Sidecar;
+use common::running::Running;
+use common::{http, sidecar_config, t0};
 use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
 use jobsd::engine::history::Options;
 use jobsd::store::{self, Store};
 use serde_json::Value;
-
-struct Running {
-    sidecar: Sidecar,
-    clock: ManualClock,
-    api: SocketAddr,
-}
-
-impl Running {
-    async fn start(cfg: config::Sidecar, store: Arc<dyn Store>, clock: ManualClock) -> Running {
-        let sidecar = Sidecar::start_with(cfg, store, Arc::new(clock.clone()))
-            .await
-            .unwrap();
-        let api = sidecar.http_addrs[0];
-        Running {
-            sidecar,
-            clock,
-            api,
-        }
-    }
-
-    async fn call(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        let r = http(self.api, method, path, &[], body.as_bytes()).await;
-        let json = if r.body.is_empty() {
-            Value::Null
-        } else {
-            r.json()
-        };
-        (r.status, json)
-    }
-
-    async fn create(&self, name: &str, body: &str) {
-        let (status, json) = self
-            .call("POST", &format!("/jobsd/v1/jobs/{name}"), body)
-            .await;
-        assert_eq!(status, 204, "{json}");
-    }
-
-    async fn view(&self, name: &str) -> Value {
-        let (status, json) = self
-            .call("GET", &format!("/jobsd/v1/jobs/{name}"), "")
-            .await;
-        assert_eq!(status, 200, "{json}");
-        json
-    }
-
-    async fn runs(&self, name: &str, query: &str) -> Value {
-        let (status, json) = self
-            .call("GET", &format!("/jobsd/v1/jobs/{name}/runs{query}"), "")
-            .await;
-        assert_eq!(status, 200, "{json}");
-        json
-    }
-
-    async fn run_for(&self, d: TimeDelta) {
-        clockwork::run_for(self.sidecar.engine().unwrap(), &self.clock, d).await;
-    }
-
-    async fn stop(self) {
-        self.sidecar.shutdown_token().cancel();
-        self.sidecar.wait().await.unwrap();
-    }
-}
 
 fn cfg(app: SocketAddr, history: Options) -> config::Sidecar {
     let mut cfg = sidecar_config(Some(app), AppProtocol::Http, &[]);
@@ -548,6 +486,7 @@ async fn grpc_jobs_service_shows_what_the_http_routes_show() {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            ..Default::default()
         };
     c.schedule_job(schedule(
         job("ok", "@every 10s", Some(3)),

@@ -17,9 +17,9 @@ pub fn default_failure_policy() -> common::JobFailurePolicy {
 pub fn to_proto_policy(policy: FailurePolicy) -> common::JobFailurePolicy {
     use common::job_failure_policy::Policy;
     let policy = match policy {
-        FailurePolicy::Cron { .. } | FailurePolicy::Exponential(_) | FailurePolicy::Delays { .. } => {
-            Policy::Drop(common::JobFailurePolicyDrop {})
-        }
+        FailurePolicy::Cron { .. }
+        | FailurePolicy::Exponential(_)
+        | FailurePolicy::Delays { .. } => Policy::Drop(common::JobFailurePolicyDrop {}),
         FailurePolicy::Drop => Policy::Drop(common::JobFailurePolicyDrop {}),
         FailurePolicy::Constant {
             interval,
@@ -116,6 +116,8 @@ pub fn stored_job(
         expiration: plan.expiration.map(timestamp),
         labels: Default::default(),
         traceparent: String::new(),
+        policy: None,
+        failure_policy: None,
     }
 }
 
@@ -128,10 +130,13 @@ pub enum RestoreError {
     /// The stored schedule no longer parses (it was valid when stored).
     #[error(transparent)]
     Schedule(#[from] schedule::cron::Error),
+    /// A stored jobsd policy no longer parses (it was valid when stored).
+    #[error("stored policy: {0}")]
+    Policy(String),
 }
 
-/// Rebuilds the plan of a stored job.
-pub fn plan_of(stored: &store::StoredJob) -> Result<schedule::Plan, RestoreError> {
+/// Rebuilds the plan of the job stored under `key`.
+pub fn plan_of(key: &str, stored: &store::StoredJob) -> Result<schedule::Plan, RestoreError> {
     let job = stored.job.as_ref().ok_or(RestoreError::Incomplete("job"))?;
     let begin = match stored.begin.as_ref() {
         Some(store::stored_job::Begin::Start(t)) => {
@@ -146,18 +151,17 @@ pub fn plan_of(stored: &store::StoredJob) -> Result<schedule::Plan, RestoreError
         Some(t) => Some(instant(t).ok_or(RestoreError::Incomplete("expiration"))?),
         None => None,
     };
-    let policy = job
-        .failure_policy
-        .as_ref()
-        .map(from_proto_policy)
-        .unwrap_or_default();
-    Ok(schedule::Plan::restore(
+    let handling =
+        super::policies::stored_failure_handling(stored).map_err(RestoreError::Policy)?;
+    let mut plan = schedule::Plan::restore(
         job.schedule.as_deref(),
         job.repeats,
         begin,
         expiration,
-        policy,
-    )?)
+        handling.policy,
+    )?;
+    plan.seed = super::policies::seed_of(key);
+    Ok(plan)
 }
 
 /// The counter of a stored record.
@@ -222,7 +226,15 @@ mod tests {
             stored.job.as_ref().unwrap().failure_policy,
             Some(default_failure_policy())
         );
-        assert_eq!(plan_of(&stored).unwrap(), plan);
+        let restored = plan_of("k", &stored).unwrap();
+        assert_eq!(restored.seed, super::super::policies::seed_of("k"));
+        assert_eq!(
+            schedule::Plan {
+                seed: plan.seed,
+                ..restored
+            },
+            plan
+        );
     }
 
     #[test]

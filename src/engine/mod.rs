@@ -6,6 +6,7 @@
 pub mod convert;
 mod error;
 pub mod history;
+pub mod policies;
 mod queue;
 mod runner;
 mod sweep;
@@ -35,18 +36,26 @@ use crate::store::{self, Op, OpResult, Store};
 use crate::trigger::{Sink, keys};
 
 /// jobsd's settings of a job that Dapr's `Job` message has no field for; stored beside it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobExtras {
     /// Labels (`POST /jobsd/v1/jobs/{name}`), for filtering lists.
     pub labels: std::collections::BTreeMap<String, String>,
     /// W3C `traceparent` of the create request, linked from every execution's trace.
     pub traceparent: Option<String>,
+    /// jobsd's tick policy (`"policy"`).
+    pub policy: Option<crate::proto::jobsd_api::JobPolicy>,
+    /// jobsd's failure policy (`"failurePolicy"` with jobsd's kinds or `onExhausted`); it
+    /// replaces the job's own.
+    pub failure_policy: Option<crate::proto::jobsd_api::FailurePolicy>,
 }
 
 impl JobExtras {
     /// Whether nothing is set (a plain Dapr create).
     pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.traceparent.is_none()
+        self.labels.is_empty()
+            && self.traceparent.is_none()
+            && self.policy.is_none()
+            && self.failure_policy.is_none()
     }
 }
 
@@ -211,7 +220,7 @@ impl Engine {
     /// A job version seen in the store: fired from a fresh counter unless the loop already
     /// tracks this very version. A job that cannot be planned is logged and ignored.
     pub fn observe_put(&self, key: &str, job: StoredJob) {
-        match convert::plan_of(&job) {
+        match convert::plan_of(key, &job) {
             Ok(plan) => self.send(Command::Upsert {
                 key: key.into(),
                 job: Box::new(job),
@@ -287,10 +296,32 @@ impl Engine {
         // Present: checked just above.
         let metadata = req.metadata.unwrap_or_default();
         let mut job = req.job.ok_or(Error::NoJob)?;
-        let plan = convert::validate(&mut job, self.inner.clock.now())?;
+        let policy = match extras.policy {
+            Some(p) => {
+                policies::tick_policy(&p).map_err(Error::BadRequest)?;
+                (p != crate::proto::jobsd_api::JobPolicy::default()).then_some(p)
+            }
+            None => None,
+        };
+        let handling = extras
+            .failure_policy
+            .as_ref()
+            .map(policies::failure_handling)
+            .transpose()
+            .map_err(Error::BadRequest)?;
+        if let Some(given) = &extras.failure_policy {
+            job.failure_policy = Some(policies::dapr_failure_policy(given));
+        }
+        let mut plan = convert::validate(&mut job, self.inner.clock.now())?;
+        if let Some(handling) = handling {
+            plan.failure_policy = handling.policy;
+        }
+        plan.seed = policies::seed_of(&key);
         let mut stored = convert::stored_job(job, metadata, &plan, fastrand::u64(..));
         stored.labels = extras.labels.into_iter().collect();
         stored.traceparent = extras.traceparent.unwrap_or_default();
+        stored.policy = policy;
+        stored.failure_policy = extras.failure_policy.filter(policies::needs_storing);
         let _guard = self.lock(&key).await;
         let results = self
             .write(vec![Op::PutJob {

@@ -234,7 +234,7 @@ impl Runner {
         self.jobs.reserve(jobs.len());
         for loaded in jobs {
             let key: Arc<str> = loaded.key.into();
-            let plan = match convert::plan_of(&loaded.job) {
+            let plan = match convert::plan_of(&key, &loaded.job) {
                 Ok(plan) => plan,
                 Err(e) => {
                     tracing::error!(key = %key, error = %e, "stored job cannot be planned; skipped");

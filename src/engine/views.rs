@@ -96,6 +96,10 @@ pub struct JobView {
     pub labels: BTreeMap<String, String>,
     /// Its status.
     pub status: JobStatus,
+    /// jobsd's tick policy, when it has one.
+    pub policy: Option<crate::proto::jobsd_api::JobPolicy>,
+    /// jobsd's failure policy, when it has one (else Dapr's, in `job`, decides).
+    pub failure_policy: Option<crate::proto::jobsd_api::FailurePolicy>,
 }
 
 /// One attempt in a job's history.
@@ -320,7 +324,7 @@ fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
     let next_fire_time = match (finished, live) {
         (true, _) => None,
         (false, Some(State::Queued(at))) => Some(at),
-        _ => convert::plan_of(&item.job)
+        _ => convert::plan_of(&item.key, &item.job)
             .ok()
             .and_then(|plan| plan.fire_time(&progress)),
     };
@@ -352,5 +356,7 @@ fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
         job: item.job.job.unwrap_or_default(),
         labels: item.job.labels.into_iter().collect(),
         status,
+        policy: item.job.policy,
+        failure_policy: item.job.failure_policy,
     }
 }

@@ -6,6 +6,7 @@ pub mod cron;
 pub mod duration;
 pub mod iso8601;
 pub mod job;
+pub mod job_policy;
 pub mod name;
 pub mod period;
 pub mod plan;
@@ -14,6 +15,7 @@ pub mod rfc3339;
 
 pub use cron::Schedule;
 pub use job::{JobSpec, Rule, ValidationError, point_in_time, validate};
+pub use job_policy::{CatchUp, OnExhausted, Overlap, TickPolicy, WhileTargetDown};
 pub use name::NameError;
 pub use plan::{Begin, Counter, Outcome, Plan, Step};
 pub use policy::FailurePolicy;

@@ -155,8 +155,8 @@ impl Exponential {
     /// The wait before retry `k` (k ≥ 1), jitter applied.
     pub fn delay(&self, k: u32, seed: u64) -> TimeDelta {
         let exp = i32::try_from(k.saturating_sub(1)).unwrap_or(i32::MAX);
-        let base = self.initial.num_nanoseconds().unwrap_or(i64::MAX) as f64
-            * self.multiplier.powi(exp);
+        let base =
+            self.initial.num_nanoseconds().unwrap_or(i64::MAX) as f64 * self.multiplier.powi(exp);
         let cap = self
             .max_interval
             .and_then(|m| m.num_nanoseconds())
@@ -232,7 +232,15 @@ mod tests {
         let secs = |s| Some(t0() + TimeDelta::seconds(s));
         assert_eq!(
             due,
-            [secs(1), secs(3), secs(7), secs(15), secs(25), secs(35), None]
+            [
+                secs(1),
+                secs(3),
+                secs(7),
+                secs(15),
+                secs(25),
+                secs(35),
+                None
+            ]
         );
         let bounded = FailurePolicy::Exponential(Box::new(Exponential {
             max_elapsed: Some(TimeDelta::seconds(20)),
@@ -240,14 +248,21 @@ mod tests {
             ..e.clone()
         }));
         assert_eq!(bounded.retry_at(t0(), 4, 1), secs(15));
-        assert_eq!(bounded.retry_at(t0(), 5, 1), None, "25 s > max elapsed 20 s");
+        assert_eq!(
+            bounded.retry_at(t0(), 5, 1),
+            None,
+            "25 s > max elapsed 20 s"
+        );
 
         let jittered = Exponential { jitter: 0.5, ..e };
         for seed in 0..200 {
             for k in 1..=6 {
                 let d = jittered.delay(k, seed);
                 let full = e_delay(k);
-                assert!(d <= full && d >= full / 2, "k={k} seed={seed}: {d} vs {full}");
+                assert!(
+                    d <= full && d >= full / 2,
+                    "k={k} seed={seed}: {d} vs {full}"
+                );
                 assert_eq!(d, jittered.delay(k, seed), "deterministic");
             }
         }
@@ -283,14 +298,8 @@ mod tests {
             max_retries: Some(2),
         };
         let start = t0() + TimeDelta::seconds(3);
-        assert_eq!(
-            p.retry_at(start, 1, 0),
-            Some(t0() + TimeDelta::seconds(15))
-        );
-        assert_eq!(
-            p.retry_at(start, 2, 0),
-            Some(t0() + TimeDelta::seconds(30))
-        );
+        assert_eq!(p.retry_at(start, 1, 0), Some(t0() + TimeDelta::seconds(15)));
+        assert_eq!(p.retry_at(start, 2, 0), Some(t0() + TimeDelta::seconds(30)));
         assert_eq!(p.retry_at(start, 3, 0), None);
     }
 }

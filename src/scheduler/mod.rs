@@ -12,6 +12,7 @@ use std::fmt;
 
 pub use remote::{Connections, Remote, RemoteConfig};
 
+pub use crate::engine::policies::{failure_handling, tick_policy};
 pub use crate::engine::{
     JobExtras, JobState, JobStatus, JobView, ListFilter, ListPage, MAX_RUNS, Run, RunOutcome,
 };
@@ -94,6 +95,28 @@ pub fn go_code_name(code: tonic::Code) -> &'static str {
     }
 }
 
+/// The first of jobsd's settings in `extras` that a Dapr Scheduler has no field for, by its
+/// name in the API (`labels`, `policy`, `failurePolicy`).
+pub fn untravelled_field(extras: &JobExtras) -> Option<&'static str> {
+    if !extras.labels.is_empty() {
+        Some("labels")
+    } else if extras.policy.is_some() {
+        Some("policy")
+    } else if extras.failure_policy.is_some() {
+        Some("failurePolicy")
+    } else {
+        None
+    }
+}
+
+/// Why `field` is refused in remote mode.
+pub fn cannot_travel(field: &str) -> String {
+    format!(
+        "{field}: cannot travel to a Dapr Scheduler (--scheduler-host-address); it needs \
+         jobsd's embedded scheduler"
+    )
+}
+
 /// Dapr Scheduler's unary calls, as the sidecar uses them.
 #[async_trait::async_trait]
 pub trait Scheduler: Send + Sync + 'static {
@@ -110,14 +133,18 @@ pub trait Scheduler: Send + Sync + 'static {
         req: sv1::ScheduleJobRequest,
         extras: JobExtras,
     ) -> Result<(), Error> {
-        if !extras.labels.is_empty() {
+        if let Some(field) = untravelled_field(&extras) {
             return Err(Error::new(
-                tonic::Code::FailedPrecondition,
-                "field \"labels\" cannot travel to a Dapr Scheduler (--scheduler-host-address): \
-                 labels need jobsd's embedded scheduler",
+                tonic::Code::InvalidArgument,
+                cannot_travel(field),
             ));
         }
         self.schedule_job(req).await
+    }
+
+    /// Whether [`Scheduler::schedule_job_with`] keeps jobsd's settings (labels, policies).
+    fn keeps_extensions(&self) -> bool {
+        false
     }
 
     /// The job as stored (original dueTime/ttl strings, default failure policy filled in);

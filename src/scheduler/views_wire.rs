@@ -164,6 +164,8 @@ pub fn view_to_wire(v: JobView) -> jsv1::JobView {
         job: Some(v.job),
         labels: v.labels.into_iter().collect(),
         status: Some(status_to_wire(v.status)),
+        policy: v.policy,
+        failure_policy: v.failure_policy,
     }
 }
 
@@ -174,6 +176,8 @@ pub fn view_from_wire(v: jsv1::JobView) -> JobView {
         job: v.job.unwrap_or_default(),
         labels: v.labels.into_iter().collect(),
         status: status_from_wire(v.status.unwrap_or_default()),
+        policy: v.policy,
+        failure_policy: v.failure_policy,
     }
 }
 

@@ -6,6 +6,7 @@ pub mod actor_app;
 pub mod app;
 pub mod clockwork;
 pub mod replica;
+pub mod running;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -30,6 +30,8 @@ fn view(view: JobView) -> jv1::JobView {
         name: view.name,
         labels: view.labels.into_iter().collect(),
         status: Some(views_wire::status_to_wire(view.status)),
+        policy: view.policy,
+        failure_policy: view.failure_policy,
     }
 }
 
@@ -49,6 +51,8 @@ impl jv1::jobs_server::Jobs for JobsApi {
         let extras = JobExtras {
             labels: req.labels.into_iter().collect(),
             traceparent,
+            policy: req.policy,
+            failure_policy: req.failure_policy,
         };
         self.state.schedule_job_with(dapr, extras).await?;
         Ok(Response::new(jv1::ScheduleJobResponse {}))

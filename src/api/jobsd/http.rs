@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 
-use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, json};
+use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, json, policy_json};
 use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::http_request::{parse_schedule_request, query_params};
 use crate::api::{ApiError, ApiState};
@@ -39,11 +39,36 @@ fn respond(result: Result<Response, ApiError>) -> Response {
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// `labels` of a create body (other members are Dapr's and parsed as daprd does).
-#[derive(serde::Deserialize, Default)]
-struct Labels {
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
+/// What a create body carries beside Dapr's job: labels, policy and jobsd's failure policy.
+/// A `"failurePolicy"` with jobsd's kinds or members is taken out of the body Dapr's parser
+/// reads (which knows only `drop` and `constant`).
+fn split_body(bytes: &[u8]) -> Result<(Option<Vec<u8>>, JobExtras), ApiError> {
+    let mut extras = JobExtras::default();
+    if bytes.is_empty() {
+        return Ok((None, extras));
+    }
+    // A body Dapr's parser refuses is refused by it, with Dapr's error: only read ours here.
+    let Ok(serde_json::Value::Object(mut body)) = serde_json::from_slice(bytes) else {
+        return Ok((None, extras));
+    };
+    if let Some(labels) = body.get("labels").cloned() {
+        extras.labels = serde_json::from_value::<Option<BTreeMap<String, String>>>(labels)
+            .map_err(|e| bad_request(format!("labels: {e}")))?
+            .unwrap_or_default();
+    }
+    if let Some(policy) = body.get("policy").cloned().filter(|v| !v.is_null()) {
+        extras.policy = Some(policy_json::policy_from_json(policy).map_err(bad_request)?);
+    }
+    let jobsd_failure = body
+        .get("failurePolicy")
+        .is_some_and(policy_json::is_jobsd_failure_policy);
+    if !jobsd_failure {
+        return Ok((None, extras));
+    }
+    let failure = body.remove("failurePolicy").unwrap_or_default();
+    extras.failure_policy = Some(policy_json::failure_from_json(failure).map_err(bad_request)?);
+    let rest = serde_json::to_vec(&body).map_err(|e| bad_request(format!("body: {e}")))?;
+    Ok((Some(rest), extras))
 }
 
 async fn create(State(state): State<Shared>, uri: Uri, headers: HeaderMap, body: Body) -> Response {
@@ -51,17 +76,9 @@ async fn create(State(state): State<Shared>, uri: Uri, headers: HeaderMap, body:
     respond(
         async {
             let bytes = read_body(body, state.body_limit()).await?;
-            let req = parse_schedule_request(&state, &uri, &bytes)?;
-            let labels = if bytes.is_empty() {
-                Labels::default()
-            } else {
-                serde_json::from_slice::<Labels>(&bytes)
-                    .map_err(|e| bad_request(format!("labels: {e}")))?
-            };
-            let extras = JobExtras {
-                labels: labels.labels.unwrap_or_default(),
-                traceparent,
-            };
+            let (rest, mut extras) = split_body(&bytes)?;
+            let req = parse_schedule_request(&state, &uri, rest.as_deref().unwrap_or(&bytes))?;
+            extras.traceparent = traceparent;
             state.schedule_job_with(req, extras).await?;
             Ok(StatusCode::NO_CONTENT.into_response())
         }

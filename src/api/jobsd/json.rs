@@ -26,7 +26,11 @@ pub fn view(view: &JobView) -> Result<String, ApiError> {
     let rest = json!({
         "name": view.name,
         "labels": view.labels,
-        "policy": Value::Null,
+        "policy": view.policy.as_ref().map_or(Value::Null, super::policy_json::policy_to_json),
+        "failurePolicy": view
+            .failure_policy
+            .as_ref()
+            .map_or(Value::Null, super::policy_json::failure_to_json),
         "status": {
             "state": s.state.map_or("active", |st| st.as_str()),
             "paused": s.state == Some(crate::scheduler::JobState::Paused),

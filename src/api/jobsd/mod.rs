@@ -4,6 +4,7 @@
 pub mod grpc;
 pub mod http;
 mod json;
+mod policy_json;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -99,6 +100,17 @@ impl ApiState {
         extras: JobExtras,
     ) -> Result<(), ApiError> {
         check_labels(&extras.labels)?;
+        if let Some(policy) = &extras.policy {
+            scheduler::tick_policy(policy).map_err(bad_request)?;
+        }
+        if let Some(failure) = &extras.failure_policy {
+            scheduler::failure_handling(failure).map_err(bad_request)?;
+        }
+        if !self.scheduler.keeps_extensions()
+            && let Some(field) = scheduler::untravelled_field(&extras)
+        {
+            return Err(bad_request(scheduler::cannot_travel(field)));
+        }
         self.schedule_job_extras(req, extras).await
     }
 

@@ -17,6 +17,7 @@ mod scalar;
 
 pub use decode::parse_job_http_request;
 pub use encode::{format_duration, job_to_json, value_to_any, write_any, write_job};
+pub use scalar::parse_duration;
 
 use crate::go::protojson::ValueError;
 

@@ -96,7 +96,7 @@ pub(super) fn parse_uint32(text: &str) -> Option<u32> {
 
 /// protojson's Duration syntax: optional sign, decimal seconds with at most nine fraction
 /// digits, then `s` (`"1.5s"`, `"-0.001s"`, `".5s"`).
-pub(super) fn parse_duration(text: &str) -> Option<Duration> {
+pub fn parse_duration(text: &str) -> Option<Duration> {
     let body = text.strip_suffix('s')?;
     if text.len() < 2 {
         return None;

@@ -1,0 +1,238 @@
+//! jobsd's policies (`"policy"` and the extended `"failurePolicy"` of `POST /jobsd/v1/jobs`)
+//! between their `jobsd.v1` messages, as stored beside the job, and the pure types the plan
+//! and the runner act on. Errors name the field.
+
+use chrono::TimeDelta;
+
+use super::convert::duration_from_proto;
+use crate::proto::jobsd_api as jv1;
+use crate::proto::{common, store};
+use crate::schedule::job_policy::{TickPolicyText, positive_duration};
+use crate::schedule::policy::Exponential;
+use crate::schedule::{
+    self, CatchUp, FailurePolicy, OnExhausted, Overlap, TickPolicy, WhileTargetDown,
+};
+
+/// A job's failure handling when it is given on jobsd's surface.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailureHandling {
+    /// When retries are due.
+    pub policy: FailurePolicy,
+    /// What a tick whose retries are spent leads to.
+    pub on_exhausted: OnExhausted,
+}
+
+/// A value this jobsd parses but does not act on yet: refused rather than kept and ignored.
+fn not_yet(field: &str, value: &str) -> String {
+    format!("{field}: {value:?} is not supported by this jobsd yet (only Dapr's behaviour is)")
+}
+
+/// The tick policy of a `jobsd.v1.JobPolicy` message. Values the engine does not act on yet
+/// are refused, naming the field.
+pub fn tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
+    let parsed = parse_tick_policy(p)?;
+    let unsupported = [
+        (
+            "policy.catchUp",
+            &p.catch_up,
+            parsed.catch_up != CatchUp::All,
+        ),
+        (
+            "policy.whileTargetDown",
+            &p.while_target_down,
+            parsed.while_target_down != WhileTargetDown::Stage,
+        ),
+        (
+            "policy.overlap",
+            &p.overlap,
+            parsed.overlap != Overlap::Serial,
+        ),
+        ("policy.timeout", &p.timeout, parsed.timeout.is_some()),
+        ("policy.jitter", &p.jitter, parsed.jitter.is_some()),
+    ];
+    if let Some((field, value, _)) = unsupported.iter().find(|(_, _, set)| *set) {
+        return Err(not_yet(field, value));
+    }
+    if let Some(dst) = &p.dst {
+        for (field, value) in [
+            ("policy.dst.gap", &dst.gap),
+            ("policy.dst.repeat", &dst.repeat),
+        ] {
+            if !value.is_empty() {
+                return Err(not_yet(field, value));
+            }
+        }
+    }
+    Ok(parsed)
+}
+
+/// The tick policy of a `jobsd.v1.JobPolicy` message, every value the grammar allows.
+fn parse_tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
+    TickPolicy::parse(&TickPolicyText {
+        catch_up: &p.catch_up,
+        catch_up_window: &p.catch_up_window,
+        while_target_down: &p.while_target_down,
+        overlap: &p.overlap,
+        max_concurrent: p.max_concurrent,
+        timeout: &p.timeout,
+        jitter: &p.jitter,
+    })
+}
+
+/// The failure handling of a `jobsd.v1.FailurePolicy` message.
+pub fn failure_handling(p: &jv1::FailurePolicy) -> Result<FailureHandling, String> {
+    use jv1::failure_policy::Kind;
+    let policy = match &p.kind {
+        None => FailurePolicy::default(),
+        Some(Kind::Drop(_)) => FailurePolicy::Drop,
+        Some(Kind::Constant(c)) => FailurePolicy::Constant {
+            interval: c.interval.map(duration_from_proto).unwrap_or_default(),
+            max_retries: c.max_retries,
+        },
+        Some(Kind::Cron(c)) => {
+            if c.schedule.is_empty() {
+                return Err("failurePolicy.cron.schedule: required".to_owned());
+            }
+            let parsed = schedule::cron::parse(&c.schedule)
+                .map_err(|e| format!("failurePolicy.cron.schedule: {:?}: {e}", c.schedule))?;
+            FailurePolicy::Cron {
+                schedule: Box::new(parsed),
+                max_retries: c.max_retries,
+            }
+        }
+        Some(Kind::Exponential(e)) => {
+            let initial = positive_duration(
+                "failurePolicy.exponential.initialInterval",
+                &e.initial_interval,
+            )?
+            .ok_or("failurePolicy.exponential.initialInterval: required")?;
+            let multiplier = if e.multiplier == 0.0 {
+                2.0
+            } else {
+                e.multiplier
+            };
+            if !multiplier.is_finite() || multiplier < 1.0 {
+                return Err(format!(
+                    "failurePolicy.exponential.multiplier: {} must be 1 or more",
+                    e.multiplier
+                ));
+            }
+            if !(0.0..=1.0).contains(&e.jitter) {
+                return Err(format!(
+                    "failurePolicy.exponential.jitter: {} must be between 0 and 1",
+                    e.jitter
+                ));
+            }
+            let max_interval =
+                positive_duration("failurePolicy.exponential.maxInterval", &e.max_interval)?;
+            if max_interval.is_some_and(|m| m < initial) {
+                return Err(
+                    "failurePolicy.exponential.maxInterval: must not be less than initialInterval"
+                        .to_owned(),
+                );
+            }
+            FailurePolicy::Exponential(Box::new(Exponential {
+                initial,
+                multiplier,
+                max_interval,
+                jitter: e.jitter,
+                max_retries: e.max_retries,
+                max_elapsed: positive_duration(
+                    "failurePolicy.exponential.maxElapsed",
+                    &e.max_elapsed,
+                )?,
+            }))
+        }
+        Some(Kind::Delays(d)) => {
+            if d.delays.is_empty() {
+                return Err(
+                    "failurePolicy.delays.delays: at least one delay is required".to_owned(),
+                );
+            }
+            let delays = d
+                .delays
+                .iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    let field = format!("failurePolicy.delays.delays[{i}]");
+                    let nanos = schedule::duration::parse(text)
+                        .map_err(|e| format!("{field}: {text:?} is not a duration: {e}"))?;
+                    if nanos < 0 {
+                        return Err(format!("{field}: {text:?} must not be negative"));
+                    }
+                    Ok(TimeDelta::nanoseconds(nanos))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            FailurePolicy::Delays {
+                delays,
+                repeat_last: d.repeat_last,
+                max_retries: d.max_retries,
+            }
+        }
+    };
+    let on_exhausted = OnExhausted::parse(&p.on_exhausted, &p.dead_letter_job)?;
+    if on_exhausted != OnExhausted::Drop {
+        return Err(not_yet("failurePolicy.onExhausted", &p.on_exhausted));
+    }
+    Ok(FailureHandling {
+        policy,
+        on_exhausted,
+    })
+}
+
+/// Dapr's form of a failure policy given on jobsd's surface, for the Dapr job: its own kind
+/// when it is one of Dapr's, else `drop` (Dapr's GET can show no other).
+pub fn dapr_failure_policy(p: &jv1::FailurePolicy) -> common::JobFailurePolicy {
+    use common::job_failure_policy::Policy;
+    use jv1::failure_policy::Kind;
+    let policy = match &p.kind {
+        Some(Kind::Constant(c)) => Policy::Constant(*c),
+        None => return super::convert::default_failure_policy(),
+        _ => Policy::Drop(common::JobFailurePolicyDrop {}),
+    };
+    common::JobFailurePolicy {
+        policy: Some(policy),
+    }
+}
+
+/// Whether the message says anything Dapr's own failure policy cannot (a jobsd kind or
+/// `onExhausted`): then it is stored beside the job.
+pub fn needs_storing(p: &jv1::FailurePolicy) -> bool {
+    use jv1::failure_policy::Kind;
+    matches!(
+        p.kind,
+        Some(Kind::Cron(_) | Kind::Exponential(_) | Kind::Delays(_))
+    ) || !p.on_exhausted.is_empty()
+        || !p.dead_letter_job.is_empty()
+}
+
+/// The failure handling of a stored job: jobsd's when stored, else from Dapr's policy.
+pub fn stored_failure_handling(stored: &store::StoredJob) -> Result<FailureHandling, String> {
+    match &stored.failure_policy {
+        Some(p) => failure_handling(p),
+        None => Ok(FailureHandling {
+            policy: stored
+                .job
+                .as_ref()
+                .and_then(|j| j.failure_policy.as_ref())
+                .map(super::convert::from_proto_policy)
+                .unwrap_or_default(),
+            on_exhausted: OnExhausted::Drop,
+        }),
+    }
+}
+
+/// The tick policy of a stored job (Dapr's behaviour when none is stored).
+pub fn stored_tick_policy(stored: &store::StoredJob) -> Result<TickPolicy, String> {
+    stored
+        .policy
+        .as_ref()
+        .map_or(Ok(TickPolicy::default()), tick_policy)
+}
+
+/// A fixed per-job seed (FNV-1a of the key): the job's jitter and retry jitter.
+pub fn seed_of(key: &str) -> u64 {
+    key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}

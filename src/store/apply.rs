@@ -11,7 +11,7 @@ use super::{
 };
 
 /// One of the tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Table {
     /// `StoredJob`s.
     Jobs,
@@ -77,8 +77,9 @@ pub(crate) trait Tables {
     /// Removes `key`; whether it was there.
     fn remove(&mut self, table: Table, key: &str, undo: Option<&mut Undo>) -> Result<bool, Error>;
 
-    /// Whether the backend has the runs and finished tables. One that does not (the etcd
-    /// store, whose layout is go-etcd-cron's) still keeps each job's status in its counter.
+    /// Whether the backend has the runs and finished tables (every backend has them today:
+    /// redb, memory and the etcd overlay). One without them would still keep each job's
+    /// status in its counter.
     fn keeps_history(&self) -> bool {
         true
     }
@@ -381,7 +382,9 @@ fn record_result<T: Tables>(
 /// its encoding, length-delimited), so finishing a job neither decodes nor re-encodes it.
 fn finished_bytes(job: &[u8], counter: &StoredCounter, at: &prost_types::Timestamp) -> Vec<u8> {
     use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, message};
-    let len = 1 + encoded_len_varint(job.len() as u64) + job.len()
+    let len = 1
+        + encoded_len_varint(job.len() as u64)
+        + job.len()
         + message::encoded_len(2, counter)
         + message::encoded_len(3, at);
     let mut out = Vec::with_capacity(len);

@@ -11,7 +11,7 @@ use super::{
 };
 
 /// One of the tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Table {
     /// `StoredJob`s.
     Jobs,
@@ -77,8 +77,9 @@ pub(crate) trait Tables {
     /// Removes `key`; whether it was there.
     fn remove(&mut self, table: Table, key: &str, undo: Option<&mut Undo>) -> Result<bool, Error>;
 
-    /// Whether the backend has the runs and finished tables. One that does not (the etcd
-    /// store, whose layout is go-etcd-cron's) still keeps each job's status in its counter.
+    /// Whether the backend has the runs and finished tables (every backend has them today:
+    /// redb, memory and the etcd overlay). One without them would still keep each job's
+    /// status in its counter.
     fn keeps_history(&self) -> bool {
         true
     }

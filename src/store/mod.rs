@@ -13,8 +13,8 @@
 //! through a write-ahead log) and [`Memory`] (same semantics in a `BTreeMap`, for tests of other
 //! modules). Both apply ops with the same code (`apply.rs`), so their semantics cannot drift
 //! apart. [`Etcd`] keeps go-etcd-cron's key layout in an etcd cluster for scheduler replicas
-//! (through jobsd's own thin etcd client); it runs the same code over a snapshot of the keys
-//! a batch touches and commits with compare-and-swap.
+//! (through jobsd's own thin etcd client), with jobsd's history beside it; it runs the same
+//! code over a snapshot of the keys a batch touches and commits with compare-and-swap.
 
 mod apply;
 pub(crate) mod etcd;
@@ -49,7 +49,7 @@ pub enum Error {
     /// failed as a whole (none of its ops were applied); other requests are unaffected.
     #[error("corrupt {table} record {key:?}: {source}")]
     Corrupt {
-        /// `jobs` or `counters`.
+        /// `jobs`, `counters`, `runs` or `finished`.
         table: &'static str,
         /// The key of the record.
         key: String,

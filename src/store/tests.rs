@@ -625,6 +625,8 @@ suite!(
     closed_store_refuses_everything,
 );
 
+mod history;
+
 // ---- what only a file can show ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -301,6 +301,23 @@ pub fn read_key(key: impl Into<Vec<u8>>) -> RangeRequest {
     }
 }
 
+/// Reads up to `limit` keys (0 = all) from `from` (included) to `to` (excluded), last key
+/// first. etcd sorts the whole range before it applies the limit: for short ranges only.
+pub fn read_descending(
+    from: impl Into<Vec<u8>>,
+    to: impl Into<Vec<u8>>,
+    limit: i64,
+) -> RangeRequest {
+    RangeRequest {
+        key: from.into(),
+        range_end: to.into(),
+        limit,
+        sort_order: pb::range_request::SortOrder::Descend.into(),
+        sort_target: pb::range_request::SortTarget::Key.into(),
+        ..RangeRequest::default()
+    }
+}
+
 /// Reads one key, in a txn.
 pub fn get(key: impl Into<Vec<u8>>) -> RequestOp {
     range_op(read_key(key))
@@ -343,6 +360,17 @@ pub fn delete_prefix(prefix: impl Into<Vec<u8>>) -> RequestOp {
         DeleteRangeRequest {
             range_end: prefix_end(&key),
             key,
+            ..DeleteRangeRequest::default()
+        },
+    ))
+}
+
+/// Deletes the keys from `from` (included) to `to` (excluded); the answer counts them.
+pub fn delete_range(from: impl Into<Vec<u8>>, to: impl Into<Vec<u8>>) -> RequestOp {
+    request(request_op::Request::RequestDeleteRange(
+        DeleteRangeRequest {
+            key: from.into(),
+            range_end: to.into(),
             ..DeleteRangeRequest::default()
         },
     ))

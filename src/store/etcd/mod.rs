@@ -2,12 +2,20 @@
 //! data where they expect it: `<namespace>/jobs/<key>` holds the encoded [`StoredJob`] and
 //! `<namespace>/counters/<key>` its [`StoredCounter`] (namespace `dapr` in production).
 //!
+//! jobsd's own history lives beside them, under a prefix go-etcd-cron never reads:
+//! `<namespace>/jobsd/runs/<key>\0<seq:016x>` holds each [`StoredRun`](super::StoredRun)
+//! (see [`run_key`](super::run_key)) and `<namespace>/jobsd/finished/<key>` the
+//! [`FinishedJob`] of a job kept after it finished. The ops keep them exactly as the other
+//! stores do (`apply.rs`).
+//!
 //! The rooms:
 //! - this file: [`Etcd`] and its [`Store`] reads, and how calls retry;
 //! - `writer.rs`: the group-commit writer task (batches, the commit marker, range deletes);
 //! - `overlay.rs`: the keys a batch reads at one revision, the ops applied on top, and the
 //!   compare-and-swap txn that commits them;
+//! - `runs.rs`: the run keys a batch writes without reading them, and why that is safe;
 //! - `pager.rs`: `list_jobs` and `scan` in pages at one revision;
+//! - `history.rs`: the history reads (`get_finished`, `list_runs`, `page`);
 //! - `watch.rs`: the self-healing jobs watch ([`Etcd::watch_jobs`]);
 //! - `client.rs`: jobsd's thin etcd v3 gRPC client.
 //!
@@ -31,18 +39,23 @@ use self::client::{Client, RangeRequest, is_transient};
 use self::pager::{Pager, scan_pages};
 use self::writer::{WriteReq, Writer};
 use super::apply::{self, Prepared, Table};
-use super::{Error, JobScan, Op, OpResult, ScanItem, Store, StoredCounter, StoredJob};
+use super::{
+    Error, FinishedJob, JobScan, Op, OpResult, PageItem, PageOf, ScanItem, Store, StoredCounter,
+    StoredJob, StoredRun,
+};
 use crate::resiliency::backoff::ExponentialBackOff;
 pub use watch::Change;
 
 pub(crate) mod client;
+mod history;
 mod overlay;
 mod pager;
+mod runs;
 mod watch;
 mod writer;
 
-/// Keys (reads and compares) one txn may touch: etcd's default `--max-txn-ops` is 128, and
-/// the marker takes one of them.
+/// Keys one txn may compare, and writes it may make: etcd's default `--max-txn-ops` (128)
+/// bounds each list, and the marker takes one of each.
 const MAX_TXN_KEYS: usize = 120;
 /// Bytes one txn may carry: etcd's default `--max-request-bytes` is 1.5 MiB.
 const MAX_TXN_BYTES: usize = 1024 * 1024;
@@ -71,9 +84,10 @@ struct Inner {
     jobs_prefix: String,
     /// `<namespace>/counters/`.
     counters_prefix: String,
-    /// Where the runs and finished tables would live: this store keeps none (its
-    /// `Tables` say `keeps_history() == false`), so nothing is ever written there.
-    unused_prefix: String,
+    /// `<namespace>/jobsd/runs/`.
+    runs_prefix: String,
+    /// `<namespace>/jobsd/finished/`.
+    finished_prefix: String,
     /// This instance's commit marker key.
     marker: String,
     /// Set by `close`: reads and new writes fail with `Closed`.
@@ -91,9 +105,10 @@ impl Etcd {
         let namespace = namespace.trim_end_matches('/');
         let inner = Arc::new(Inner {
             client,
-            jobs_prefix: format!("{namespace}/jobs/"),
-            counters_prefix: format!("{namespace}/counters/"),
-            unused_prefix: format!("{namespace}/jobsd-unused/"),
+            jobs_prefix: table_prefix(namespace, Table::Jobs),
+            counters_prefix: table_prefix(namespace, Table::Counters),
+            runs_prefix: table_prefix(namespace, Table::Runs),
+            finished_prefix: table_prefix(namespace, Table::Finished),
             marker: format!("{namespace}/writers/{:016x}", fastrand::u64(..)),
             closed: AtomicBool::new(false),
             stop: CancellationToken::new(),
@@ -194,6 +209,32 @@ impl Store for Etcd {
         Ok(jobs)
     }
 
+    async fn get_finished(&self, key: &str) -> Result<Option<FinishedJob>, Error> {
+        self.check_open()?;
+        history::get_finished(&self.inner, key).await
+    }
+
+    async fn list_runs(
+        &self,
+        key: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, StoredRun)>, Error> {
+        self.check_open()?;
+        history::list_runs(&self.inner, key, before, limit).await
+    }
+
+    async fn page(
+        &self,
+        of: PageOf,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<PageItem>, Error> {
+        self.check_open()?;
+        history::page(&self.inner, of, prefix, after, limit).await
+    }
+
     async fn scan(&self, prefix: &str, page_size: usize) -> Result<JobScan, Error> {
         self.check_open()?;
         let page_size = i64::try_from(page_size.max(1)).unwrap_or(i64::MAX);
@@ -273,8 +314,14 @@ impl Inner {
         match table {
             Table::Jobs => &self.jobs_prefix,
             Table::Counters => &self.counters_prefix,
-            Table::Runs | Table::Finished => &self.unused_prefix,
+            Table::Runs => &self.runs_prefix,
+            Table::Finished => &self.finished_prefix,
         }
+    }
+
+    /// The full etcd key of `key` in `table`.
+    fn full(&self, table: Table, key: &str) -> String {
+        format!("{}{key}", self.prefix(table))
     }
 
     /// Our key of a full etcd key of `table`.
@@ -284,6 +331,15 @@ impl Inner {
             .ok_or_else(|| invalid("etcd returned a key outside the asked range"))?;
         String::from_utf8(rest.to_vec())
             .map_err(|_| invalid("etcd key under the jobs namespace is not UTF-8"))
+    }
+}
+
+/// Where `table` lives under `namespace` (no trailing `/`): go-etcd-cron's `jobs/` and
+/// `counters/`, and jobsd's history under `jobsd/`, which go-etcd-cron never reads.
+pub(crate) fn table_prefix(namespace: &str, table: Table) -> String {
+    match table {
+        Table::Jobs | Table::Counters => format!("{namespace}/{}/", table.name()),
+        Table::Runs | Table::Finished => format!("{namespace}/jobsd/{}/", table.name()),
     }
 }
 

@@ -1,25 +1,32 @@
 //! The compare-and-swap overlay. An etcd txn cannot branch on values, so the meaning of a
 //! batch's ops is computed here, by the same code as the other stores (`apply.rs`), over a
-//! snapshot of every key the batch touches read at one revision ([`read`]); the txn
+//! snapshot of every key the batch reads at one revision ([`read`]); the txn
 //! ([`Overlay::txn`]) then compares each of those keys' `mod_revision` with what was read and
 //! puts or deletes the changed keys, plus the writer's marker.
+//!
+//! What each op reads ([`reads`]): its job and counter (the generation checks and the
+//! progress), and its finished record when it may change or read it: `PutJob` and `DeleteJob`
+//! (they drop it), a finishing `RecordResult` (it writes or drops it) and `DeleteFinished`
+//! (it reads `finished_at`). `DeletePrefix` in a mixed request reads those three tables
+//! whole under its prefix. Run records are never read: they are written blind (`runs.rs`
+//! says why that is safe) and cleared by range deletes.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::client::{self, CompareWith, KeyValue, TxnRequest, is_transient};
+use super::client::{self, CompareWith, KeyValue, RequestOp, TxnRequest, is_transient};
+use super::runs::{RunWrites, Write};
 use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, MAX_TXN_KEYS, invalid};
-use crate::store::Error;
-use crate::store::apply::{PrefixRange, Prepared, Table, Tables, Undo};
+use crate::store::apply::{self, PrefixRange, Prepared, Table, Tables, Undo};
+use crate::store::{Error, OpResult};
 
 /// Reads every key of `reads` and the marker in one txn (one revision).
 pub(super) async fn read(inner: &Inner, reads: &ReadSet) -> Result<Snapshot, ReadError> {
     let mut gets = vec![client::get(inner.marker.clone())];
     for (table, key) in &reads.keys {
-        gets.push(client::get(format!("{}{key}", inner.prefix(*table))));
+        gets.push(client::get(inner.full(*table, key)));
     }
     for (table, prefix) in &reads.prefixes {
-        let full = format!("{}{prefix}", inner.prefix(*table));
-        gets.push(client::get_prefix(full));
+        gets.push(client::get_prefix(inner.full(*table, prefix)));
     }
     let txn = client::txn(Vec::new(), gets, Vec::new());
     let resp = match tokio::time::timeout(CALL_TIMEOUT, inner.client.txn(txn)).await {
@@ -50,6 +57,7 @@ pub(super) async fn read(inner: &Inner, reads: &ReadSet) -> Result<Snapshot, Rea
             .map_or((0, None), |kv| (kv.mod_revision, Some(kv.value)));
         overlay
             .map(*table)
+            .map_err(ReadError::Permanent)?
             .insert(key.clone(), Slot::read(rev, value));
     }
     for (table, prefix) in &reads.prefixes {
@@ -57,6 +65,7 @@ pub(super) async fn read(inner: &Inner, reads: &ReadSet) -> Result<Snapshot, Rea
             let key = inner.strip(*table, &kv.key).map_err(ReadError::Permanent)?;
             overlay
                 .map(*table)
+                .map_err(ReadError::Permanent)?
                 .insert(key, Slot::read(kv.mod_revision, Some(kv.value)));
         }
         overlay.prefixes.push((*table, prefix.clone()));
@@ -95,39 +104,62 @@ pub(super) struct ReadSet {
     prefixes: Vec<(Table, String)>,
 }
 
-/// The keys the ops of `requests` may read or change.
+/// The keys the ops of `requests` may read or change (runs aside: those are never read).
 pub(super) fn read_set(requests: &[Vec<Prepared>]) -> ReadSet {
     let mut keys = BTreeSet::new();
     let mut prefixes = BTreeSet::new();
     for op in requests.iter().flatten() {
-        match op_key(op) {
-            Ok(key) => keys.insert(key),
-            Err(prefix) => prefixes.insert(prefix),
-        };
+        let (at, tables) = reads(op);
+        for &table in tables {
+            match at {
+                Ok(key) => keys.insert((table, key)),
+                Err(prefix) => prefixes.insert((table, prefix)),
+            };
+        }
     }
-    let both = |set: &BTreeSet<&str>| {
-        [Table::Jobs, Table::Counters]
-            .into_iter()
-            .flat_map(|table| set.iter().map(move |k| (table, (*k).to_owned())))
+    let owned = |set: BTreeSet<(Table, &str)>| {
+        set.into_iter()
+            .map(|(table, key)| (table, key.to_owned()))
             .collect()
     };
     ReadSet {
-        keys: both(&keys),
-        prefixes: both(&prefixes),
+        keys: owned(keys),
+        prefixes: owned(prefixes),
     }
 }
 
-/// The key of a keyed op, or the prefix of a `DeletePrefix`.
-pub(super) fn op_key(op: &Prepared) -> Result<&str, &str> {
+/// The tables `op` reads at its key (`Ok`), or whole under its prefix (`Err`, `DeletePrefix`).
+pub(super) fn reads(op: &Prepared) -> (Result<&str, &str>, &'static [Table]) {
+    const LIVE: &[Table] = &[Table::Jobs, Table::Counters];
+    const ALL: &[Table] = &[Table::Jobs, Table::Counters, Table::Finished];
     match op {
-        Prepared::PutJob { key, .. }
-        | Prepared::DeleteJob { key }
-        | Prepared::PutCounter { key, .. }
-        | Prepared::FinishJob { key, .. }
-        | Prepared::DeleteFinished { key, .. } => Ok(key),
-        Prepared::RecordResult(record) => Ok(&record.key),
-        Prepared::DeletePrefix { prefix } => Err(prefix),
+        Prepared::PutJob { key, .. } | Prepared::DeleteJob { key } => (Ok(key), ALL),
+        Prepared::PutCounter { key, .. } | Prepared::FinishJob { key, .. } => (Ok(key), LIVE),
+        Prepared::RecordResult(record) if record.finish => (Ok(&record.key), ALL),
+        Prepared::RecordResult(record) => (Ok(&record.key), LIVE),
+        Prepared::DeleteFinished { key, .. } => (Ok(key), &[Table::Finished]),
+        Prepared::DeletePrefix { prefix } => (Err(prefix), ALL),
     }
+}
+
+/// The most keys `op` makes a txn compare or write (each list is bounded on its own), before
+/// anything is read: exact for keyed ops, a guess for `DeletePrefix`, which compares and
+/// deletes every key under its prefix.
+pub(super) fn txn_keys(op: &Prepared) -> usize {
+    let writes = match op {
+        // Job, counter and finished record; the runs' range.
+        Prepared::PutJob { .. } | Prepared::DeleteJob { .. } => 4,
+        Prepared::PutCounter { .. } => 1,
+        Prepared::FinishJob { .. } => 2,
+        // The run (2: a run put inside a range cleared earlier in the batch splits it), the
+        // pruned run and the counter; finishing: job, counter, finished, runs' range too.
+        Prepared::RecordResult(record) if record.finish => 7,
+        Prepared::RecordResult(_) => 4,
+        // The record and the runs' range.
+        Prepared::DeleteFinished { .. } => 2,
+        Prepared::DeletePrefix { .. } => return 8,
+    };
+    writes.max(reads(op).1.len())
 }
 
 /// `(mod_revision, seq)` of a marker record.
@@ -163,19 +195,24 @@ pub(super) struct Overlay {
     jobs: BTreeMap<String, Slot>,
     /// Counters read.
     counters: BTreeMap<String, Slot>,
+    /// Finished records read.
+    finished: BTreeMap<String, Slot>,
     /// Prefixes read whole.
     prefixes: Vec<(Table, String)>,
-    /// Stands in for the runs and finished tables, which this store does not keep
-    /// (`keeps_history` is false): never read, so any op touching it fails as unread.
-    unkept: BTreeMap<String, Slot>,
+    /// Runs written, never read.
+    runs: RunWrites,
 }
 
 impl Overlay {
-    fn map(&mut self, table: Table) -> &mut BTreeMap<String, Slot> {
+    /// The slots of a table that is read (every one but runs).
+    fn map(&mut self, table: Table) -> Result<&mut BTreeMap<String, Slot>, Error> {
         match table {
-            Table::Jobs => &mut self.jobs,
-            Table::Counters => &mut self.counters,
-            Table::Runs | Table::Finished => &mut self.unkept,
+            Table::Jobs => Ok(&mut self.jobs),
+            Table::Counters => Ok(&mut self.counters),
+            Table::Finished => Ok(&mut self.finished),
+            Table::Runs => Err(invalid(
+                "etcd store: run records are written blind, never read",
+            )),
         }
     }
 
@@ -185,7 +222,7 @@ impl Overlay {
             .prefixes
             .iter()
             .any(|(t, p)| *t == table && key.starts_with(p.as_str()));
-        let map = self.map(table);
+        let map = self.map(table)?;
         if !map.contains_key(key) {
             if !covered {
                 return Err(invalid("etcd store: op touched a key it did not read"));
@@ -194,6 +231,21 @@ impl Overlay {
             map.insert(key.to_owned(), Slot::read(0, None));
         }
         Ok(map.get_mut(key).expect("inserted above"))
+    }
+
+    /// Applies one request's ops (`apply::apply_request`). The run changes of a request that
+    /// fails as a whole are dropped here: they were never read, so the generic undo, which
+    /// restores read values, cannot restore them.
+    pub(super) fn apply_request(
+        &mut self,
+        ops: Vec<Prepared>,
+    ) -> Result<Result<Vec<OpResult>, Error>, Error> {
+        let mark = self.runs.mark();
+        let applied = apply::apply_request(self, ops)?;
+        if applied.is_err() {
+            self.runs.rollback(mark);
+        }
+        Ok(applied)
     }
 
     /// The txn that compares every key read and writes every change plus the marker:
@@ -211,9 +263,14 @@ impl Overlay {
         )];
         let mut writes = Vec::new();
         let mut bytes = 0;
-        for (table, map) in [(Table::Jobs, &self.jobs), (Table::Counters, &self.counters)] {
+        let read = [
+            (Table::Jobs, &self.jobs),
+            (Table::Counters, &self.counters),
+            (Table::Finished, &self.finished),
+        ];
+        for (table, map) in read {
             for (key, slot) in map {
-                let full = format!("{}{key}", inner.prefix(table));
+                let full = inner.full(table, key);
                 bytes += full.len();
                 compares.push(client::equal(
                     full.clone(),
@@ -231,6 +288,11 @@ impl Overlay {
                 }
             }
         }
+        for write in self.runs.writes(inner.prefix(Table::Runs)) {
+            let (op, size) = run_op(write);
+            bytes += size;
+            writes.push(op);
+        }
         if compares.len() > MAX_TXN_KEYS + 1 || writes.len() > MAX_TXN_KEYS || bytes > MAX_TXN_BYTES
         {
             return None;
@@ -243,11 +305,25 @@ impl Overlay {
     }
 }
 
-impl Tables for Overlay {
-    fn keeps_history(&self) -> bool {
-        false
+/// The txn op of a run write, and its bytes.
+fn run_op(write: Write) -> (RequestOp, usize) {
+    match write {
+        Write::Put(key, value) => {
+            let size = key.len() + value.len();
+            (client::put(key, value, 0), size)
+        }
+        Write::Delete(key) => {
+            let size = key.len();
+            (client::delete(key), size)
+        }
+        Write::DeleteRange(from, to) => {
+            let size = from.len() + to.len();
+            (client::delete_range(from, to), size)
+        }
     }
+}
 
+impl Tables for Overlay {
     fn with_value<R>(
         &mut self,
         table: Table,
@@ -257,6 +333,7 @@ impl Tables for Overlay {
         Ok(self.slot(table, key)?.current.as_deref().map(f))
     }
 
+    /// Runs are journaled blind and not recorded in `undo` (see [`Overlay::apply_request`]).
     fn insert(
         &mut self,
         table: Table,
@@ -264,6 +341,10 @@ impl Tables for Overlay {
         value: Vec<u8>,
         undo: Option<&mut Undo>,
     ) -> Result<(), Error> {
+        if table == Table::Runs {
+            self.runs.put(key, value);
+            return Ok(());
+        }
         let old = self.slot(table, key)?.current.replace(value);
         if let Some(undo) = undo {
             undo.push((table, key.to_owned(), old));
@@ -271,7 +352,12 @@ impl Tables for Overlay {
         Ok(())
     }
 
+    /// A run removed blind counts as not there (nothing reads that answer).
     fn remove(&mut self, table: Table, key: &str, undo: Option<&mut Undo>) -> Result<bool, Error> {
+        if table == Table::Runs {
+            self.runs.delete(key);
+            return Ok(false);
+        }
         let old = self.slot(table, key)?.current.take();
         let removed = old.is_some();
         if let (Some(undo), Some(old)) = (undo, old) {
@@ -280,12 +366,17 @@ impl Tables for Overlay {
         Ok(removed)
     }
 
+    /// Runs are cleared by one range delete, uncounted (0: nothing reads that count).
     fn remove_prefix(
         &mut self,
         table: Table,
         prefix: &str,
         mut undo: Option<&mut Undo>,
     ) -> Result<u64, Error> {
+        if table == Table::Runs {
+            self.runs.clear(prefix);
+            return Ok(0);
+        }
         if !self
             .prefixes
             .iter()
@@ -297,7 +388,7 @@ impl Tables for Overlay {
         }
         let mut removed = 0;
         for (key, slot) in self
-            .map(table)
+            .map(table)?
             .range_mut::<str, _>(PrefixRange::new(prefix).bounds())
         {
             if let Some(old) = slot.current.take() {

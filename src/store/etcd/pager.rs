@@ -1,5 +1,6 @@
 //! Reading a table in pages: `list_jobs` and `scan` read every page at the revision of the
-//! first, so a listing is one consistent snapshot however long it takes.
+//! first, so a listing is one consistent snapshot however long it takes. `page`
+//! (`history.rs`) reads one page the same way.
 
 use tokio::sync::mpsc;
 
@@ -27,8 +28,19 @@ pub(super) struct Pager<'a> {
 impl<'a> Pager<'a> {
     /// Pages of `table`'s keys starting with `prefix`.
     pub(super) fn new(inner: &'a Inner, table: Table, prefix: &str, limit: i64) -> Self {
-        let start = format!("{}{prefix}", inner.prefix(table)).into_bytes();
+        let start = inner.full(table, prefix).into_bytes();
         let end = client::prefix_end(&start);
+        Pager::between(inner, table, start, end, limit)
+    }
+
+    /// Pages of `table`'s keys from the full key `start` (included) to `end` (excluded).
+    pub(super) fn between(
+        inner: &'a Inner,
+        table: Table,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        limit: i64,
+    ) -> Self {
         Pager {
             inner,
             table,
@@ -37,6 +49,11 @@ impl<'a> Pager<'a> {
             limit,
             revision: 0,
         }
+    }
+
+    /// The revision every page is read at (0 before the first).
+    pub(super) fn revision(&self) -> i64 {
+        self.revision
     }
 
     /// The next page (never empty), or `None` at the end.
@@ -88,26 +105,8 @@ pub(super) async fn scan_pages(
 ) -> Result<(), Error> {
     let mut jobs = Pager::new(inner, Table::Jobs, prefix, page_size);
     while let Some(page) = jobs.next().await? {
-        // The counters of exactly this page's key range, at the same revision.
-        let first = format!("{}{}", inner.counters_prefix, page[0].0).into_bytes();
-        let mut end = format!("{}{}", inner.counters_prefix, page[page.len() - 1].0).into_bytes();
-        end.push(0);
-        let revision = jobs.revision;
-        let counters = inner
-            .retrying(|etcd| {
-                let request = RangeRequest {
-                    key: first.clone(),
-                    range_end: end.clone(),
-                    revision,
-                    ..RangeRequest::default()
-                };
-                async move { etcd.range(request).await }
-            })
-            .await?
-            .kvs
-            .into_iter()
-            .map(|kv| Ok((inner.strip(Table::Counters, &kv.key)?, kv.value)));
-        let mut joiner = Joiner::new(counters);
+        let counters = counters_of(inner, &page, jobs.revision).await?;
+        let mut joiner = Joiner::new(counters.into_iter().map(Ok));
         let loaded = page
             .into_iter()
             .map(|(key, value)| joiner.join(key, &value))
@@ -118,4 +117,34 @@ pub(super) async fn scan_pages(
         }
     }
     Ok(())
+}
+
+/// The counters of exactly the key range of `page` (jobs in key order), read at `revision`,
+/// in key order; none for an empty page.
+pub(super) async fn counters_of(
+    inner: &Inner,
+    page: &[(String, Vec<u8>)],
+    revision: i64,
+) -> Result<Vec<(String, Vec<u8>)>, Error> {
+    let (Some((first, _)), Some((last, _))) = (page.first(), page.last()) else {
+        return Ok(Vec::new());
+    };
+    let first = inner.full(Table::Counters, first).into_bytes();
+    let mut end = inner.full(Table::Counters, last).into_bytes();
+    end.push(0);
+    inner
+        .retrying(|etcd| {
+            let request = RangeRequest {
+                key: first.clone(),
+                range_end: end.clone(),
+                revision,
+                ..RangeRequest::default()
+            };
+            async move { etcd.range(request).await }
+        })
+        .await?
+        .kvs
+        .into_iter()
+        .map(|kv| Ok((inner.strip(Table::Counters, &kv.key)?, kv.value)))
+        .collect()
 }

@@ -206,7 +206,10 @@ pub(crate) fn shared_store(raw: &[(Table, &str, Vec<u8>)]) -> Arc<dyn Store> {
             let client = super::client::Client::connect(&[&endpoint]).expect("connect");
             for (table, key, value) in raw {
                 client
-                    .put(format!("{namespace}/{}/{key}", table.name()), value)
+                    .put(
+                        format!("{}{key}", super::table_prefix(&namespace, table)),
+                        value,
+                    )
                     .await
                     .expect("plant");
             }

@@ -7,10 +7,12 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use prost::Message;
 
-use super::client::{Client, read_key};
+use super::client::{Client, RangeRequest, prefix_end, read_key};
 use super::testing::{EtcdServer, fresh_namespace, shared};
 use super::{Change, Etcd};
-use crate::proto::store::{StoredCounter, StoredJob};
+use crate::proto::store::{
+    FinishedJob, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
+};
 use crate::store::{Op, OpResult, Store};
 
 /// Bound on waiting for one watch event (a re-created watch backs off 0.8–1.2 s first).
@@ -40,6 +42,50 @@ fn put_counter(key: &str, generation: u64, count: u32) -> Op {
             ..StoredCounter::default()
         },
     }
+}
+
+/// Result `n` of job `key`, a success told apart by its error text `tag`, keeping `limit` runs.
+fn result(key: &str, generation: u64, tag: &str, limit: u32) -> Op {
+    Op::RecordResult(Box::new(ResultRecord {
+        key: key.into(),
+        generation,
+        progress: None,
+        finish: false,
+        dropped: false,
+        run: Some(StoredRun {
+            outcome: RunOutcome::Success.into(),
+            error: tag.into(),
+            ..StoredRun::default()
+        }),
+        history_limit: limit,
+        finished_at: None,
+    }))
+}
+
+/// Every run of `key` (oldest first) as `(seq, tag)`; checks the status counted each once.
+async fn history(store: &dyn Store, key: &str) -> Vec<(u64, String)> {
+    let mut runs: Vec<(u64, String)> = store
+        .list_runs(key, None, usize::MAX)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(seq, run)| (seq, run.error))
+        .collect();
+    runs.reverse();
+    let status = store.get_counter(key).await.unwrap().expect("status");
+    assert_eq!(status.runs, runs.len() as u64, "{key}: runs in the status");
+    assert_eq!(status.succeeded, runs.len() as u64, "{key}: successes");
+    runs
+}
+
+/// Asserts `runs` are numbered 0.. without a gap and hold each of `tags` exactly once.
+fn assert_each_once(runs: &[(u64, String)], mut tags: Vec<String>) {
+    let seqs: Vec<u64> = runs.iter().map(|r| r.0).collect();
+    assert_eq!(seqs, (0..runs.len() as u64).collect::<Vec<_>>());
+    let mut got: Vec<String> = runs.iter().map(|r| r.1.clone()).collect();
+    got.sort();
+    tags.sort();
+    assert_eq!(got, tags);
 }
 
 async fn write1(store: &dyn Store, op: Op) -> OpResult {
@@ -281,4 +327,211 @@ async fn a_watch_from_a_compacted_revision_asks_for_a_resync() {
         other => panic!("{other:?}"),
     }
     assert!(old.next().await.is_none(), "a resync ends the stream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_lives_beside_go_etcd_crons_keys() {
+    let endpoint = shared().endpoint();
+    let ns = fresh_namespace();
+    let s = Etcd::connect(&[&endpoint], &ns).await.unwrap();
+    let key = "app||default||myapp||job1";
+    write1(&s, put(key, 7, true)).await;
+    write1(&s, result(key, 7, "first", 10)).await;
+    let Op::RecordResult(mut last) = result(key, 7, "last", 10) else {
+        unreachable!()
+    };
+    last.finish = true;
+    last.finished_at = Some(prost_types::Timestamp {
+        seconds: 1_800_000_000,
+        nanos: 0,
+    });
+    write1(&s, Op::RecordResult(last)).await;
+    let raw = Client::connect(&[&endpoint]).unwrap();
+    let everything = raw
+        .range(RangeRequest {
+            key: format!("{ns}/").into_bytes(),
+            range_end: prefix_end(format!("{ns}/").as_bytes()),
+            ..RangeRequest::default()
+        })
+        .await
+        .unwrap();
+    let keys: Vec<String> = everything
+        .kvs
+        .iter()
+        .map(|kv| String::from_utf8(kv.key.clone()).unwrap())
+        .filter(|k| !k.starts_with(&format!("{ns}/writers/")))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            format!("{ns}/jobsd/finished/{key}"),
+            format!("{ns}/jobsd/runs/{key}\x000000000000000000"),
+            format!("{ns}/jobsd/runs/{key}\x000000000000000001"),
+        ]
+    );
+    let finished = FinishedJob::decode(&*everything.kvs[0].value).unwrap();
+    assert_eq!(finished.job, Some(job(7)));
+    assert_eq!(finished.counter.map(|c| c.runs), Some(2));
+    let run = StoredRun::decode(&*everything.kvs[2].value).unwrap();
+    assert_eq!(run.error, "last");
+    // go-etcd-cron's watch of `<ns>/jobs/` does not see `<ns>/jobsd/`.
+    assert!(!format!("{ns}/jobsd/").starts_with(&format!("{ns}/jobs/")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_clients_recording_results_of_one_job_keep_every_run_once() {
+    let endpoint = shared().endpoint();
+    let ns = fresh_namespace();
+    let a = std::sync::Arc::new(Etcd::connect(&[&endpoint], &ns).await.unwrap());
+    let b = std::sync::Arc::new(Etcd::connect(&[&endpoint], &ns).await.unwrap());
+    assert_eq!(write1(&*a, put("k", 1, true)).await, OpResult::Done);
+    // Four tasks per client, each recording results one after another: the clients' commits
+    // race on the job's counter, and each client also batches its own tasks' results.
+    let mut tasks = Vec::new();
+    let mut tags = Vec::new();
+    for (name, store) in [("a", &a), ("b", &b)] {
+        for t in 0..4 {
+            let store = std::sync::Arc::clone(store);
+            let mine: Vec<String> = (0..10).map(|i| format!("{name}{t}-{i}")).collect();
+            tags.extend(mine.clone());
+            tasks.push(tokio::spawn(async move {
+                for tag in mine {
+                    let done = store.write(vec![result("k", 1, &tag, 1000)]).await.unwrap();
+                    assert_eq!(done, [OpResult::Done], "{tag}");
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_each_once(&history(&*a, "k").await, tags);
+    // Both clients read the same history.
+    assert_eq!(history(&*a, "k").await, history(&*b, "k").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_larger_than_one_txn_are_applied_whole() {
+    let endpoint = shared().endpoint();
+    let s = Etcd::connect(&[&endpoint], &fresh_namespace())
+        .await
+        .unwrap();
+    let keys: Vec<String> = (0..150).map(|i| format!("k{i:03}")).collect();
+    let puts: Vec<Op> = keys.iter().map(|k| put(k, 1, true)).collect();
+    s.write(puts).await.unwrap();
+    // Three rounds of one result per job, the last two past a limit of 1 (each prunes).
+    for round in 0..3 {
+        let ops: Vec<Op> = keys
+            .iter()
+            .map(|k| result(k, 1, &format!("{k}-{round}"), 1))
+            .collect();
+        assert_eq!(s.write(ops).await.unwrap(), vec![OpResult::Done; 150]);
+    }
+    for k in &keys {
+        let runs = s.list_runs(k, None, 10).await.unwrap();
+        assert_eq!(runs.len(), 1, "{k}");
+        assert_eq!(
+            (runs[0].0, runs[0].1.error.as_str()),
+            (2, &*format!("{k}-2"))
+        );
+    }
+    // A request of many prefix deletes goes in several txns too.
+    let deletes: Vec<Op> = keys
+        .iter()
+        .map(|k| Op::DeletePrefix { prefix: k.clone() })
+        .collect();
+    assert_eq!(
+        s.write(deletes).await.unwrap(),
+        vec![OpResult::Deleted(1); 150]
+    );
+    for k in &keys {
+        assert!(s.list_runs(k, None, 10).await.unwrap().is_empty(), "{k}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_records_of_large_jobs_are_split_across_txns() {
+    let endpoint = shared().endpoint();
+    let s = Etcd::connect(&[&endpoint], &fresh_namespace())
+        .await
+        .unwrap();
+    // Four jobs of 400 kB: their finished records cannot share one txn (1 MiB).
+    let big = |generation| StoredJob {
+        generation,
+        labels: [("big".to_owned(), "x".repeat(400_000))].into(),
+        ..StoredJob::default()
+    };
+    let keys: Vec<String> = (0..4).map(|i| format!("big{i}")).collect();
+    for (i, k) in keys.iter().enumerate() {
+        let op = Op::PutJob {
+            key: k.clone(),
+            job: big(i as u64),
+            create_only: true,
+        };
+        assert_eq!(write1(&s, op).await, OpResult::Done);
+    }
+    let finishing: Vec<Op> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let Op::RecordResult(mut r) = result(k, i as u64, "last", 10) else {
+                unreachable!()
+            };
+            r.finish = true;
+            r.finished_at = Some(prost_types::Timestamp::default());
+            Op::RecordResult(r)
+        })
+        .collect();
+    assert_eq!(s.write(finishing).await.unwrap(), vec![OpResult::Done; 4]);
+    for (i, k) in keys.iter().enumerate() {
+        let finished = s.get_finished(k).await.unwrap().expect("finished");
+        assert_eq!(finished.job, Some(big(i as u64)));
+        assert_eq!(s.list_runs(k, None, 10).await.unwrap().len(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_recorded_across_a_kill_9_of_etcd_are_neither_lost_nor_doubled() {
+    let mut server = EtcdServer::start();
+    let s = std::sync::Arc::new(Etcd::connect(&[server.endpoint()], "dapr").await.unwrap());
+    let keys: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        write1(&*s, put(k, 1, true)).await;
+    }
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tasks: Vec<_> = keys
+        .iter()
+        .map(|k| {
+            let s = std::sync::Arc::clone(&s);
+            let written = std::sync::Arc::clone(&written);
+            let k = k.clone();
+            tokio::spawn(async move {
+                for i in 0..30 {
+                    let tag = format!("{k}-{i}");
+                    let done = s.write(vec![result(&k, 1, &tag, 1000)]).await.unwrap();
+                    assert_eq!(done, [OpResult::Done], "{tag}");
+                    written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    // Kill etcd while every task has results to write (some in flight), and bring it back.
+    while written.load(std::sync::atomic::Ordering::Relaxed) < 25 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    server.kill();
+    assert!(written.load(std::sync::atomic::Ordering::Relaxed) < 150);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.restart();
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(120), task)
+            .await
+            .expect("results after restart")
+            .unwrap();
+    }
+    for k in &keys {
+        let tags = (0..30).map(|i| format!("{k}-{i}")).collect();
+        assert_each_once(&history(&*s, k).await, tags);
+    }
+    s.close().await.unwrap();
 }

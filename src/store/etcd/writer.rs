@@ -6,9 +6,9 @@
 //! of the batch applied at the txn's revision, after everything committed before it.
 //!
 //! A request made only of `DeletePrefix` ops is one txn of range deletes without compares
-//! (etcd counts what it deleted); a request with more keys than one etcd txn may hold
-//! (`--max-txn-ops`, 128 by default) is split into several txns: each op's result is still
-//! exact, but a crash can leave the request half applied.
+//! (etcd counts what it deleted); a request with more keys or bytes than one etcd txn may hold
+//! (`--max-txn-ops`, 128 by default; `--max-request-bytes`) is split into several txns: each
+//! op's result is still exact, but a crash can leave the request half applied.
 //!
 //! Each txn also puts a marker key `<namespace>/writers/<id>` with the commit number. When the
 //! answer to a txn is lost (connection cut, timeout), the next attempt reads the marker: the
@@ -22,11 +22,14 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client::{self, CompareWith, is_too_large, is_transient};
-use super::overlay::{self, ReadError, marker_of, op_key, read_set};
+use super::overlay::{self, ReadError, marker_of, read_set, txn_keys};
 use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, MAX_TXN_KEYS, backoff, too_large};
 use crate::resiliency::backoff::ExponentialBackOff;
-use crate::store::apply::{self, Prepared, Table};
+use crate::store::apply::{Prepared, Table};
 use crate::store::{Error, OpResult};
+
+/// The tables a `DeletePrefix` clears, in the order of its range deletes.
+const PREFIX_TABLES: [Table; 4] = [Table::Jobs, Table::Counters, Table::Finished, Table::Runs];
 
 /// Conflicting attempts of a multi-request batch before its requests go one by one.
 const CONFLICTS_BEFORE_SPLIT: u32 = 3;
@@ -108,6 +111,14 @@ impl Writer {
                 }
                 return;
             }
+            Err(BatchError::TooLarge) if ops.iter().all(|ops| ops.len() > 1) => {
+                // One request whose values were bigger than the estimate: in parts.
+                for (ops, reply) in ops.into_iter().zip(replies) {
+                    let answer = self.in_chunks(ops, &reply).await;
+                    let _ = reply.send(answer);
+                }
+                return;
+            }
             Err(BatchError::TooLarge) => vec![Err(too_large())],
         };
         for (reply, answer) in replies.into_iter().zip(answers) {
@@ -118,9 +129,11 @@ impl Writer {
     /// Commits one request on its own: a prefix-only request as range deletes, a request too
     /// large for one txn in several.
     async fn alone(&mut self, req: WriteReq) {
-        let answer = if prefix_only(&req.ops) {
+        let answer = if weight(&req.ops).0 > MAX_TXN_KEYS {
+            self.in_chunks(req.ops, &req.reply).await
+        } else if prefix_only(&req.ops) {
             self.delete_prefixes(&req.ops, &req.reply).await
-        } else if weight(&req.ops).0 <= MAX_TXN_KEYS {
+        } else {
             match self
                 .commit(
                     std::slice::from_ref(&req.ops),
@@ -130,15 +143,18 @@ impl Writer {
             {
                 Ok(mut answers) => answers.pop().unwrap_or_else(|| Err(too_large())),
                 Err(BatchError::Failed(err)) => Err(err),
+                // Values larger than estimated (a finished record carries its job's bytes).
+                Err(BatchError::TooLarge) if req.ops.len() > 1 => {
+                    self.in_chunks(req.ops, &req.reply).await
+                }
                 Err(BatchError::TooLarge) => Err(too_large()),
             }
-        } else {
-            self.in_chunks(req.ops, &req.reply).await
         };
         let _ = req.reply.send(answer);
     }
 
-    /// Applies a request too large for one txn in consecutive chunks.
+    /// Applies a request too large for one txn in consecutive chunks; a chunk that turns out
+    /// too large after all (values larger than estimated) is halved until its parts fit.
     async fn in_chunks(&mut self, ops: Vec<Prepared>, reply: &oneshot::Sender<Answer>) -> Answer {
         // Routine for the trigger loop's result batches (each op stands alone); a caller that
         // needs one atomic write keeps it under the txn limits.
@@ -146,18 +162,22 @@ impl Writer {
             ops = ops.len(),
             "write too large for one etcd transaction: applied in several"
         );
-        let mut results = Vec::with_capacity(ops.len());
+        let mut parts = std::collections::VecDeque::new();
         let mut chunk = Vec::new();
         let mut ops = ops.into_iter().peekable();
         while let Some(op) = ops.next() {
             chunk.push(op);
             let full = ops.peek().is_none_or(|next| {
-                weight(&chunk).0 + weight(std::slice::from_ref(next)).0 > MAX_TXN_KEYS
+                let (keys, bytes) = weight(&chunk);
+                let (more_keys, more_bytes) = weight(std::slice::from_ref(next));
+                keys + more_keys > MAX_TXN_KEYS || bytes + more_bytes > MAX_TXN_BYTES
             });
-            if !full {
-                continue;
+            if full {
+                parts.push_back(std::mem::take(&mut chunk));
             }
-            let part = std::mem::take(&mut chunk);
+        }
+        let mut results = Vec::new();
+        while let Some(mut part) = parts.pop_front() {
             let answer = if prefix_only(&part) {
                 self.delete_prefixes(&part, reply).await
             } else {
@@ -167,6 +187,12 @@ impl Writer {
                 {
                     Ok(mut answers) => answers.pop().unwrap_or_else(|| Err(too_large())),
                     Err(BatchError::Failed(err)) => Err(err),
+                    Err(BatchError::TooLarge) if part.len() > 1 => {
+                        let second = part.split_off(part.len() / 2);
+                        parts.push_front(second);
+                        parts.push_front(part);
+                        continue;
+                    }
                     Err(BatchError::TooLarge) => Err(too_large()),
                 }
             };
@@ -186,9 +212,9 @@ impl Writer {
         let mut txn_ops = Vec::new();
         for op in ops {
             if let Prepared::DeletePrefix { prefix } = op {
-                for table in [Table::Jobs, Table::Counters] {
-                    let key = format!("{}{prefix}", inner.prefix(table));
-                    txn_ops.push(client::delete_prefix(key));
+                // Jobs first: their counts are the results.
+                for table in PREFIX_TABLES {
+                    txn_ops.push(client::delete_prefix(inner.full(table, prefix)));
                 }
             }
         }
@@ -221,10 +247,9 @@ impl Writer {
                 Ok(Ok(resp)) if resp.succeeded => {
                     let deleted: Vec<u64> =
                         resp.responses.iter().filter_map(client::deleted).collect();
-                    // Jobs and counters alternate; the jobs' counts are the results.
                     return Ok(deleted
                         .iter()
-                        .step_by(2)
+                        .step_by(PREFIX_TABLES.len())
                         .map(|&n| OpResult::Deleted(n))
                         .collect());
                 }
@@ -306,7 +331,7 @@ impl Writer {
             let mut overlay = snapshot.overlay;
             let mut answers = Vec::with_capacity(requests.len());
             for ops in requests {
-                match apply::apply_request(&mut overlay, ops.iter().map(clone_prepared).collect()) {
+                match overlay.apply_request(ops.iter().map(clone_prepared).collect()) {
                     Ok(answer) => answers.push(answer),
                     Err(err) => return Err(BatchError::Failed(err)),
                 }
@@ -354,12 +379,10 @@ impl Writer {
     }
 }
 
-/// `(keys to read, bytes)` a request needs in a txn, estimated before reading.
+/// `(keys, bytes)` a request needs in a txn, estimated before reading: keys bound both the
+/// compares and the writes (see `txn_keys`).
 fn weight(ops: &[Prepared]) -> (usize, usize) {
-    let keys = ops
-        .iter()
-        .map(|op| if op_key(op).is_ok() { 2 } else { 8 })
-        .sum();
+    let keys = ops.iter().map(txn_keys).sum();
     (keys, ops.iter().map(Prepared::size).sum())
 }
 

@@ -1,65 +1,15 @@
 //! Between the Scheduler's wire messages and the pure `schedule` types, and the composed keys
 //! jobs are stored under.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use prost_types::Timestamp;
 
-use crate::proto::{common, scheduler as sv1, store};
-use crate::schedule::{self, Begin, FailurePolicy, JobSpec};
+use crate::proto::{scheduler as sv1, store};
+use crate::schedule::{self, Begin, JobSpec};
 
-/// The Scheduler's default failure policy as stored with jobs that have none.
-pub fn default_failure_policy() -> common::JobFailurePolicy {
-    to_proto_policy(FailurePolicy::default())
-}
-
-/// The proto form of one of Dapr's failure policies; jobsd's own kinds have none (they are
-/// stored beside the job) and are given as Dapr's `Drop`.
-pub fn to_proto_policy(policy: FailurePolicy) -> common::JobFailurePolicy {
-    use common::job_failure_policy::Policy;
-    let policy = match policy {
-        FailurePolicy::Cron { .. }
-        | FailurePolicy::Exponential(_)
-        | FailurePolicy::Delays { .. } => Policy::Drop(common::JobFailurePolicyDrop {}),
-        FailurePolicy::Drop => Policy::Drop(common::JobFailurePolicyDrop {}),
-        FailurePolicy::Constant {
-            interval,
-            max_retries,
-        } => Policy::Constant(common::JobFailurePolicyConstant {
-            interval: Some(prost_types::Duration {
-                seconds: interval.num_seconds(),
-                nanos: interval.subsec_nanos(),
-            }),
-            max_retries,
-        }),
-    };
-    common::JobFailurePolicy {
-        policy: Some(policy),
-    }
-}
-
-/// How a stored policy behaves. A policy message with no variant set behaves like `Drop`, as
-/// go-etcd-cron's `policyTryAgain` does for an unknown policy.
-pub fn from_proto_policy(policy: &common::JobFailurePolicy) -> FailurePolicy {
-    use common::job_failure_policy::Policy;
-    match &policy.policy {
-        Some(Policy::Constant(c)) => FailurePolicy::Constant {
-            interval: c.interval.map(duration_from_proto).unwrap_or_default(),
-            max_retries: c.max_retries,
-        },
-        Some(Policy::Drop(_)) | None => FailurePolicy::Drop,
-    }
-}
-
-/// A protobuf Duration as a `TimeDelta`, saturating at the representable range.
-pub fn duration_from_proto(d: prost_types::Duration) -> TimeDelta {
-    TimeDelta::try_seconds(d.seconds)
-        .and_then(|s| s.checked_add(&TimeDelta::nanoseconds(i64::from(d.nanos))))
-        .unwrap_or(if d.seconds < 0 {
-            TimeDelta::MIN
-        } else {
-            TimeDelta::MAX
-        })
-}
+pub use super::policies::{
+    default_failure_policy, duration_from_proto, from_proto_policy, to_proto_policy,
+};
 
 /// Validates `job` with Dapr's rules (see [`schedule::validate`]) and gives its plan. The
 /// job's strings are lent to the check rather than copied, and are back in place on return.
@@ -189,24 +139,6 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
-
-    #[test]
-    fn policies_round_trip_through_proto() {
-        for p in [
-            FailurePolicy::Drop,
-            FailurePolicy::default(),
-            FailurePolicy::Constant {
-                interval: TimeDelta::milliseconds(1500),
-                max_retries: None,
-            },
-        ] {
-            assert_eq!(from_proto_policy(&to_proto_policy(p.clone())), p);
-        }
-        assert_eq!(
-            from_proto_policy(&common::JobFailurePolicy { policy: None }),
-            FailurePolicy::Drop
-        );
-    }
 
     #[test]
     fn stored_job_fills_default_policy_and_restores_the_plan() {

@@ -163,12 +163,19 @@ impl Engine {
         options: Options,
     ) -> (Engine, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        // A replica's store (etcd) keeps statuses but no run history or finished jobs.
-        let history = history::Options {
-            history_limit: 0,
-            finished_retention: None,
-        };
-        let mut runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx, history);
+        // Every replica sweeps finished jobs past their retention: the deletes are
+        // compare-and-swap writes, so replicas doing the same one at once are harmless.
+        if let Some(retention) = options.history.finished_retention {
+            sweep::spawn(store.clone(), clock.clone(), retention, stop.clone());
+        }
+        let mut runner = Runner::new(
+            store.clone(),
+            clock.clone(),
+            sink,
+            tx.clone(),
+            rx,
+            options.history,
+        );
         runner.observe(options.metrics.clone());
         let task = tokio::spawn(runner.run(stop));
         (Self::with_loop(store, clock, Some(tx), true, options), task)

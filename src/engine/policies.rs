@@ -1,10 +1,10 @@
-//! jobsd's policies (`"policy"` and the extended `"failurePolicy"` of `POST /jobsd/v1/jobs`)
-//! between their `jobsd.v1` messages, as stored beside the job, and the pure types the plan
-//! and the runner act on. Errors name the field.
+//! Job policies between their messages and the pure types the plan and the runner act on:
+//! Dapr's failure policy (`common.v1.JobFailurePolicy`), and jobsd's (`"policy"` and the
+//! extended `"failurePolicy"` of `POST /jobsd/v1/jobs`, `jobsd.v1` messages stored beside the
+//! job). Errors name the field.
 
 use chrono::TimeDelta;
 
-use super::convert::duration_from_proto;
 use crate::proto::jobsd_api as jv1;
 use crate::proto::{common, store};
 use crate::schedule::job_policy::{TickPolicyText, positive_duration};
@@ -12,6 +12,60 @@ use crate::schedule::policy::Exponential;
 use crate::schedule::{
     self, CatchUp, FailurePolicy, OnExhausted, Overlap, TickPolicy, WhileTargetDown,
 };
+
+/// The Scheduler's default failure policy as stored with jobs that have none.
+pub fn default_failure_policy() -> common::JobFailurePolicy {
+    to_proto_policy(FailurePolicy::default())
+}
+
+/// The proto form of one of Dapr's failure policies; jobsd's own kinds have none (they are
+/// stored beside the job) and are given as Dapr's `Drop`.
+pub fn to_proto_policy(policy: FailurePolicy) -> common::JobFailurePolicy {
+    use common::job_failure_policy::Policy;
+    let policy = match policy {
+        FailurePolicy::Cron { .. }
+        | FailurePolicy::Exponential(_)
+        | FailurePolicy::Delays { .. } => Policy::Drop(common::JobFailurePolicyDrop {}),
+        FailurePolicy::Drop => Policy::Drop(common::JobFailurePolicyDrop {}),
+        FailurePolicy::Constant {
+            interval,
+            max_retries,
+        } => Policy::Constant(common::JobFailurePolicyConstant {
+            interval: Some(prost_types::Duration {
+                seconds: interval.num_seconds(),
+                nanos: interval.subsec_nanos(),
+            }),
+            max_retries,
+        }),
+    };
+    common::JobFailurePolicy {
+        policy: Some(policy),
+    }
+}
+
+/// How a stored policy behaves. A policy message with no variant set behaves like `Drop`, as
+/// go-etcd-cron's `policyTryAgain` does for an unknown policy.
+pub fn from_proto_policy(policy: &common::JobFailurePolicy) -> FailurePolicy {
+    use common::job_failure_policy::Policy;
+    match &policy.policy {
+        Some(Policy::Constant(c)) => FailurePolicy::Constant {
+            interval: c.interval.map(duration_from_proto).unwrap_or_default(),
+            max_retries: c.max_retries,
+        },
+        Some(Policy::Drop(_)) | None => FailurePolicy::Drop,
+    }
+}
+
+/// A protobuf Duration as a `TimeDelta`, saturating at the representable range.
+pub fn duration_from_proto(d: prost_types::Duration) -> TimeDelta {
+    TimeDelta::try_seconds(d.seconds)
+        .and_then(|s| s.checked_add(&TimeDelta::nanoseconds(i64::from(d.nanos))))
+        .unwrap_or(if d.seconds < 0 {
+            TimeDelta::MIN
+        } else {
+            TimeDelta::MAX
+        })
+}
 
 /// A job's failure handling when it is given on jobsd's surface.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,7 +241,7 @@ pub fn dapr_failure_policy(p: &jv1::FailurePolicy) -> common::JobFailurePolicy {
     use jv1::failure_policy::Kind;
     let policy = match &p.kind {
         Some(Kind::Constant(c)) => Policy::Constant(*c),
-        None => return super::convert::default_failure_policy(),
+        None => return default_failure_policy(),
         _ => Policy::Drop(common::JobFailurePolicyDrop {}),
     };
     common::JobFailurePolicy {
@@ -215,7 +269,7 @@ pub fn stored_failure_handling(stored: &store::StoredJob) -> Result<FailureHandl
                 .job
                 .as_ref()
                 .and_then(|j| j.failure_policy.as_ref())
-                .map(super::convert::from_proto_policy)
+                .map(from_proto_policy)
                 .unwrap_or_default(),
             on_exhausted: OnExhausted::Drop,
         }),
@@ -235,4 +289,27 @@ pub fn seed_of(key: &str) -> u64 {
     key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_round_trip_through_proto() {
+        for p in [
+            FailurePolicy::Drop,
+            FailurePolicy::default(),
+            FailurePolicy::Constant {
+                interval: TimeDelta::milliseconds(1500),
+                max_retries: None,
+            },
+        ] {
+            assert_eq!(from_proto_policy(&to_proto_policy(p.clone())), p);
+        }
+        assert_eq!(
+            from_proto_policy(&common::JobFailurePolicy { policy: None }),
+            FailurePolicy::Drop
+        );
+    }
 }

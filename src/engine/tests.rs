@@ -214,6 +214,7 @@ async fn extras_are_stored_beside_the_dapr_job_and_never_shown_by_get() {
     let extras = JobExtras {
         labels: [("team".to_owned(), "billing".to_owned())].into(),
         traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+        ..JobExtras::default()
     };
     e.schedule_job_with(schedule("j", daily(), false), extras)
         .await

@@ -104,6 +104,8 @@ fn job(generation: u64, tag: &str) -> StoredJob {
         }),
         labels: [("team".to_owned(), tag.to_owned())].into(),
         traceparent: String::new(),
+        policy: None,
+        failure_policy: None,
     }
 }
 

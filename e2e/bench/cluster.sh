@@ -28,13 +28,15 @@
 #   for the replicas; empty: their default) PARTS=abc QUIET=0.5 QUIET_WAIT=60 (before each timed
 #   run, wait up to QUIET_WAIT s for other processes to use under QUIET cores) ETCD_BIN
 #   JOBSD_BIN (another jobsd build to measure) BUILD=1 (0: use the binaries in target/ as they
-#   are) KEEP=0 (1: keep the temp dir).
+#   are) KEEP=0 (1: keep the temp dir) REPLICA_ARGS="" (extra `jobsd scheduler` flags, e.g.
+#   `--history-limit 0 --finished-retention 0`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=e2e/lib.sh
 source e2e/lib.sh
 
 CREATES=${CREATES:-20000}
+REPLICA_ARGS=${REPLICA_ARGS:-}
 RUNS=${RUNS:-3}
 CLIENTS=${CLIENTS:-16}
 BURST_N=${BURST_N:-20000}
@@ -100,7 +102,7 @@ start_replica() {
   e2e_spawn "$TMP/replica-$CLUSTER_TAG-s$((i + 1)).log" "$JOBSD" scheduler \
     --etcd-endpoints "$ETCD_URL" --id "s$((i + 1))" --listen-address 127.0.0.1 \
     --port "${REPLICA_PORTS[$i]}" --lease-ttl "$LEASE_TTL" ${PARTITIONS:+--partitions $PARTITIONS} \
-    --log-level warn $(e2e_metrics_flags)
+    --log-level warn $(e2e_metrics_flags) $REPLICA_ARGS
   REPLICA_PIDS[i]=$E2E_SPAWNED
 }
 replica_addr() { echo "127.0.0.1:${REPLICA_PORTS[$1]}"; }

@@ -11,6 +11,9 @@
 //!   test oracle.
 //! - `fast` jumps between set bits on plain civil UTC arithmetic. It serves every schedule
 //!   evaluated in UTC, which is all of them unless a `TZ=` prefix names a real zone.
+//!
+//! `next_with` takes a per-job [`DstPolicy`]; without a choice it is `next`, with one `dst`
+//! computes the policy's definition span by span on top of `fast`.
 
 use std::str::FromStr;
 
@@ -20,10 +23,12 @@ use chrono_tz::Tz;
 use super::duration;
 
 mod civil;
+mod dst;
 mod fast;
 mod field;
 mod walk;
 
+pub use dst::{DstPolicy, DstPolicyError, Gap, Repeat};
 pub use field::AtoiError;
 use field::{Bounds, DOM, DOW, HOURS, MINUTES, MONTHS, SECONDS, all, get_field};
 
@@ -112,6 +117,21 @@ impl Schedule {
     pub fn next(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
             Schedule::Spec(spec) => spec.next(after),
+            Schedule::Every(every) => every.next(after),
+        }
+    }
+
+    /// The next activation strictly after `after` under a daylight-saving policy.
+    ///
+    /// This is [`next`](Self::next) whenever the policy is Dapr's ([`DstPolicy::is_dapr`]) or
+    /// the schedule is not read in a named zone (no prefix, a UTC alias, `@every`). Otherwise
+    /// it is the policy's definition (see [`DstPolicy`]): the same as `next` away from
+    /// transitions, except where Dapr's own quirks reach further (gaps at midnight). The
+    /// answer is always later than `after`, so chained ticks strictly increase, and as with
+    /// `next` it is `None` past the end of the local year five years on.
+    pub fn next_with(&self, after: DateTime<Utc>, dst: &DstPolicy) -> Option<DateTime<Utc>> {
+        match self {
+            Schedule::Spec(spec) => spec.next_with(after, dst),
             Schedule::Every(every) => every.next(after),
         }
     }
@@ -217,6 +237,15 @@ impl SpecSchedule {
         match self.location {
             Location::Zone(tz) if !is_utc(tz) => walk::next(self, tz, after),
             _ => fast::next(self, after),
+        }
+    }
+
+    /// The next activation strictly after `after` under a daylight-saving policy; see
+    /// [`Schedule::next_with`].
+    pub fn next_with(&self, after: DateTime<Utc>, dst: &DstPolicy) -> Option<DateTime<Utc>> {
+        match self.location {
+            Location::Zone(tz) if !is_utc(tz) && !dst.is_dapr() => dst::next(self, tz, after, dst),
+            _ => self.next(after),
         }
     }
 

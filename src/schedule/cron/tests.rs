@@ -1237,7 +1237,7 @@ const MONTH_NAMES: &[&str] = &[
 ];
 const DOW_NAMES: &[&str] = &["sun", "Mon", "TUE", "wed", "thu", "fri", "Sat"];
 
-fn spec_text() -> impl Strategy<Value = String> {
+pub(super) fn spec_text() -> impl Strategy<Value = String> {
     let fields = (
         field(0, 59, &[]),
         field(0, 59, &[]),
@@ -1261,7 +1261,7 @@ fn spec_text() -> impl Strategy<Value = String> {
 }
 
 /// A start instant between 1965 and 2105, with sub-second noise.
-fn instant() -> impl Strategy<Value = DateTime<Utc>> {
+pub(super) fn instant() -> impl Strategy<Value = DateTime<Utc>> {
     (-157_766_400i64..4_260_211_200, 0u32..1_000_000_000).prop_map(|(secs, nanos)| {
         DateTime::from_timestamp(secs, nanos).unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
     })

@@ -150,8 +150,8 @@ async fn bad_policies_are_refused_naming_the_field_and_nothing_is_stored() {
             "policy.catchUp: \"window\" is not supported by this jobsd yet",
         ),
         (
-            r#"{"schedule":"@daily","policy":{"dst":{"gap":"skip"}}}"#,
-            "policy.dst.gap: \"skip\" is not supported by this jobsd yet",
+            r#"{"schedule":"@daily","policy":{"dst":{"gap":"later"}}}"#,
+            "policy.dst.gap: invalid dst.gap \"later\": allowed values are \"skip\" and \"shift\"",
         ),
         (
             r#"{"schedule":"@daily","failurePolicy":{"drop":{},"onExhausted":"pause"}}"#,
@@ -313,5 +313,84 @@ async fn grpc_surface_carries_policies() {
     assert!(err.message().starts_with("policy.catchUp"), "{err:?}");
     let _: Value = r.call("GET", "/jobsd/v1/jobs/bad", "").await.1;
     assert_eq!(r.call("GET", "/jobsd/v1/jobs/bad", "").await.0, 404);
+    r.stop().await;
+}
+
+/// `policy.dst` on `TZ=America/New_York` schedules across both 2026 transitions. Dapr's own
+/// behaviour (no `dst`) skips a local time the spring change skips and runs a repeated local
+/// time twice (`src/schedule/cron/dst/tests.rs` shows it tick by tick, in more zones).
+#[tokio::test]
+async fn dst_gap_and_repeat_choices_in_new_york() {
+    let app = HttpApp::new();
+    let addr = app::serve(app.clone()).await;
+    let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+    let clock = ManualClock::new(at("2026-03-07T12:00:00Z"));
+    let r = Running::start(cfg(addr), Arc::new(store::Memory::new()), clock).await;
+    let spring = "TZ=America/New_York 0 30 2 * * *";
+    let fall = "TZ=America/New_York 0 30 1 * * *";
+    let create = async |jobs: &[(&str, &str, Value)]| {
+        for (name, schedule, dst) in jobs {
+            let mut body = json!({"schedule": schedule});
+            if !dst.is_null() {
+                body["policy"] = json!({"dst": dst});
+            }
+            r.create(name, &body.to_string()).await;
+        }
+    };
+    create(&[
+        ("spring-dapr", spring, Value::Null),
+        ("spring-skip", spring, json!({"gap": "skip"})),
+        ("spring-shift", spring, json!({"gap": "shift"})),
+    ])
+    .await;
+    let nominal = async |name: &str, day: &str| -> Vec<String> {
+        let runs = r.runs(name, "?limit=100").await;
+        let mut out: Vec<String> = runs["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|run| run["nominalTime"].as_str().unwrap().to_owned())
+            .filter(|t| t.starts_with(day))
+            .collect();
+        out.reverse();
+        out
+    };
+    // Spring: 2026-03-08 02:00 EST jumps to 03:00 EDT; 02:30 does not exist that day.
+    r.run_for(TimeDelta::days(2)).await;
+    assert!(nominal("spring-dapr", "2026-03-08").await.is_empty());
+    assert!(nominal("spring-skip", "2026-03-08").await.is_empty());
+    assert_eq!(
+        nominal("spring-shift", "2026-03-08").await,
+        ["2026-03-08T07:30:00Z"],
+        "shifted by the gap: 03:30 EDT"
+    );
+    assert_eq!(
+        nominal("spring-dapr", "2026-03-09").await,
+        ["2026-03-09T06:30:00Z"]
+    );
+    // Fall: 2026-11-01 02:00 EDT falls back to 01:00 EST; 01:30 happens twice.
+    for name in ["spring-dapr", "spring-skip", "spring-shift"] {
+        assert_eq!(
+            r.call("DELETE", &format!("/jobsd/v1/jobs/{name}"), "")
+                .await
+                .0,
+            204
+        );
+    }
+    r.clock.set(at("2026-10-31T12:00:00Z"));
+    create(&[
+        ("fall-dapr", fall, Value::Null),
+        ("fall-first", fall, json!({"repeat": "first"})),
+        ("fall-last", fall, json!({"repeat": "last"})),
+        ("fall-twice", fall, json!({"repeat": "twice"})),
+    ])
+    .await;
+    r.run_for(TimeDelta::days(1)).await;
+    let day = "2026-11-01";
+    let both = ["2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z"];
+    assert_eq!(nominal("fall-dapr", day).await, both);
+    assert_eq!(nominal("fall-twice", day).await, both);
+    assert_eq!(nominal("fall-first", day).await, ["2026-11-01T05:30:00Z"]);
+    assert_eq!(nominal("fall-last", day).await, ["2026-11-01T06:30:00Z"]);
     r.stop().await;
 }

@@ -111,6 +111,9 @@ pub fn plan_of(key: &str, stored: &store::StoredJob) -> Result<schedule::Plan, R
         handling.policy,
     )?;
     plan.seed = super::policies::seed_of(key);
+    plan.dst = super::policies::stored_tick_policy(stored)
+        .map_err(RestoreError::Policy)?
+        .dst;
     Ok(plan)
 }
 

@@ -303,12 +303,13 @@ impl Engine {
         // Present: checked just above.
         let metadata = req.metadata.unwrap_or_default();
         let mut job = req.job.ok_or(Error::NoJob)?;
-        let policy = match extras.policy {
+        let (tick_policy, policy) = match extras.policy {
             Some(p) => {
-                policies::tick_policy(&p).map_err(Error::BadRequest)?;
-                (p != crate::proto::jobsd_api::JobPolicy::default()).then_some(p)
+                let parsed = policies::tick_policy(&p).map_err(Error::BadRequest)?;
+                let kept = (p != crate::proto::jobsd_api::JobPolicy::default()).then_some(p);
+                (parsed, kept)
             }
-            None => None,
+            None => Default::default(),
         };
         let handling = extras
             .failure_policy
@@ -324,6 +325,7 @@ impl Engine {
             plan.failure_policy = handling.policy;
         }
         plan.seed = policies::seed_of(&key);
+        plan.dst = tick_policy.dst;
         let mut stored = convert::stored_job(job, metadata, &plan, fastrand::u64(..));
         stored.labels = extras.labels.into_iter().collect();
         stored.traceparent = extras.traceparent.unwrap_or_default();

@@ -107,16 +107,6 @@ pub fn tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
     if let Some((field, value, _)) = unsupported.iter().find(|(_, _, set)| *set) {
         return Err(not_yet(field, value));
     }
-    if let Some(dst) = &p.dst {
-        for (field, value) in [
-            ("policy.dst.gap", &dst.gap),
-            ("policy.dst.repeat", &dst.repeat),
-        ] {
-            if !value.is_empty() {
-                return Err(not_yet(field, value));
-            }
-        }
-    }
     Ok(parsed)
 }
 
@@ -130,6 +120,8 @@ fn parse_tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
         max_concurrent: p.max_concurrent,
         timeout: &p.timeout,
         jitter: &p.jitter,
+        dst_gap: p.dst.as_ref().map_or("", |d| d.gap.as_str()),
+        dst_repeat: p.dst.as_ref().map_or("", |d| d.repeat.as_str()),
     })
 }
 

@@ -214,6 +214,7 @@ mod tests {
                 expiration: None,
                 failure_policy: FailurePolicy::default(),
                 seed: 0,
+                dst: crate::schedule::cron::DstPolicy::DAPR,
             },
             counter: Counter::default(),
             name_at: 0,

@@ -111,6 +111,7 @@ pub fn validate(spec: &JobSpec, now: DateTime<Utc>) -> Result<Plan, ValidationEr
         expiration,
         failure_policy: spec.failure_policy.clone().unwrap_or_default(),
         seed: 0,
+        dst: super::cron::DstPolicy::DAPR,
     })
 }
 

@@ -5,6 +5,8 @@
 
 use chrono::TimeDelta;
 
+use super::cron::{DstPolicy, Gap, Repeat};
+
 /// Ticks missed while the scheduler was down or behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CatchUp {
@@ -48,6 +50,8 @@ pub enum Overlap {
 /// The tick policy of one job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TickPolicy {
+    /// Local times a DST change skips or repeats, for `TZ=` schedules.
+    pub dst: DstPolicy,
     /// Missed ticks.
     pub catch_up: CatchUp,
     /// Target down.
@@ -90,6 +94,10 @@ pub struct TickPolicyText<'a> {
     pub timeout: &'a str,
     /// Go duration.
     pub jitter: &'a str,
+    /// `skip` | `shift`.
+    pub dst_gap: &'a str,
+    /// `first` | `last` | `twice`.
+    pub dst_repeat: &'a str,
 }
 
 /// A Go duration that must be positive, or `None` when empty; the error names `field`.
@@ -171,7 +179,18 @@ impl TickPolicy {
         if t.max_concurrent != 0 && !matches!(overlap, Overlap::Allow(_)) {
             return Err("policy.maxConcurrent: only with overlap \"allow\"".to_owned());
         }
+        let dst = DstPolicy {
+            gap: (!t.dst_gap.is_empty())
+                .then(|| Gap::parse(t.dst_gap))
+                .transpose()
+                .map_err(|e| format!("policy.dst.gap: {e}"))?,
+            repeat: (!t.dst_repeat.is_empty())
+                .then(|| Repeat::parse(t.dst_repeat))
+                .transpose()
+                .map_err(|e| format!("policy.dst.repeat: {e}"))?,
+        };
         Ok(TickPolicy {
+            dst,
             catch_up,
             while_target_down,
             overlap,
@@ -249,9 +268,26 @@ mod tests {
             max_concurrent: 3,
             timeout: "30s",
             jitter: "5s",
+            dst_gap: "shift",
+            dst_repeat: "first",
         })
         .unwrap();
         assert_eq!(full.catch_up, CatchUp::Window(TimeDelta::minutes(10)));
+        assert_eq!(
+            full.dst,
+            DstPolicy {
+                gap: Some(Gap::Shift),
+                repeat: Some(Repeat::First)
+            }
+        );
+        assert!(
+            TickPolicy::parse(&TickPolicyText {
+                dst_repeat: "both",
+                ..Default::default()
+            })
+            .unwrap_err()
+            .starts_with("policy.dst.repeat: invalid dst.repeat \"both\"")
+        );
         assert_eq!(full.while_target_down, WhileTargetDown::Latest);
         assert_eq!(full.overlap, Overlap::Allow(3));
         assert_eq!(full.timeout, Some(TimeDelta::seconds(30)));

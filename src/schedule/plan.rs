@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::cron::Schedule;
+use super::cron::{DstPolicy, Schedule};
 use super::policy::FailurePolicy;
 
 /// Where a job's clock starts.
@@ -33,6 +33,9 @@ pub struct Plan {
     pub failure_policy: FailurePolicy,
     /// Chooses the job's deterministic jitter (a hash of its key; 0 until set).
     pub seed: u64,
+    /// How a `TZ=` schedule treats local times a DST change skips or repeats (Dapr's:
+    /// skip and twice, see [`DstPolicy`]).
+    pub dst: DstPolicy,
 }
 
 /// Progress of a job, persisted after every result (go-etcd-cron's `stored.Counter`).
@@ -85,6 +88,7 @@ impl Plan {
             expiration,
             failure_policy,
             seed: 0,
+            dst: DstPolicy::DAPR,
         })
     }
 
@@ -102,8 +106,8 @@ impl Plan {
             },
             Some(schedule) => match (counter.last_trigger, self.begin) {
                 (None, Begin::DueTime(due)) => Some(due),
-                (None, Begin::Start(start)) => schedule.next(start),
-                (Some(last), _) => schedule.next(last),
+                (None, Begin::Start(start)) => schedule.next_with(start, &self.dst),
+                (Some(last), _) => schedule.next_with(last, &self.dst),
             },
         }?;
         if self.expiration.is_some_and(|exp| tick > exp) {

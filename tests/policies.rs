@@ -140,6 +140,10 @@ async fn bad_policies_are_refused_naming_the_field_and_nothing_is_stored() {
             r#"{"schedule":"@daily","failurePolicy":{"drop":{},"delays":{"delays":["1s"]}}}"#,
             "failurePolicy: give one of drop, constant, cron, exponential, delays",
         ),
+        (
+            r#"{"schedule":"@daily","policy":{"timeout":"0s"}}"#,
+            "policy.timeout: \"0s\" must be more than 0",
+        ),
         // Parsed, but not acted on yet by this build: refused rather than ignored.
         (
             r#"{"schedule":"@daily","policy":{"overlap":"skip"}}"#,
@@ -392,5 +396,127 @@ async fn dst_gap_and_repeat_choices_in_new_york() {
     assert_eq!(nominal("fall-twice", day).await, both);
     assert_eq!(nominal("fall-first", day).await, ["2026-11-01T05:30:00Z"]);
     assert_eq!(nominal("fall-last", day).await, ["2026-11-01T06:30:00Z"]);
+    r.stop().await;
+}
+
+/// `policy.timeout`: an attempt the app has not answered in time is cancelled and fails (as
+/// `timed_out`), on the engine's clock; other jobs are not held up.
+#[tokio::test]
+async fn an_attempt_past_its_timeout_fails_and_others_go_on() {
+    let app = HttpApp::new();
+    app.delay
+        .lock()
+        .unwrap()
+        .insert("slow".into(), std::time::Duration::from_secs(60));
+    let r = start(&app, Arc::new(store::Memory::new())).await;
+    r.create(
+        "slow",
+        r#"{"dueTime":"10s","policy":{"timeout":"5s"},"failurePolicy":{"drop":{}}}"#,
+    )
+    .await;
+    r.create("fast", r#"{"dueTime":"12s"}"#).await;
+    let real = std::time::Instant::now();
+    r.clock.set(t0() + TimeDelta::seconds(10));
+    common::eventually("slow reaches the app", async || {
+        app.started.lock().unwrap().iter().any(|n| n == "slow")
+    })
+    .await;
+    r.clock.set(t0() + TimeDelta::seconds(12));
+    common::eventually("fast is delivered while slow hangs", async || {
+        app.count("fast") == 1
+    })
+    .await;
+    let v = r.view("slow").await;
+    assert_eq!(v["status"]["inFlight"], true, "{v}");
+    r.clock.set(t0() + TimeDelta::seconds(15));
+    common::clockwork::settle(r.sidecar.engine().unwrap(), &r.clock).await;
+    let v = r.view("slow").await;
+    assert_eq!(v["status"]["lastOutcome"], "timed_out", "{v}");
+    assert_eq!(v["status"]["lastError"], "attempt timed out after 5s");
+    assert_eq!(v["status"]["counters"]["failedAttempts"], 1);
+    assert_eq!(v["status"]["counters"]["dropped"], 1);
+    let runs = r.runs("slow", "").await;
+    assert_eq!(runs["runs"][0]["outcome"], "timed_out");
+    assert_eq!(runs["runs"][0]["finished"], "2026-01-01T00:00:15Z");
+    assert_eq!(app.count("slow"), 0, "the app never finished answering");
+    assert!(real.elapsed() < std::time::Duration::from_secs(30));
+    r.stop().await;
+}
+
+/// `policy.jitter`: every tick of a job fires the same offset in `[0, jitter)` after its
+/// nominal time (the execution's nominal time and id do not move), the same after a restart.
+#[tokio::test]
+async fn jitter_is_a_fixed_per_job_offset_that_survives_a_restart() {
+    let app = HttpApp::new();
+    let dir = tempfile::tempdir().unwrap();
+    let addr = app::serve(app.clone()).await;
+    let clock = ManualClock::new(t0());
+    let open = || -> Arc<dyn Store> { Arc::new(store::Redb::open(dir.path()).unwrap()) };
+    let r = Running::start(cfg(addr), open(), clock.clone()).await;
+    let names: Vec<String> = (0..5).map(|i| format!("j{i}")).collect();
+    for name in &names {
+        r.create(
+            name,
+            r#"{"schedule":"0 * * * * *","policy":{"jitter":"30s"}}"#,
+        )
+        .await;
+    }
+    r.run_for(TimeDelta::minutes(3)).await;
+    let offsets = async |r: &Running| -> Vec<i64> {
+        let mut all = Vec::new();
+        for name in &names {
+            let runs = r.runs(name, "").await;
+            let seen: std::collections::BTreeSet<i64> = runs["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|run| {
+                    let at = |k: &str| {
+                        chrono::DateTime::parse_from_rfc3339(run[k].as_str().unwrap()).unwrap()
+                    };
+                    assert_eq!(at("nominalTime").timestamp() % 60, 0, "{run}");
+                    (at("started") - at("nominalTime")).num_milliseconds()
+                })
+                .collect();
+            assert_eq!(seen.len(), 1, "{name}: one offset for every tick: {seen:?}");
+            all.extend(seen);
+        }
+        all
+    };
+    let before = offsets(&r).await;
+    assert!(
+        before.iter().all(|&ms| (0..30_000).contains(&ms)),
+        "{before:?}"
+    );
+    assert!(
+        before
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1,
+        "jobs get different offsets: {before:?}"
+    );
+    let next: Vec<Value> = {
+        let mut out = Vec::new();
+        for name in &names {
+            out.push(r.view(name).await["status"]["nextFireTime"].clone());
+        }
+        out
+    };
+    r.stop().await;
+    let r = Running::start(cfg(addr), open(), clock.clone()).await;
+    for (name, want) in names.iter().zip(&next) {
+        assert_eq!(
+            &r.view(name).await["status"]["nextFireTime"],
+            want,
+            "{name}"
+        );
+    }
+    r.run_for(TimeDelta::minutes(2)).await;
+    assert_eq!(
+        offsets(&r).await,
+        before,
+        "the same offsets after a restart"
+    );
     r.stop().await;
 }

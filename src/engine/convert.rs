@@ -111,9 +111,8 @@ pub fn plan_of(key: &str, stored: &store::StoredJob) -> Result<schedule::Plan, R
         handling.policy,
     )?;
     plan.seed = super::policies::seed_of(key);
-    plan.dst = super::policies::stored_tick_policy(stored)
-        .map_err(RestoreError::Policy)?
-        .dst;
+    let policy = super::policies::stored_tick_policy(stored).map_err(RestoreError::Policy)?;
+    super::policies::apply_tick_policy(&mut plan, &policy);
     Ok(plan)
 }
 

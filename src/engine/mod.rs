@@ -231,7 +231,7 @@ impl Engine {
             Ok(plan) => self.send(Command::Upsert {
                 key: key.into(),
                 job: Box::new(job),
-                plan,
+                plan: Box::new(plan),
             }),
             Err(e) => tracing::error!(key, error = %e, "stored job cannot be planned; skipped"),
         }
@@ -325,7 +325,7 @@ impl Engine {
             plan.failure_policy = handling.policy;
         }
         plan.seed = policies::seed_of(&key);
-        plan.dst = tick_policy.dst;
+        policies::apply_tick_policy(&mut plan, &tick_policy);
         let mut stored = convert::stored_job(job, metadata, &plan, fastrand::u64(..));
         stored.labels = extras.labels.into_iter().collect();
         stored.traceparent = extras.traceparent.unwrap_or_default();
@@ -346,7 +346,7 @@ impl Engine {
                 self.notify(Command::Upsert {
                     key: key.into(),
                     job: Box::new(stored),
-                    plan,
+                    plan: Box::new(plan),
                 });
                 Ok(())
             }

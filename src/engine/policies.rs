@@ -101,8 +101,6 @@ pub fn tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
             &p.overlap,
             parsed.overlap != Overlap::Serial,
         ),
-        ("policy.timeout", &p.timeout, parsed.timeout.is_some()),
-        ("policy.jitter", &p.jitter, parsed.jitter.is_some()),
     ];
     if let Some((field, value, _)) = unsupported.iter().find(|(_, _, set)| *set) {
         return Err(not_yet(field, value));
@@ -274,6 +272,14 @@ pub fn stored_tick_policy(stored: &store::StoredJob) -> Result<TickPolicy, Strin
         .policy
         .as_ref()
         .map_or(Ok(TickPolicy::default()), tick_policy)
+}
+
+/// Puts a job's tick policy into its plan (the plan's `seed` already set): DST handling, the
+/// jitter offset and the attempt timeout.
+pub fn apply_tick_policy(plan: &mut schedule::Plan, policy: &TickPolicy) {
+    plan.dst = policy.dst;
+    plan.offset = policy.offset(plan.seed);
+    plan.timeout = policy.timeout;
 }
 
 /// A fixed per-job seed (FNV-1a of the key): the job's jitter and retry jitter.

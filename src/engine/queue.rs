@@ -215,6 +215,8 @@ mod tests {
                 failure_policy: FailurePolicy::default(),
                 seed: 0,
                 dst: crate::schedule::cron::DstPolicy::DAPR,
+                offset: chrono::TimeDelta::zero(),
+                timeout: None,
             },
             counter: Counter::default(),
             name_at: 0,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -19,7 +19,7 @@ use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Outcome, Plan};
 use crate::store::{LoadedJob, Op, OpResult, Store, StoredRun};
-use crate::trigger::{ExecutionId, Sink, Trigger, TriggerResult, keys};
+use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerResult, keys};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -47,7 +47,7 @@ pub enum Command {
         /// The new version.
         job: Box<StoredJob>,
         /// Its plan (already validated).
-        plan: Plan,
+        plan: Box<Plan>,
     },
     /// A job was deleted.
     Remove(Arc<str>),
@@ -356,7 +356,7 @@ impl Runner {
                     self.push_result(Persisted::step(key, generation, counter, None));
                     return;
                 }
-                let entry = self.entry_of(&key, *job, plan, counter);
+                let entry = self.entry_of(&key, *job, *plan, counter);
                 self.jobs.insert(key, entry, at);
             }
             Command::Remove(key) => {
@@ -599,12 +599,22 @@ impl Runner {
                 created_by: entry.created_by.clone(),
             };
             let generation = entry.generation;
+            let timeout = entry.plan.timeout;
             let outlet = self.outlet.clone();
             self.in_sink += 1;
             let fired = outlet.metrics.fired(now - at);
             tokio::spawn(async move {
                 let started = outlet.clock.now();
-                let report = outlet.sink.deliver_reported(trigger).await;
+                let delivery = outlet.sink.deliver_reported(trigger);
+                let report = match timeout {
+                    None => delivery.await,
+                    // Past `policy.timeout` the delivery is dropped (its call cancelled) and
+                    // the attempt fails, as the failure policy then says.
+                    Some(limit) => tokio::select! {
+                        report = delivery => report,
+                        () = outlet.clock.sleep_until(started + limit) => timed_out(limit),
+                    },
+                };
                 outlet.metrics.answered(fired, report.result);
                 let attempt = Box::new(Attempt {
                     execution_id,
@@ -740,6 +750,18 @@ impl Owners {
             self.swept_at = self.by_prefix.len();
         }
         shared
+    }
+}
+
+/// The report of an attempt cut short by `policy.timeout`.
+fn timed_out(limit: TimeDelta) -> Report {
+    Report {
+        timed_out: true,
+        error: Some(format!(
+            "attempt timed out after {}",
+            crate::schedule::duration::format(limit.num_nanoseconds().unwrap_or(i64::MAX))
+        )),
+        ..Report::from(TriggerResult::Failed)
     }
 }
 

@@ -112,6 +112,8 @@ pub fn validate(spec: &JobSpec, now: DateTime<Utc>) -> Result<Plan, ValidationEr
         failure_policy: spec.failure_policy.clone().unwrap_or_default(),
         seed: 0,
         dst: super::cron::DstPolicy::DAPR,
+        offset: chrono::TimeDelta::zero(),
+        timeout: None,
     })
 }
 

@@ -3,7 +3,7 @@
 //! `repeats`) and `counter` logic, made pure: the engine stores the counter and the clock
 //! lives elsewhere.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 
 use super::cron::{DstPolicy, Schedule};
 use super::policy::FailurePolicy;
@@ -36,6 +36,11 @@ pub struct Plan {
     /// How a `TZ=` schedule treats local times a DST change skips or repeats (Dapr's:
     /// skip and twice, see [`DstPolicy`]).
     pub dst: DstPolicy,
+    /// Every attempt fires this much after its time (`policy.jitter`'s per-job offset), but
+    /// never at or past the schedule's next tick.
+    pub offset: TimeDelta,
+    /// An attempt still unanswered this long after it went out fails (`policy.timeout`).
+    pub timeout: Option<TimeDelta>,
 }
 
 /// Progress of a job, persisted after every result (go-etcd-cron's `stored.Counter`).
@@ -89,6 +94,8 @@ impl Plan {
             failure_policy,
             seed: 0,
             dst: DstPolicy::DAPR,
+            offset: TimeDelta::zero(),
+            timeout: None,
         })
     }
 
@@ -121,11 +128,33 @@ impl Plan {
     /// read as zero so that a retry never fires before its tick).
     pub fn fire_time(&self, counter: &Counter) -> Option<DateTime<Utc>> {
         let tick = self.next_tick(counter)?;
+        let at = self
+            .failure_policy
+            .retry_at(tick, counter.attempts, self.seed)
+            .unwrap_or(tick);
         Some(
-            self.failure_policy
-                .retry_at(tick, counter.attempts, self.seed)
-                .unwrap_or(tick),
+            at.checked_add_signed(self.offset_at(tick))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
         )
+    }
+
+    /// The jitter offset of the tick at `tick`: [`Plan::offset`], cut to a millisecond before
+    /// the schedule's next tick when the ticks are closer than that.
+    fn offset_at(&self, tick: DateTime<Utc>) -> TimeDelta {
+        if self.offset <= TimeDelta::zero() {
+            return TimeDelta::zero();
+        }
+        let room = self
+            .schedule
+            .as_ref()
+            .and_then(|s| s.next_with(tick, &self.dst))
+            .map(|next| next - tick);
+        match room {
+            Some(room) if room <= self.offset => {
+                (room - TimeDelta::milliseconds(1)).max(TimeDelta::zero())
+            }
+            _ => self.offset,
+        }
     }
 
     /// Applies a trigger's result to the counter and tells when to fire next.

@@ -359,3 +359,28 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn jitter_offset_moves_every_attempt_but_never_past_the_next_tick() {
+    let mut p = plan(|s| s.schedule = Some("@every 10s".into()));
+    p.offset = TimeDelta::seconds(3);
+    let c = Counter::default();
+    assert_eq!(
+        p.next_tick(&c),
+        Some(secs(10)),
+        "the nominal tick does not move"
+    );
+    assert_eq!(p.fire_time(&c), Some(secs(13)));
+    let retry = Counter { attempts: 1, ..c };
+    assert_eq!(
+        p.fire_time(&retry),
+        Some(secs(14)),
+        "retry 1 s after the tick, plus 3 s"
+    );
+    p.offset = TimeDelta::seconds(25);
+    assert_eq!(
+        p.fire_time(&c),
+        Some(secs(20) - TimeDelta::milliseconds(1)),
+        "cut to just before the next tick"
+    );
+}

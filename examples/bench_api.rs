@@ -84,6 +84,9 @@ struct ReopenArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
     Http,
+    /// `POST /jobsd/v1/jobs/<name>`: the same job plus labels, a policy and jobsd's failure
+    /// policy.
+    JobsdHttp,
     Grpc,
     Both,
     Healthz,
@@ -222,6 +225,7 @@ fn main() -> Result<()> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Call {
     HttpCreate,
+    JobsdCreate,
     GrpcCreate,
     HttpHealthz,
     GrpcHealth,
@@ -231,6 +235,7 @@ impl Call {
     fn proto(self) -> &'static str {
         match self {
             Call::HttpCreate => "http",
+            Call::JobsdCreate => "jobsd-http",
             Call::GrpcCreate => "grpc",
             Call::HttpHealthz => "http-healthz",
             Call::GrpcHealth => "grpc-health",
@@ -358,6 +363,16 @@ async fn load(args: LoadArgs) -> Result<()> {
             },
         ));
     }
+    if args.mode == Mode::JobsdHttp {
+        plan.push((
+            "jobsd-http".into(),
+            RunSpec {
+                call: Call::JobsdCreate,
+                run_id: format!("{run_id}j"),
+                ..base.clone()
+            },
+        ));
+    }
     if args.mode == Mode::Healthz {
         plan.push((
             "http-healthz".into(),
@@ -455,6 +470,21 @@ fn http_body(name: &str) -> String {
     )
 }
 
+/// The body of a create on jobsd's route: [`http_body`] plus labels, a tick policy and an
+/// exponential failure policy (~400 bytes).
+fn jobsd_body(name: &str) -> String {
+    let dapr = http_body(name);
+    format!(
+        concat!(
+            r#"{},"labels":{{"team":"billing","tier":"1"}},"#,
+            r#""policy":{{"timeout":"30s","jitter":"5s","dst":{{"gap":"shift","repeat":"first"}}}},"#,
+            r#""failurePolicy":{{"exponential":{{"initialInterval":"1s","multiplier":2,"#,
+            r#""maxInterval":"1m","jitter":0.2,"maxRetries":5}}}}}}"#
+        ),
+        &dapr[..dapr.len() - 1]
+    )
+}
+
 /// The gRPC request of create `name`, the same job with its data as a `StringValue`.
 fn grpc_request(name: String) -> ScheduleJobRequest {
     let data = format!(r#"{{"order":"{name}","amount":42,"currency":"EUR"}}"#);
@@ -487,6 +517,10 @@ impl Client {
                     Call::HttpHealthz => http::Request::get("/v1.0/healthz")
                         .header(http::header::HOST, addr.to_string())
                         .body(Full::new(Bytes::new())),
+                    Call::JobsdCreate => http::Request::post(format!("/jobsd/v1/jobs/{name}"))
+                        .header(http::header::HOST, addr.to_string())
+                        .header(http::header::CONTENT_TYPE, "application/json")
+                        .body(Full::new(Bytes::from(jobsd_body(&name)))),
                     _ => http::Request::post(format!("/v1.0/jobs/{name}"))
                         .header(http::header::HOST, addr.to_string())
                         .header(http::header::CONTENT_TYPE, "application/json")

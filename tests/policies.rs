@@ -150,6 +150,10 @@ async fn bad_policies_are_refused_naming_the_field_and_nothing_is_stored() {
             "policy.overlap: \"skip\" is not supported by this jobsd yet",
         ),
         (
+            r#"{"schedule":"@daily","policy":{"whileTargetDown":"latest"}}"#,
+            "policy.whileTargetDown: \"latest\" is not supported by this jobsd yet",
+        ),
+        (
             r#"{"schedule":"@daily","policy":{"catchUp":"window","catchUpWindow":"1m"}}"#,
             "policy.catchUp: \"window\" is not supported by this jobsd yet",
         ),
@@ -518,5 +522,52 @@ async fn jitter_is_a_fixed_per_job_offset_that_survives_a_restart() {
         before,
         "the same offsets after a restart"
     );
+    r.stop().await;
+}
+
+/// `policy.whileTargetDown: skip` (seed 004): ticks that come while the app is down do not
+/// run and are counted; the default (Dapr's `stage`) holds them and replays every one when
+/// the app is back.
+#[tokio::test]
+async fn while_target_down_skip_runs_no_tick_while_the_app_is_down() {
+    let app = HttpApp::new();
+    *app.healthy.lock().unwrap() = false;
+    let addr = app::serve(app.clone()).await;
+    let mut c = cfg(addr);
+    c.health_check = Some(common::fast_health_check());
+    let r = Running::start(c, Arc::new(store::Memory::new()), ManualClock::new(t0())).await;
+    r.create(
+        "skipper",
+        r#"{"schedule":"@every 30s","policy":{"whileTargetDown":"skip"}}"#,
+    )
+    .await;
+    r.create("stager", r#"{"schedule":"@every 30s"}"#).await;
+    r.run_for(TimeDelta::minutes(5)).await;
+    assert_eq!(app.count("skipper") + app.count("stager"), 0);
+    let v = r.view("skipper").await;
+    assert_eq!(v["status"]["counters"]["skipped"]["target_down"], 10, "{v}");
+    assert_eq!(v["status"]["lastOutcome"], "skipped");
+    assert_eq!(v["status"]["ticks"], 0, "skipped ticks do not count as run");
+    assert_eq!(v["status"]["nextFireTime"], "2026-01-01T00:05:30Z");
+    let v = r.view("stager").await;
+    assert_eq!(v["status"]["staged"], true, "{v}");
+
+    *app.healthy.lock().unwrap() = true;
+    // Dapr's default replays every tick it held back: the ten of the five minutes.
+    common::eventually("the held ticks", async || app.count("stager") == 10).await;
+    r.run_for(TimeDelta::seconds(30)).await;
+    assert_eq!(
+        app.count("skipper"),
+        1,
+        "the first tick after the app is back runs"
+    );
+    assert_eq!(app.count("stager"), 11);
+    let v = r.view("skipper").await;
+    assert_eq!(v["status"]["counters"]["skipped"]["target_down"], 10);
+    assert_eq!(v["status"]["counters"]["succeeded"], 1);
+    let runs = r.runs("skipper", "?limit=2").await;
+    assert_eq!(runs["runs"][0]["outcome"], "success");
+    assert_eq!(runs["runs"][1]["outcome"], "skipped");
+    assert_eq!(runs["runs"][1]["error"], "target_down");
     r.stop().await;
 }

@@ -94,7 +94,7 @@ pub fn tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
         (
             "policy.whileTargetDown",
             &p.while_target_down,
-            parsed.while_target_down != WhileTargetDown::Stage,
+            parsed.while_target_down == WhileTargetDown::Latest,
         ),
         (
             "policy.overlap",
@@ -280,6 +280,7 @@ pub fn apply_tick_policy(plan: &mut schedule::Plan, policy: &TickPolicy) {
     plan.dst = policy.dst;
     plan.offset = policy.offset(plan.seed);
     plan.timeout = policy.timeout;
+    plan.skip_while_target_down = policy.while_target_down == WhileTargetDown::Skip;
 }
 
 /// A fixed per-job seed (FNV-1a of the key): the job's jitter and retry jitter.

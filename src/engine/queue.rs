@@ -217,6 +217,7 @@ mod tests {
                 dst: crate::schedule::cron::DstPolicy::DAPR,
                 offset: chrono::TimeDelta::zero(),
                 timeout: None,
+                skip_while_target_down: false,
             },
             counter: Counter::default(),
             name_at: 0,

@@ -18,7 +18,7 @@ use crate::observe::{EngineMetrics, Skip};
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Outcome, Plan};
-use crate::store::{LoadedJob, Op, OpResult, Store, StoredRun};
+use crate::store::{LoadedJob, Op, OpResult, RunOutcome, Store, StoredRun};
 use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerResult, keys};
 
 /// Most commands handled before the loop looks at the clock again.
@@ -467,6 +467,21 @@ impl Runner {
                 });
                 return;
             }
+            TriggerResult::Undeliverable if entry.plan.skip_while_target_down => {
+                // `whileTargetDown: skip`: the tick is not held; the schedule moves on.
+                let step = entry.plan.skip_tick(&entry.counter);
+                self.outlet.metrics.skipped(Skip::TargetDown);
+                self.jobs.set_persisting(&key);
+                self.push_result(Persisted {
+                    run: Some(StoredRun {
+                        outcome: RunOutcome::Skipped.into(),
+                        error: SKIPPED_TARGET_DOWN.to_owned(),
+                        ..run
+                    }),
+                    ..Persisted::step(key, generation, step.counter, step.next)
+                });
+                return;
+            }
             TriggerResult::Undeliverable => {
                 // Recorded (status and history), the progress left alone.
                 self.push_result(Persisted {
@@ -752,6 +767,9 @@ impl Owners {
         shared
     }
 }
+
+/// The reason a tick skipped under `whileTargetDown: skip` is counted under.
+const SKIPPED_TARGET_DOWN: &str = "target_down";
 
 /// The report of an attempt cut short by `policy.timeout`.
 fn timed_out(limit: TimeDelta) -> Report {

@@ -392,11 +392,13 @@ pub enum Skip {
     Missed,
     /// An overlap policy dropped a tick that came due while the previous one was running.
     Overlap,
+    /// `whileTargetDown: skip` dropped a tick that came due while the app could not take it.
+    TargetDown,
 }
 
 impl Skip {
     /// Every reason, in the order they are exposed.
-    pub const ALL: [Skip; 3] = [Skip::Expired, Skip::Missed, Skip::Overlap];
+    pub const ALL: [Skip; 4] = [Skip::Expired, Skip::Missed, Skip::Overlap, Skip::TargetDown];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
@@ -404,6 +406,7 @@ impl Skip {
             Skip::Expired => "expired",
             Skip::Missed => "missed",
             Skip::Overlap => "overlap",
+            Skip::TargetDown => "target_down",
         }
     }
 }

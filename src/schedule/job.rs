@@ -114,6 +114,7 @@ pub fn validate(spec: &JobSpec, now: DateTime<Utc>) -> Result<Plan, ValidationEr
         dst: super::cron::DstPolicy::DAPR,
         offset: chrono::TimeDelta::zero(),
         timeout: None,
+        skip_while_target_down: false,
     })
 }
 

@@ -41,6 +41,9 @@ pub struct Plan {
     pub offset: TimeDelta,
     /// An attempt still unanswered this long after it went out fails (`policy.timeout`).
     pub timeout: Option<TimeDelta>,
+    /// A tick that finds its target down is skipped instead of held (`policy.whileTargetDown`
+    /// `skip`).
+    pub skip_while_target_down: bool,
 }
 
 /// Progress of a job, persisted after every result (go-etcd-cron's `stored.Counter`).
@@ -96,6 +99,7 @@ impl Plan {
             dst: DstPolicy::DAPR,
             offset: TimeDelta::zero(),
             timeout: None,
+            skip_while_target_down: false,
         })
     }
 
@@ -184,6 +188,22 @@ impl Plan {
             next: self.fire_time(&counter),
             counter,
         }
+    }
+
+    /// Passes over the current tick without running it: the schedule moves on from its
+    /// nominal time, `repeats` does not count it (only ticks run or given up count).
+    pub fn skip_tick(&self, counter: &Counter) -> Step {
+        let counter = Counter {
+            count: counter.count,
+            last_trigger: self.next_tick(counter).or(counter.last_trigger),
+            attempts: 0,
+        };
+        let next = match self.schedule {
+            Some(_) => self.fire_time(&counter),
+            // A one-shot's only tick is gone: the job is done.
+            None => None,
+        };
+        Step { counter, next }
     }
 
     fn finish_tick(&self, counter: &Counter) -> Counter {

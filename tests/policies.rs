@@ -154,8 +154,8 @@ async fn bad_policies_are_refused_naming_the_field_and_nothing_is_stored() {
             "policy.whileTargetDown: \"latest\" is not supported by this jobsd yet",
         ),
         (
-            r#"{"schedule":"@daily","policy":{"catchUp":"window","catchUpWindow":"1m"}}"#,
-            "policy.catchUp: \"window\" is not supported by this jobsd yet",
+            r#"{"schedule":"@daily","policy":{"catchUp":"none"}}"#,
+            "policy.catchUp: \"none\" is not supported by this jobsd yet",
         ),
         (
             r#"{"schedule":"@daily","policy":{"dst":{"gap":"later"}}}"#,
@@ -569,5 +569,93 @@ async fn while_target_down_skip_runs_no_tick_while_the_app_is_down() {
     assert_eq!(runs["runs"][0]["outcome"], "success");
     assert_eq!(runs["runs"][1]["outcome"], "skipped");
     assert_eq!(runs["runs"][1]["error"], "target_down");
+    r.stop().await;
+}
+
+/// Seed 004 end to end: an `@every 30s` job with `whileTargetDown: skip` and
+/// `catchUp: latest` runs no tick while the app is down, and after a 10-minute outage of jobsd
+/// itself exactly one tick runs (the latest); Dapr's default replays all twenty. `window` skips
+/// only the ticks older than its window.
+#[tokio::test]
+async fn seed_004_skip_while_down_and_latest_after_an_outage() {
+    let app = HttpApp::new();
+    *app.healthy.lock().unwrap() = false;
+    let addr = app::serve(app.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let open = || -> Arc<dyn Store> { Arc::new(store::Redb::open(dir.path()).unwrap()) };
+    let config = || {
+        let mut c = cfg(addr);
+        c.health_check = Some(common::fast_health_check());
+        c
+    };
+    let clock = ManualClock::new(t0());
+    let r = Running::start(config(), open(), clock.clone()).await;
+    r.create(
+        "seed",
+        r#"{"schedule":"@every 30s","policy":{"whileTargetDown":"skip","catchUp":"latest"}}"#,
+    )
+    .await;
+    r.create(
+        "windowed",
+        r#"{"schedule":"@every 30s","policy":{"catchUp":"window","catchUpWindow":"2m"}}"#,
+    )
+    .await;
+    r.create("dapr", r#"{"schedule":"@every 30s"}"#).await;
+    // The app is down for 5 minutes: no tick of `seed` runs.
+    r.run_for(TimeDelta::minutes(5)).await;
+    assert_eq!(app.count("seed"), 0);
+    let v = r.view("seed").await;
+    assert_eq!(v["status"]["counters"]["skipped"]["target_down"], 10, "{v}");
+    // Back up: the held ticks of the others are delivered, `seed` goes on from the next one.
+    *app.healthy.lock().unwrap() = true;
+    common::eventually("held ticks", async || app.count("dapr") == 10).await;
+    r.run_for(TimeDelta::seconds(30)).await; // 5:30
+    assert_eq!(app.count("seed"), 1);
+    assert_eq!(
+        app.count("windowed"),
+        6,
+        "3:00–5:00 held and run, 0:30–2:30 skipped, 5:30"
+    );
+    let (seed, windowed, dapr) = (app.count("seed"), app.count("windowed"), app.count("dapr"));
+    r.stop().await;
+
+    // jobsd is down for 10 minutes (20 ticks of each job pass).
+    clock.advance(TimeDelta::minutes(10));
+    let r = Running::start(config(), open(), clock.clone()).await;
+    common::eventually("the app is seen healthy", async || {
+        r.sidecar
+            .engine()
+            .unwrap()
+            .sync()
+            .await
+            .unwrap()
+            .outstanding
+            == 0
+            && app.count("dapr") == dapr + 20
+    })
+    .await;
+    common::clockwork::settle(r.sidecar.engine().unwrap(), &r.clock).await;
+    assert_eq!(
+        app.count("seed"),
+        seed + 1,
+        "exactly one tick after the outage"
+    );
+    assert_eq!(
+        app.count("windowed"),
+        windowed + 5,
+        "the ticks of the last 2 minutes: 13:30, 14:00, 14:30, 15:00, 15:30"
+    );
+    let v = r.view("seed").await;
+    assert_eq!(v["status"]["counters"]["skipped"]["catch_up"], 19, "{v}");
+    assert_eq!(
+        v["status"]["lastFireTime"]["nominal"],
+        "2026-01-01T00:15:30Z"
+    );
+    let v = r.view("windowed").await;
+    // 0:30–2:30 when the app came back at 5:00, then 6:00–13:00 after the outage.
+    assert_eq!(v["status"]["counters"]["skipped"]["catch_up"], 20, "{v}");
+    let runs = r.runs("seed", "?limit=2").await;
+    assert_eq!(runs["runs"][1]["outcome"], "skipped");
+    assert_eq!(runs["runs"][1]["error"], "catch_up");
     r.stop().await;
 }

@@ -120,6 +120,8 @@ pub struct Recorded<'a> {
     pub dropped: bool,
     /// The run.
     pub run: StoredRun,
+    /// Ticks a `skipped` run stands for (0 = 1).
+    pub skipped_ticks: u32,
 }
 
 impl Recorded<'_> {
@@ -135,6 +137,7 @@ impl Recorded<'_> {
             history_limit: options.history_limit,
             finished_at: (self.finish && options.finished_retention.is_some())
                 .then(|| timestamp(now)),
+            skipped_ticks: self.skipped_ticks,
         }))
     }
 }

@@ -89,7 +89,7 @@ pub fn tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
         (
             "policy.catchUp",
             &p.catch_up,
-            parsed.catch_up != CatchUp::All,
+            parsed.catch_up == CatchUp::None,
         ),
         (
             "policy.whileTargetDown",
@@ -281,6 +281,7 @@ pub fn apply_tick_policy(plan: &mut schedule::Plan, policy: &TickPolicy) {
     plan.offset = policy.offset(plan.seed);
     plan.timeout = policy.timeout;
     plan.skip_while_target_down = policy.while_target_down == WhileTargetDown::Skip;
+    plan.catch_up = policy.catch_up;
 }
 
 /// A fixed per-job seed (FNV-1a of the key): the job's jitter and retry jitter.

@@ -218,6 +218,7 @@ mod tests {
                 offset: chrono::TimeDelta::zero(),
                 timeout: None,
                 skip_while_target_down: false,
+                catch_up: crate::schedule::CatchUp::All,
             },
             counter: Counter::default(),
             name_at: 0,

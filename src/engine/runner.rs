@@ -111,6 +111,8 @@ pub struct Persisted {
     dropped: bool,
     /// Only a record (a staged trigger): the entry's progress and state are not touched.
     record_only: bool,
+    /// Ticks a `skipped` run stands for.
+    skipped_ticks: u32,
 }
 
 impl Persisted {
@@ -124,6 +126,7 @@ impl Persisted {
             run: None,
             dropped: false,
             record_only: false,
+            skipped_ticks: 0,
         }
     }
 }
@@ -598,6 +601,30 @@ impl Runner {
             let Some(entry) = self.jobs.get(&key) else {
                 continue;
             };
+            if let Some((counter, skipped)) = entry.plan.catch_up(&entry.counter, now) {
+                // `policy.catchUp`: the missed ticks are passed over, counted, and the job
+                // goes on from the first tick the policy runs.
+                let last = counter.last_trigger.unwrap_or(now);
+                let next = entry.plan.fire_time(&counter);
+                let generation = entry.generation;
+                for _ in 0..skipped {
+                    self.outlet.metrics.skipped(Skip::Missed);
+                }
+                self.jobs.set_persisting(&key);
+                self.push_result(Persisted {
+                    run: Some(StoredRun {
+                        nominal: Some(convert::timestamp(last)),
+                        started: Some(convert::timestamp(now)),
+                        finished: Some(convert::timestamp(now)),
+                        outcome: RunOutcome::Skipped.into(),
+                        error: SKIPPED_CATCH_UP.to_owned(),
+                        ..StoredRun::default()
+                    }),
+                    skipped_ticks: skipped,
+                    ..Persisted::step(key, generation, counter, next)
+                });
+                continue;
+            }
             let name_at = usize::try_from(entry.name_at).unwrap_or(0);
             // The tick this trigger is an attempt of (`at` is pushed back by retries).
             let tick = entry.plan.next_tick(&entry.counter).unwrap_or(at);
@@ -695,6 +722,7 @@ impl Runner {
                     finish: next.is_none() && !p.record_only,
                     dropped: p.dropped,
                     run,
+                    skipped_ticks: p.skipped_ticks,
                 }
                 .op(&self.history, now),
                 (None, Some(_)) => Op::PutCounter {
@@ -767,6 +795,9 @@ impl Owners {
         shared
     }
 }
+
+/// The reason ticks passed over by `policy.catchUp` are counted under.
+const SKIPPED_CATCH_UP: &str = "catch_up";
 
 /// The reason a tick skipped under `whileTargetDown: skip` is counted under.
 const SKIPPED_TARGET_DOWN: &str = "target_down";

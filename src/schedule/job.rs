@@ -115,6 +115,7 @@ pub fn validate(spec: &JobSpec, now: DateTime<Utc>) -> Result<Plan, ValidationEr
         offset: chrono::TimeDelta::zero(),
         timeout: None,
         skip_while_target_down: false,
+        catch_up: super::CatchUp::All,
     })
 }
 

@@ -44,6 +44,8 @@ pub struct Plan {
     /// A tick that finds its target down is skipped instead of held (`policy.whileTargetDown`
     /// `skip`).
     pub skip_while_target_down: bool,
+    /// Missed ticks (`policy.catchUp`).
+    pub catch_up: super::CatchUp,
 }
 
 /// Progress of a job, persisted after every result (go-etcd-cron's `stored.Counter`).
@@ -100,6 +102,7 @@ impl Plan {
             offset: TimeDelta::zero(),
             timeout: None,
             skip_while_target_down: false,
+            catch_up: super::CatchUp::All,
         })
     }
 
@@ -204,6 +207,42 @@ impl Plan {
             None => None,
         };
         Step { counter, next }
+    }
+
+    /// Most ticks one [`Plan::catch_up`] passes over; the rest on the next call.
+    pub const CATCH_UP_STEP: u32 = 100_000;
+
+    /// The ticks `policy.catchUp` passes over at `now` before the current one fires: the
+    /// counter after them and how many (`None`: fire the current tick). Only for a fresh tick
+    /// of a schedule (a retry or a one-shot is never skipped). `latest` keeps only the latest
+    /// tick due by `now`; `window(w)` skips ticks more than `w` before `now`.
+    pub fn catch_up(&self, counter: &Counter, now: DateTime<Utc>) -> Option<(Counter, u32)> {
+        if counter.attempts > 0 || self.schedule.is_none() {
+            return None;
+        }
+        let mut current = *counter;
+        let mut skipped = 0u32;
+        while skipped < Self::CATCH_UP_STEP {
+            let tick = self.next_tick(&current)?;
+            let skip = match self.catch_up {
+                super::CatchUp::All => false,
+                super::CatchUp::Latest => {
+                    let after = Counter {
+                        last_trigger: Some(tick),
+                        ..current
+                    };
+                    self.next_tick(&after).is_some_and(|next| next <= now)
+                }
+                super::CatchUp::None => tick < now,
+                super::CatchUp::Window(w) => tick < now - w,
+            };
+            if !skip {
+                break;
+            }
+            current.last_trigger = Some(tick);
+            skipped += 1;
+        }
+        (skipped > 0).then_some((current, skipped))
     }
 
     fn finish_tick(&self, counter: &Counter) -> Counter {

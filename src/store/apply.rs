@@ -343,7 +343,7 @@ fn record_result<T: Tables>(
         counter.attempts = progress.attempts;
     }
     let run = record.run.unwrap_or_default();
-    count_run(&mut counter, &run, record.dropped);
+    count_run(&mut counter, &run, record.dropped, record.skipped_ticks);
     let seq = counter.runs;
     counter.runs += 1;
     let history = tables.keeps_history() && record.history_limit > 0;
@@ -397,7 +397,7 @@ fn finished_bytes(job: &[u8], counter: &StoredCounter, at: &prost_types::Timesta
 }
 
 /// Adds one run to a job's status.
-fn count_run(counter: &mut StoredCounter, run: &StoredRun, dropped: bool) {
+fn count_run(counter: &mut StoredCounter, run: &StoredRun, dropped: bool, skipped: u32) {
     match run.outcome() {
         RunOutcome::Success | RunOutcome::Cancelled => {
             counter.delivered += 1;
@@ -409,7 +409,7 @@ fn count_run(counter: &mut StoredCounter, run: &StoredRun, dropped: bool) {
         }
         RunOutcome::Undeliverable => counter.staged += 1,
         RunOutcome::Skipped => {
-            *counter.skipped.entry(run.error.clone()).or_default() += 1;
+            *counter.skipped.entry(run.error.clone()).or_default() += u64::from(skipped.max(1));
         }
         RunOutcome::Unspecified => {}
     }

@@ -384,3 +384,29 @@ fn jitter_offset_moves_every_attempt_but_never_past_the_next_tick() {
         "cut to just before the next tick"
     );
 }
+
+#[test]
+fn catch_up_passes_over_missed_ticks_by_policy() {
+    let mut p = plan(|s| s.schedule = Some("@every 10s".into()));
+    let c = Counter::default(); // next tick at 10 s
+    assert_eq!(p.catch_up(&c, secs(95)), None, "all: every tick runs");
+    p.catch_up = crate::schedule::CatchUp::Latest;
+    let (after, n) = p.catch_up(&c, secs(95)).unwrap();
+    assert_eq!(n, 8, "10..80 passed over");
+    assert_eq!(p.next_tick(&after), Some(secs(90)));
+    assert_eq!(after.count, 0, "skips do not count toward repeats");
+    assert_eq!(
+        p.catch_up(&c, secs(15)),
+        None,
+        "on time: nothing to pass over"
+    );
+    p.catch_up = crate::schedule::CatchUp::Window(TimeDelta::seconds(30));
+    let (after, n) = p.catch_up(&c, secs(95)).unwrap();
+    assert_eq!((n, p.next_tick(&after)), (6, Some(secs(70))));
+    let retry = Counter { attempts: 1, ..c };
+    assert_eq!(
+        p.catch_up(&retry, secs(95)),
+        None,
+        "a retry is never skipped"
+    );
+}

@@ -59,6 +59,7 @@ fn result(key: &str, generation: u64, tag: &str, limit: u32) -> Op {
         }),
         history_limit: limit,
         finished_at: None,
+        skipped_ticks: 0,
     }))
 }
 

@@ -34,6 +34,7 @@ fn record(key: &str, generation: u64, n: u32, limit: u32) -> ResultRecord {
         run: Some(run(n, RunOutcome::Success)),
         history_limit: limit,
         finished_at: None,
+        skipped_ticks: 0,
     }
 }
 

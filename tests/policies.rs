@@ -144,23 +144,19 @@ async fn bad_policies_are_refused_naming_the_field_and_nothing_is_stored() {
             r#"{"schedule":"@daily","policy":{"timeout":"0s"}}"#,
             "policy.timeout: \"0s\" must be more than 0",
         ),
-        // Parsed, but not acted on yet by this build: refused rather than ignored.
         (
-            r#"{"schedule":"@daily","policy":{"overlap":"skip"}}"#,
-            "policy.overlap: \"skip\" is not supported by this jobsd yet",
+            r#"{"schedule":"@daily","policy":{"overlap":"allow","maxConcurrent":1001}}"#,
+            "policy.maxConcurrent: 1001 is more than 1000",
         ),
         (
-            r#"{"schedule":"@daily","policy":{"whileTargetDown":"latest"}}"#,
-            "policy.whileTargetDown: \"latest\" is not supported by this jobsd yet",
-        ),
-        (
-            r#"{"schedule":"@daily","policy":{"catchUp":"none"}}"#,
-            "policy.catchUp: \"none\" is not supported by this jobsd yet",
+            r#"{"schedule":"@daily","policy":{"overlap":"allow","maxConcurrent":2,"whileTargetDown":"latest"}}"#,
+            "policy.whileTargetDown: \"latest\" cannot be combined with overlap \"allow\"",
         ),
         (
             r#"{"schedule":"@daily","policy":{"dst":{"gap":"later"}}}"#,
             "policy.dst.gap: invalid dst.gap \"later\": allowed values are \"skip\" and \"shift\"",
         ),
+        // Parsed, but not acted on yet by this build: refused rather than ignored.
         (
             r#"{"schedule":"@daily","failurePolicy":{"drop":{},"onExhausted":"pause"}}"#,
             "failurePolicy.onExhausted: \"pause\" is not supported by this jobsd yet",

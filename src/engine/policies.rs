@@ -9,9 +9,7 @@ use crate::proto::jobsd_api as jv1;
 use crate::proto::{common, store};
 use crate::schedule::job_policy::{TickPolicyText, positive_duration};
 use crate::schedule::policy::Exponential;
-use crate::schedule::{
-    self, CatchUp, FailurePolicy, OnExhausted, Overlap, TickPolicy, WhileTargetDown,
-};
+use crate::schedule::{self, FailurePolicy, OnExhausted, TickPolicy};
 
 /// The Scheduler's default failure policy as stored with jobs that have none.
 pub fn default_failure_policy() -> common::JobFailurePolicy {
@@ -81,35 +79,8 @@ fn not_yet(field: &str, value: &str) -> String {
     format!("{field}: {value:?} is not supported by this jobsd yet (only Dapr's behaviour is)")
 }
 
-/// The tick policy of a `jobsd.v1.JobPolicy` message. Values the engine does not act on yet
-/// are refused, naming the field.
+/// The tick policy of a `jobsd.v1.JobPolicy` message; errors name the field.
 pub fn tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
-    let parsed = parse_tick_policy(p)?;
-    let unsupported = [
-        (
-            "policy.catchUp",
-            &p.catch_up,
-            parsed.catch_up == CatchUp::None,
-        ),
-        (
-            "policy.whileTargetDown",
-            &p.while_target_down,
-            parsed.while_target_down == WhileTargetDown::Latest,
-        ),
-        (
-            "policy.overlap",
-            &p.overlap,
-            parsed.overlap != Overlap::Serial,
-        ),
-    ];
-    if let Some((field, value, _)) = unsupported.iter().find(|(_, _, set)| *set) {
-        return Err(not_yet(field, value));
-    }
-    Ok(parsed)
-}
-
-/// The tick policy of a `jobsd.v1.JobPolicy` message, every value the grammar allows.
-fn parse_tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
     TickPolicy::parse(&TickPolicyText {
         catch_up: &p.catch_up,
         catch_up_window: &p.catch_up_window,
@@ -280,8 +251,9 @@ pub fn apply_tick_policy(plan: &mut schedule::Plan, policy: &TickPolicy) {
     plan.dst = policy.dst;
     plan.offset = policy.offset(plan.seed);
     plan.timeout = policy.timeout;
-    plan.skip_while_target_down = policy.while_target_down == WhileTargetDown::Skip;
+    plan.while_target_down = policy.while_target_down;
     plan.catch_up = policy.catch_up;
+    plan.overlap = policy.overlap;
 }
 
 /// A fixed per-job seed (FNV-1a of the key): the job's jitter and retry jitter.

@@ -1,7 +1,7 @@
 //! The engine's in-memory view of the jobs it fires: one entry per job, a time-ordered queue
 //! of the next fire times, and the set of staged (undeliverable) jobs.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -28,6 +28,33 @@ pub struct Entry {
     pub created_by: Option<Arc<str>>,
     /// Where the entry is in its cycle.
     pub state: State,
+    /// The executions out of an `overlap: allow` job (`None` for every other job, and until
+    /// its first tick is handed out).
+    pub overlapping: Option<Box<Overlapping>>,
+}
+
+/// The executions of an `overlap: allow` job that are out at once. The entry's `counter` is
+/// then the progress up to the oldest execution still out (what is persisted: after a
+/// crash, every execution from there on runs again); each execution's retries are its own.
+#[derive(Debug, Default)]
+pub struct Overlapping {
+    /// The counter after the last tick handed out: the next tick follows it.
+    pub cursor: Counter,
+    /// Executions handed out, oldest first; an ended one stays until every older one has
+    /// ended too.
+    pub out: VecDeque<Execution>,
+}
+
+/// One execution (tick) of an `overlap: allow` job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Execution {
+    /// Its nominal tick.
+    pub tick: DateTime<Utc>,
+    /// It succeeded or was given up.
+    pub ended: bool,
+    /// When it is handed out again and as which attempt (a retry, or its target was down);
+    /// `None` while it is at the sink.
+    pub again: Option<(DateTime<Utc>, u32)>,
 }
 
 /// The cycle of an entry: queued → in flight → persisting → queued again (or gone); staged
@@ -144,6 +171,14 @@ impl Jobs {
         }
     }
 
+    /// Takes `key` out of the queue, in flight (its triggers are out, nothing is due).
+    pub fn set_in_flight(&mut self, key: &str) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            let old = std::mem::replace(&mut entry.state, State::InFlight);
+            self.unlink(key, old);
+        }
+    }
+
     /// Marks `key` as waiting for its result to be written.
     pub fn set_persisting(&mut self, key: &str) {
         if let Some(entry) = self.entries.get_mut(key) {
@@ -207,25 +242,20 @@ mod tests {
         let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
         Entry {
             generation: 1,
-            plan: Plan {
-                schedule: None,
-                repeats: None,
-                begin: Begin::DueTime(t),
-                expiration: None,
-                failure_policy: FailurePolicy::default(),
-                seed: 0,
-                dst: crate::schedule::cron::DstPolicy::DAPR,
-                offset: chrono::TimeDelta::zero(),
-                timeout: None,
-                skip_while_target_down: false,
-                catch_up: crate::schedule::CatchUp::All,
-            },
+            plan: Plan::new(
+                None,
+                None,
+                Begin::DueTime(t),
+                None,
+                FailurePolicy::default(),
+            ),
             counter: Counter::default(),
             name_at: 0,
             data: None,
             metadata: Arc::default(),
             created_by: None,
             state: State::Persisting,
+            overlapping: None,
         }
     }
 

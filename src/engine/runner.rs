@@ -17,9 +17,11 @@ use crate::clock::Clock;
 use crate::observe::{EngineMetrics, Skip};
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
-use crate::schedule::{Counter, Outcome, Plan};
+use crate::schedule::{Counter, Keep, Outcome, Overlap, Plan, WhileTargetDown};
 use crate::store::{LoadedJob, Op, OpResult, RunOutcome, Store, StoredRun};
 use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerResult, keys};
+
+mod overlap;
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -111,6 +113,9 @@ pub struct Persisted {
     dropped: bool,
     /// Only a record (a staged trigger): the entry's progress and state are not touched.
     record_only: bool,
+    /// Progress of an `overlap: allow` job, written while its entry goes on (the entry
+    /// already holds it): the write does not touch the entry.
+    detached: bool,
     /// Ticks a `skipped` run stands for.
     skipped_ticks: u32,
 }
@@ -126,6 +131,7 @@ impl Persisted {
             run: None,
             dropped: false,
             record_only: false,
+            detached: false,
             skipped_ticks: 0,
         }
     }
@@ -369,14 +375,8 @@ impl Runner {
                 self.jobs.remove_prefix(&prefix);
             }
             Command::Release(prefix) => {
-                let now = self.clock.now();
                 for key in self.jobs.unstage_prefix(&prefix) {
-                    let at = self
-                        .jobs
-                        .get(&key)
-                        .and_then(|e| e.plan.fire_time(&e.counter))
-                        .unwrap_or(now);
-                    self.jobs.schedule(&key, at);
+                    self.target_back(&key);
                 }
             }
             Command::Done {
@@ -427,7 +427,7 @@ impl Runner {
             Command::Persisted(done) => {
                 self.writing = false;
                 for p in done {
-                    if p.record_only {
+                    if p.record_only || p.detached {
                         continue;
                     }
                     let Some(entry) = self.jobs.get_mut(&p.key) else {
@@ -452,8 +452,15 @@ impl Runner {
         let Some(entry) = self.jobs.get(&key) else {
             return;
         };
-        if entry.generation != generation || entry.state != State::InFlight {
+        if entry.generation != generation {
             // The job was overwritten or deleted while its trigger was out.
+            return;
+        }
+        if matches!(entry.plan.overlap, Overlap::Allow(_)) {
+            self.overlapping_result(key, attempt);
+            return;
+        }
+        if entry.state != State::InFlight {
             return;
         }
         let run = attempt.run(&key);
@@ -470,7 +477,9 @@ impl Runner {
                 });
                 return;
             }
-            TriggerResult::Undeliverable if entry.plan.skip_while_target_down => {
+            TriggerResult::Undeliverable
+                if entry.plan.while_target_down == WhileTargetDown::Skip =>
+            {
                 // `whileTargetDown: skip`: the tick is not held; the schedule moves on.
                 let step = entry.plan.skip_tick(&entry.counter);
                 self.outlet.metrics.skipped(Skip::TargetDown);
@@ -478,7 +487,7 @@ impl Runner {
                 self.push_result(Persisted {
                     run: Some(StoredRun {
                         outcome: RunOutcome::Skipped.into(),
-                        error: SKIPPED_TARGET_DOWN.to_owned(),
+                        error: skip_reason(Skip::TargetDown).to_owned(),
                         ..run
                     }),
                     ..Persisted::step(key, generation, step.counter, step.next)
@@ -492,16 +501,9 @@ impl Runner {
                     record_only: true,
                     ..Persisted::step(key.clone(), generation, entry.counter, None)
                 });
-                let Some(entry) = self.jobs.get(&key) else {
-                    return;
-                };
                 if self.sink.is_deliverable(&key) {
                     // The target came back while this trigger was out: try again now.
-                    let at = entry
-                        .plan
-                        .fire_time(&entry.counter)
-                        .unwrap_or(self.clock.now());
-                    self.jobs.schedule(&key, at);
+                    self.target_back(&key);
                 } else {
                     self.jobs.stage(&key);
                 }
@@ -511,11 +513,102 @@ impl Runner {
         let step = entry.plan.apply(&entry.counter, outcome);
         // A failure that ends its tick: the failure policy is spent.
         let dropped = outcome == Outcome::Failed && step.counter.attempts == 0;
+        let now = self.clock.now();
+        // `overlap: skip | bufferOne`: the ticks that fell due while this one ran (its retries
+        // included) are passed over; `bufferOne` keeps the latest of them, to run now.
+        let keep = match entry.plan.overlap {
+            Overlap::Skip => Some(Keep::After(now)),
+            Overlap::BufferOne => Some(Keep::Latest(now)),
+            Overlap::Serial | Overlap::Allow(_) => None,
+        };
+        let overlapped = keep
+            .filter(|_| step.next.is_some())
+            .and_then(|keep| entry.plan.pass_over(&step.counter, keep));
+        self.jobs.set_persisting(&key);
+        match overlapped {
+            None => self.push_result(Persisted {
+                run: Some(run),
+                dropped,
+                ..Persisted::step(key, generation, step.counter, step.next)
+            }),
+            Some((counter, skipped)) => {
+                self.push_result(Persisted {
+                    run: Some(run),
+                    dropped,
+                    record_only: true,
+                    ..Persisted::step(key.clone(), generation, step.counter, None)
+                });
+                self.skip_ticks(key, generation, counter, skipped, Skip::Overlap, now);
+            }
+        }
+    }
+
+    /// Queues a job whose target can take triggers again. `whileTargetDown: latest` passes
+    /// over every tick held or missed meanwhile but the latest.
+    fn target_back(&mut self, key: &Arc<str>) {
+        let now = self.clock.now();
+        let Some(entry) = self.jobs.get(key) else {
+            return;
+        };
+        if matches!(entry.plan.overlap, Overlap::Allow(_)) {
+            // Its held executions go again now.
+            self.requeue_overlapping(key);
+            return;
+        }
+        if entry.plan.while_target_down == WhileTargetDown::Latest {
+            // The held tick goes too when a later one is due, even in the middle of its
+            // retries.
+            let held = Counter {
+                attempts: 0,
+                ..entry.counter
+            };
+            if let Some((counter, skipped)) = entry.plan.pass_over(&held, Keep::Latest(now)) {
+                let generation = entry.generation;
+                self.skip_ticks(
+                    key.clone(),
+                    generation,
+                    counter,
+                    skipped,
+                    Skip::TargetDown,
+                    now,
+                );
+                return;
+            }
+        }
+        let at = entry.plan.fire_time(&entry.counter).unwrap_or(now);
+        self.jobs.schedule(key, at);
+    }
+
+    /// Passes over `skipped` ticks of a job (a policy said so): one `skipped` run standing
+    /// for them, counted under `why`, written with `counter`, the progress after them.
+    fn skip_ticks(
+        &mut self,
+        key: Arc<str>,
+        generation: u64,
+        counter: Counter,
+        skipped: u32,
+        why: Skip,
+        now: DateTime<Utc>,
+    ) {
+        let Some(entry) = self.jobs.get(&key) else {
+            return;
+        };
+        let next = entry.plan.fire_time(&counter);
+        for _ in 0..skipped {
+            self.outlet.metrics.skipped(why);
+        }
         self.jobs.set_persisting(&key);
         self.push_result(Persisted {
-            run: Some(run),
-            dropped,
-            ..Persisted::step(key, generation, step.counter, step.next)
+            run: Some(StoredRun {
+                nominal: Some(convert::timestamp(counter.last_trigger.unwrap_or(now))),
+                started: Some(convert::timestamp(now)),
+                finished: Some(convert::timestamp(now)),
+                outcome: RunOutcome::Skipped.into(),
+                error: skip_reason(why).to_owned(),
+                ..StoredRun::default()
+            }),
+            skipped_ticks: skipped,
+            ..Persisted::step(key, generation, counter, next)
         });
     }
 
@@ -551,6 +644,7 @@ impl Runner {
             data: job.job.and_then(|j| j.data),
             metadata: self.owners.intern(&prefix, metadata),
             state: State::Persisting,
+            overlapping: None,
         }
     }
 
@@ -601,78 +695,80 @@ impl Runner {
             let Some(entry) = self.jobs.get(&key) else {
                 continue;
             };
+            if matches!(entry.plan.overlap, Overlap::Allow(_)) {
+                self.fire_overlapping(key, now);
+                continue;
+            }
             if let Some((counter, skipped)) = entry.plan.catch_up(&entry.counter, now) {
                 // `policy.catchUp`: the missed ticks are passed over, counted, and the job
                 // goes on from the first tick the policy runs.
-                let last = counter.last_trigger.unwrap_or(now);
-                let next = entry.plan.fire_time(&counter);
                 let generation = entry.generation;
-                for _ in 0..skipped {
-                    self.outlet.metrics.skipped(Skip::Missed);
-                }
-                self.jobs.set_persisting(&key);
-                self.push_result(Persisted {
-                    run: Some(StoredRun {
-                        nominal: Some(convert::timestamp(last)),
-                        started: Some(convert::timestamp(now)),
-                        finished: Some(convert::timestamp(now)),
-                        outcome: RunOutcome::Skipped.into(),
-                        error: SKIPPED_CATCH_UP.to_owned(),
-                        ..StoredRun::default()
-                    }),
-                    skipped_ticks: skipped,
-                    ..Persisted::step(key, generation, counter, next)
-                });
+                self.skip_ticks(key, generation, counter, skipped, Skip::Missed, now);
                 continue;
             }
-            let name_at = usize::try_from(entry.name_at).unwrap_or(0);
             // The tick this trigger is an attempt of (`at` is pushed back by retries).
             let tick = entry.plan.next_tick(&entry.counter).unwrap_or(at);
-            let execution_id = ExecutionId::for_tick(&key, tick);
             let attempt = entry.counter.attempts.saturating_add(1);
-            let trigger = Trigger {
-                key: key.clone(),
-                name: Arc::from(key.get(name_at..).unwrap_or(&key)),
-                data: entry.data.clone(),
-                metadata: entry.metadata.clone(),
-                scheduled_at: at,
-                execution_id,
-                attempt,
-                created_by: entry.created_by.clone(),
-            };
-            let generation = entry.generation;
-            let timeout = entry.plan.timeout;
-            let outlet = self.outlet.clone();
-            self.in_sink += 1;
-            let fired = outlet.metrics.fired(now - at);
-            tokio::spawn(async move {
-                let started = outlet.clock.now();
-                let delivery = outlet.sink.deliver_reported(trigger);
-                let report = match timeout {
-                    None => delivery.await,
-                    // Past `policy.timeout` the delivery is dropped (its call cancelled) and
-                    // the attempt fails, as the failure policy then says.
-                    Some(limit) => tokio::select! {
-                        report = delivery => report,
-                        () = outlet.clock.sleep_until(started + limit) => timed_out(limit),
-                    },
-                };
-                outlet.metrics.answered(fired, report.result);
-                let attempt = Box::new(Attempt {
-                    execution_id,
-                    tick,
-                    attempt,
-                    started,
-                    finished: outlet.clock.now(),
-                    report,
-                });
-                let _ = outlet.tx.send(Command::Done {
-                    key,
-                    generation,
-                    attempt,
-                });
-            });
+            self.hand_out(key, tick, at, attempt, now);
         }
+    }
+
+    /// Hands attempt `attempt` of the tick at `tick` of job `key` to the sink, due at `at`.
+    fn hand_out(
+        &mut self,
+        key: Arc<str>,
+        tick: DateTime<Utc>,
+        at: DateTime<Utc>,
+        attempt: u32,
+        now: DateTime<Utc>,
+    ) {
+        let Some(entry) = self.jobs.get(&key) else {
+            return;
+        };
+        let name_at = usize::try_from(entry.name_at).unwrap_or(0);
+        let execution_id = ExecutionId::for_tick(&key, tick);
+        let trigger = Trigger {
+            key: key.clone(),
+            name: Arc::from(key.get(name_at..).unwrap_or(&key)),
+            data: entry.data.clone(),
+            metadata: entry.metadata.clone(),
+            scheduled_at: at,
+            execution_id,
+            attempt,
+            created_by: entry.created_by.clone(),
+        };
+        let generation = entry.generation;
+        let timeout = entry.plan.timeout;
+        let outlet = self.outlet.clone();
+        self.in_sink += 1;
+        let fired = outlet.metrics.fired(now - at);
+        tokio::spawn(async move {
+            let started = outlet.clock.now();
+            let delivery = outlet.sink.deliver_reported(trigger);
+            let report = match timeout {
+                None => delivery.await,
+                // Past `policy.timeout` the delivery is dropped (its call cancelled) and
+                // the attempt fails, as the failure policy then says.
+                Some(limit) => tokio::select! {
+                    report = delivery => report,
+                    () = outlet.clock.sleep_until(started + limit) => timed_out(limit),
+                },
+            };
+            outlet.metrics.answered(fired, report.result);
+            let attempt = Box::new(Attempt {
+                execution_id,
+                tick,
+                attempt,
+                started,
+                finished: outlet.clock.now(),
+                report,
+            });
+            let _ = outlet.tx.send(Command::Done {
+                key,
+                generation,
+                attempt,
+            });
+        });
     }
 
     /// Writes the pending results now if that is the best time, otherwise gives the instant
@@ -719,7 +815,7 @@ impl Runner {
                     key: &p.key,
                     generation: p.generation,
                     progress: (!p.record_only).then_some(&p.counter),
-                    finish: next.is_none() && !p.record_only,
+                    finish: next.is_none() && !p.record_only && !p.detached,
                     dropped: p.dropped,
                     run,
                     skipped_ticks: p.skipped_ticks,
@@ -796,11 +892,14 @@ impl Owners {
     }
 }
 
-/// The reason ticks passed over by `policy.catchUp` are counted under.
-const SKIPPED_CATCH_UP: &str = "catch_up";
-
-/// The reason a tick skipped under `whileTargetDown: skip` is counted under.
-const SKIPPED_TARGET_DOWN: &str = "target_down";
+/// The reason a run of skipped ticks shows: the metric's label, except that ticks passed
+/// over by `policy.catchUp` read `catch_up`.
+fn skip_reason(why: Skip) -> &'static str {
+    match why {
+        Skip::Missed => "catch_up",
+        other => other.as_str(),
+    }
+}
 
 /// The report of an attempt cut short by `policy.timeout`.
 fn timed_out(limit: TimeDelta) -> Report {

@@ -104,19 +104,13 @@ pub fn validate(spec: &JobSpec, now: DateTime<Utc>) -> Result<Plan, ValidationEr
         None => None,
     };
 
-    Ok(Plan {
+    Ok(Plan::new(
         schedule,
-        repeats: spec.repeats,
+        spec.repeats,
         begin,
         expiration,
-        failure_policy: spec.failure_policy.clone().unwrap_or_default(),
-        seed: 0,
-        dst: super::cron::DstPolicy::DAPR,
-        offset: chrono::TimeDelta::zero(),
-        timeout: None,
-        skip_while_target_down: false,
-        catch_up: super::CatchUp::All,
-    })
+        spec.failure_policy.clone().unwrap_or_default(),
+    ))
 }
 
 /// Resolves a `dueTime`/`ttl` string against `base` as go-etcd-cron's `parsePointInTime`

@@ -47,6 +47,10 @@ pub enum Overlap {
     Allow(u32),
 }
 
+/// Most executions of one job `overlap: allow` lets run at once: each holds a little memory
+/// and a delivery, and a bound keeps a runaway schedule from holding unbounded amounts.
+pub const MAX_CONCURRENT: u32 = 1000;
+
 /// The tick policy of one job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TickPolicy {
@@ -168,6 +172,12 @@ impl TickPolicy {
                             .to_owned(),
                     );
                 }
+                if t.max_concurrent > MAX_CONCURRENT {
+                    return Err(format!(
+                        "policy.maxConcurrent: {} is more than {MAX_CONCURRENT}",
+                        t.max_concurrent
+                    ));
+                }
                 Overlap::Allow(t.max_concurrent)
             }
             other => {
@@ -178,6 +188,13 @@ impl TickPolicy {
         };
         if t.max_concurrent != 0 && !matches!(overlap, Overlap::Allow(_)) {
             return Err("policy.maxConcurrent: only with overlap \"allow\"".to_owned());
+        }
+        if while_target_down == WhileTargetDown::Latest && matches!(overlap, Overlap::Allow(_)) {
+            // Several executions out at once have no single "latest" to keep.
+            return Err(
+                "policy.whileTargetDown: \"latest\" cannot be combined with overlap \"allow\""
+                    .to_owned(),
+            );
         }
         let dst = DstPolicy {
             gap: (!t.dst_gap.is_empty())
@@ -263,7 +280,7 @@ mod tests {
         let full = TickPolicy::parse(&TickPolicyText {
             catch_up: "window",
             catch_up_window: "10m",
-            while_target_down: "latest",
+            while_target_down: "skip",
             overlap: "allow",
             max_concurrent: 3,
             timeout: "30s",
@@ -288,7 +305,7 @@ mod tests {
             .unwrap_err()
             .starts_with("policy.dst.repeat: invalid dst.repeat \"both\"")
         );
-        assert_eq!(full.while_target_down, WhileTargetDown::Latest);
+        assert_eq!(full.while_target_down, WhileTargetDown::Skip);
         assert_eq!(full.overlap, Overlap::Allow(3));
         assert_eq!(full.timeout, Some(TimeDelta::seconds(30)));
         for (text, want) in [

@@ -41,11 +41,23 @@ pub struct Plan {
     pub offset: TimeDelta,
     /// An attempt still unanswered this long after it went out fails (`policy.timeout`).
     pub timeout: Option<TimeDelta>,
-    /// A tick that finds its target down is skipped instead of held (`policy.whileTargetDown`
-    /// `skip`).
-    pub skip_while_target_down: bool,
+    /// A tick that finds its target down (`policy.whileTargetDown`).
+    pub while_target_down: super::WhileTargetDown,
     /// Missed ticks (`policy.catchUp`).
     pub catch_up: super::CatchUp,
+    /// A tick due while an earlier one is in flight (`policy.overlap`).
+    pub overlap: super::Overlap,
+}
+
+/// Which of the ticks due by some instant a [`Plan::pass_over`] leaves to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Only the latest tick due by this instant (and those after it).
+    Latest(DateTime<Utc>),
+    /// Ticks at or after this instant.
+    From(DateTime<Utc>),
+    /// Ticks after this instant.
+    After(DateTime<Utc>),
 }
 
 /// Progress of a job, persisted after every result (go-etcd-cron's `stored.Counter`).
@@ -83,16 +95,16 @@ pub struct Step {
 }
 
 impl Plan {
-    /// Rebuilds the plan of a stored job from its stored parts (re-parsing only the schedule).
-    pub fn restore(
-        schedule: Option<&str>,
+    /// A plan with every tick policy Dapr's (no jitter, timeout or per-job seed yet).
+    pub fn new(
+        schedule: Option<Schedule>,
         repeats: Option<u32>,
         begin: Begin,
         expiration: Option<DateTime<Utc>>,
         failure_policy: FailurePolicy,
-    ) -> Result<Plan, super::cron::Error> {
-        Ok(Plan {
-            schedule: schedule.map(super::cron::parse).transpose()?,
+    ) -> Plan {
+        Plan {
+            schedule,
             repeats,
             begin,
             expiration,
@@ -101,9 +113,27 @@ impl Plan {
             dst: DstPolicy::DAPR,
             offset: TimeDelta::zero(),
             timeout: None,
-            skip_while_target_down: false,
+            while_target_down: super::WhileTargetDown::Stage,
             catch_up: super::CatchUp::All,
-        })
+            overlap: super::Overlap::Serial,
+        }
+    }
+
+    /// Rebuilds the plan of a stored job from its stored parts (re-parsing only the schedule).
+    pub fn restore(
+        schedule: Option<&str>,
+        repeats: Option<u32>,
+        begin: Begin,
+        expiration: Option<DateTime<Utc>>,
+        failure_policy: FailurePolicy,
+    ) -> Result<Plan, super::cron::Error> {
+        Ok(Plan::new(
+            schedule.map(super::cron::parse).transpose()?,
+            repeats,
+            begin,
+            expiration,
+            failure_policy,
+        ))
     }
 
     /// Nominal time of the next tick for this counter, or `None` when the job is finished:
@@ -135,10 +165,20 @@ impl Plan {
     /// read as zero so that a retry never fires before its tick).
     pub fn fire_time(&self, counter: &Counter) -> Option<DateTime<Utc>> {
         let tick = self.next_tick(counter)?;
-        let at = self
-            .failure_policy
-            .retry_at(tick, counter.attempts, self.seed)
-            .unwrap_or(tick);
+        Some(self.retry_time(tick, counter.attempts).unwrap_or_else(|| {
+            tick.checked_add_signed(self.offset_at(tick))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC)
+        }))
+    }
+
+    /// When attempt `attempts + 1` of the tick at `tick` fires (the first at the tick), or
+    /// `None` when the failure policy has no such retry.
+    pub fn retry_time(&self, tick: DateTime<Utc>, attempts: u32) -> Option<DateTime<Utc>> {
+        let at = if attempts == 0 {
+            tick
+        } else {
+            self.failure_policy.retry_at(tick, attempts, self.seed)?
+        };
         Some(
             at.checked_add_signed(self.offset_at(tick))
                 .unwrap_or(DateTime::<Utc>::MAX_UTC),
@@ -209,32 +249,53 @@ impl Plan {
         Step { counter, next }
     }
 
-    /// Most ticks one [`Plan::catch_up`] passes over; the rest on the next call.
+    /// Most ticks one [`Plan::pass_over`] passes over; the rest on the next call.
     pub const CATCH_UP_STEP: u32 = 100_000;
+
+    /// How late a tick may start under `catchUp: none` before it counts as missed: a tick
+    /// merely delayed by a busy scheduler still runs, one that passed while jobsd was down
+    /// (or stopped by more than this) is skipped. Temporal's smallest catch-up window.
+    pub const MISSED_AFTER: TimeDelta = TimeDelta::seconds(10);
 
     /// The ticks `policy.catchUp` passes over at `now` before the current one fires: the
     /// counter after them and how many (`None`: fire the current tick). Only for a fresh tick
     /// of a schedule (a retry or a one-shot is never skipped). `latest` keeps only the latest
-    /// tick due by `now`; `window(w)` skips ticks more than `w` before `now`.
+    /// tick due by `now`; `none` skips ticks more than [`Plan::MISSED_AFTER`] before `now`;
+    /// `window(w)` those more than `w` before it.
     pub fn catch_up(&self, counter: &Counter, now: DateTime<Utc>) -> Option<(Counter, u32)> {
+        let keep = match self.catch_up {
+            super::CatchUp::All => return None,
+            super::CatchUp::Latest => Keep::Latest(now),
+            super::CatchUp::None => Keep::From(now - Self::MISSED_AFTER),
+            super::CatchUp::Window(w) => Keep::From(now - w),
+        };
+        self.pass_over(counter, keep)
+    }
+
+    /// Passes over the ticks `keep` leaves out, from the current one: the counter after them
+    /// and how many (`None`: none is). Skipped ticks do not count toward `repeats`. Only for a
+    /// fresh tick of a schedule: a retry or a one-shot is never passed over.
+    pub fn pass_over(&self, counter: &Counter, keep: Keep) -> Option<(Counter, u32)> {
         if counter.attempts > 0 || self.schedule.is_none() {
             return None;
         }
         let mut current = *counter;
         let mut skipped = 0u32;
         while skipped < Self::CATCH_UP_STEP {
-            let tick = self.next_tick(&current)?;
-            let skip = match self.catch_up {
-                super::CatchUp::All => false,
-                super::CatchUp::Latest => {
+            // Past the last tick every one is passed over: the job is then done.
+            let Some(tick) = self.next_tick(&current) else {
+                break;
+            };
+            let skip = match keep {
+                Keep::Latest(now) => {
                     let after = Counter {
                         last_trigger: Some(tick),
                         ..current
                     };
                     self.next_tick(&after).is_some_and(|next| next <= now)
                 }
-                super::CatchUp::None => tick < now,
-                super::CatchUp::Window(w) => tick < now - w,
+                Keep::From(from) => tick < from,
+                Keep::After(after) => tick <= after,
             };
             if !skip {
                 break;

@@ -12,6 +12,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 /// What an app received: job name and body.
 pub type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
@@ -28,6 +29,8 @@ pub struct HttpApp {
     pub status: Arc<Mutex<HashMap<String, u16>>>,
     pub delay: Arc<Mutex<HashMap<String, Duration>>>,
     pub healthy: Arc<Mutex<bool>>,
+    /// Calls for a name with a gate wait for one of its permits before answering.
+    pub gates: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
 }
 
 impl HttpApp {
@@ -38,7 +41,28 @@ impl HttpApp {
             status: Arc::default(),
             delay: Arc::default(),
             healthy: Arc::new(Mutex::new(true)),
+            gates: Arc::default(),
         }
+    }
+
+    /// Holds every call for `name` until the returned gate gives it a permit.
+    pub fn hold(&self, name: &str) -> Arc<Semaphore> {
+        let gate = Arc::new(Semaphore::new(0));
+        self.gates
+            .lock()
+            .unwrap()
+            .insert(name.to_owned(), gate.clone());
+        gate
+    }
+
+    /// Calls for `name` the app has started answering.
+    pub fn started(&self, name: &str) -> usize {
+        self.started
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| *n == name)
+            .count()
     }
 
     pub fn bodies(&self, name: &str) -> Vec<String> {
@@ -61,6 +85,10 @@ async fn job(State(app): State<HttpApp>, Path(name): Path<String>, body: Bytes) 
     let delay = app.delay.lock().unwrap().get(&name).copied();
     if let Some(delay) = delay {
         tokio::time::sleep(delay).await;
+    }
+    let gate = app.gates.lock().unwrap().get(&name).cloned();
+    if let Some(gate) = gate {
+        gate.acquire().await.unwrap().forget();
     }
     app.received
         .lock()

@@ -410,3 +410,63 @@ fn catch_up_passes_over_missed_ticks_by_policy() {
         "a retry is never skipped"
     );
 }
+
+#[test]
+fn pass_over_keeps_what_each_rule_says() {
+    let p = plan(|s| s.schedule = Some("@every 10s".into()));
+    let c = Counter::default();
+    // Ticks at 10, 20, 30, 40 are due at 45.
+    assert_eq!(
+        p.pass_over(&c, Keep::After(secs(45))),
+        Some((
+            Counter {
+                last_trigger: Some(secs(40)),
+                ..c
+            },
+            4
+        )),
+        "after: every tick due by then"
+    );
+    assert_eq!(
+        p.pass_over(&c, Keep::Latest(secs(45)))
+            .map(|(c, n)| (c.last_trigger, n)),
+        Some((Some(secs(30)), 3)),
+        "latest: all but the tick at 40"
+    );
+    assert_eq!(
+        p.pass_over(&c, Keep::From(secs(30)))
+            .map(|(c, n)| (c.last_trigger, n)),
+        Some((Some(secs(20)), 2)),
+        "from: those before 30"
+    );
+    assert_eq!(p.pass_over(&c, Keep::After(secs(5))), None);
+    // `repeats` does not count skipped ticks.
+    assert_eq!(p.pass_over(&c, Keep::After(secs(45))).unwrap().0.count, 0);
+}
+
+#[test]
+fn pass_over_past_the_last_tick_finishes_the_job() {
+    let p = plan(|s| {
+        s.schedule = Some("@every 10s".into());
+        s.ttl = Some("25s".into());
+    });
+    let (after, n) = p
+        .pass_over(&Counter::default(), Keep::After(secs(60)))
+        .unwrap();
+    assert_eq!(n, 2, "the ticks at 10 and 20; none after the ttl");
+    assert_eq!(p.fire_time(&after), None);
+}
+
+#[test]
+fn catch_up_none_runs_a_tick_less_than_ten_seconds_late() {
+    let mut p = plan(|s| s.schedule = Some("@every 1m".into()));
+    p.catch_up = crate::schedule::CatchUp::None;
+    let c = Counter::default();
+    assert_eq!(p.catch_up(&c, secs(69)), None, "9 s late: runs");
+    let (after, n) = p.catch_up(&c, secs(71)).unwrap();
+    assert_eq!(
+        (after.last_trigger, n),
+        (Some(secs(60)), 1),
+        "11 s late: missed"
+    );
+}

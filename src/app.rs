@@ -249,6 +249,20 @@ impl Sidecar {
         let shutdown = CancellationToken::new();
         let mut servers = JoinSet::new();
         let metrics_addr = serve_metrics(metrics_listener, metrics, &shutdown, &mut servers);
+        if let Backend::Embedded { engine, .. } = &backend {
+            // A trigger loop that dies (a bug) takes the sidecar down with an error, so a
+            // supervisor restarts it, rather than leaving it answering creates that never fire.
+            let (engine, stop) = (engine.clone(), shutdown.clone());
+            servers.spawn(async move {
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => Ok(()),
+                    () = engine.loop_ended() => Err(Error::Serve(
+                        "the trigger loop stopped unexpectedly".to_owned(),
+                    )),
+                }
+            });
+        }
 
         let mut http_addrs = Vec::new();
         for addr in &cfg.http_addrs {

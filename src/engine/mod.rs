@@ -206,6 +206,15 @@ impl Engine {
         self.send(Command::Release(prefix.into()));
     }
 
+    /// Resolves when the trigger loop has ended (never for an engine without one). Before a
+    /// stop that means it failed: creates would be stored and never fire.
+    pub async fn loop_ended(&self) {
+        match &self.inner.loop_tx {
+            Some(tx) => tx.closed().await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// The trigger loop's state, once it has handled everything sent before this call
     /// (`None` when the engine has no loop or it has stopped).
     pub async fn sync(&self) -> Option<Stats> {

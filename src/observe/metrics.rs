@@ -455,7 +455,7 @@ struct EngineCells {
     /// `jobsd_trigger_duration_seconds{outcome}`, in [`OUTCOMES`] order.
     durations: [Buckets; 4],
     /// `jobsd_ticks_skipped_total{reason}`, in [`Skip::ALL`] order.
-    skipped: [Counter; 3],
+    skipped: [Counter; Skip::ALL.len()],
     /// `jobsd_jobs_created_total`.
     created: Counter,
     /// `jobsd_jobs_deleted_total`.
@@ -861,6 +861,27 @@ mod tests {
         let fired = m.engine().fired(chrono::TimeDelta::seconds(1));
         m.engine().answered(fired, TriggerResult::Success);
         m.delivery().call().answered(true);
+    }
+
+    /// A fourth reason once overflowed a three-cell array and killed the trigger loop.
+    #[tokio::test]
+    async fn every_skip_reason_is_counted_and_exposed() {
+        let m = Metrics::sidecar("myapp", "prod", true);
+        for (n, reason) in Skip::ALL.into_iter().enumerate() {
+            for _ in 0..=n {
+                m.engine().skipped(reason);
+            }
+        }
+        let text = m.render(Format::Prometheus).await.unwrap();
+        for (n, reason) in Skip::ALL.into_iter().enumerate() {
+            let series = format!("reason=\"{}\"}} {}\n", reason.as_str(), n + 1);
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with("jobsd_ticks_skipped_total{")
+                        && format!("{l}\n").ends_with(&series)),
+                "{reason:?}: {text}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -11,5 +11,6 @@ cargo test --locked --all-targets
 # End-to-end suites (each builds the release binary if needed and cleans up after itself).
 bash e2e/jobs_api.sh
 bash e2e/triggers.sh
+bash e2e/policies.sh
 bash e2e/cluster.sh
 bash e2e/actors.sh

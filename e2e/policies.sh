@@ -33,12 +33,6 @@ source "$E2E_DIR/lib.sh"
 PHASE_TIMEOUT=90
 PHASE_SCRIPT=policy_checks.py
 APP_START_TIMEOUT=30
-# `--enable-metrics` of the jobsd of scenario 3. Off for now: with metrics on, the first tick
-# that `whileTargetDown: skip` skips panics the trigger loop (src/observe/metrics.rs,
-# EngineMetrics::skipped: `skipped: [Counter; 3]` indexed by Skip::ALL, which has 4 reasons since
-# target_down was added), after which no job of that sidecar fires. Set E2E_DOWN_METRICS=true to
-# run it as shipped; make that the default once the cell array is fixed.
-: "${E2E_DOWN_METRICS:=false}"
 # How long jobsd stays stopped in the middle of scenario 4 (the checks want ≥ 3 missed ticks
 # of an `@every 1s` job passed over, ≥ 4 replayed).
 DOWNTIME=5
@@ -116,7 +110,7 @@ down_events="$work/down-app-events.jsonl"
 down_log="$work/jobsd-down.log"
 jobsd_start "$work/data-down" "$down_log" --app-port "$down_port" \
   --enable-app-health-check --app-health-probe-interval 1 --app-health-probe-timeout 500 \
-  --app-health-threshold 1 --enable-metrics="$E2E_DOWN_METRICS"
+  --app-health-threshold 1
 run_phase down-setup down-setup "$down_state"
 if [ -f "$down_state" ]; then
   t_up="$(e2e_now)"

@@ -628,3 +628,14 @@ async fn impossible_schedule_is_stored_then_deleted_without_firing() {
     assert!(h.deliveries("never").is_empty());
     assert!(!h.exists("never").await);
 }
+
+#[tokio::test]
+async fn loop_ended_tells_when_the_trigger_loop_is_gone() {
+    let h = Harness::new().await;
+    let ended = tokio::time::timeout(Duration::from_millis(50), h.engine.loop_ended()).await;
+    assert!(ended.is_err(), "the loop runs");
+    h.stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), h.engine.loop_ended())
+        .await
+        .expect("the loop has ended");
+}

@@ -263,10 +263,19 @@ impl Replica {
         // The metrics server ends before the replica is told to stop only when it fails: then
         // the replica stops too.
         let mut metrics_result = Ok(());
+        let mut loop_result = Ok(());
+        let engine = self.engine.clone();
         let server_done = tokio::select! {
             done = &mut self.server => Some(joined(done)),
             Some(done) = self.metrics_server.join_next() => {
                 metrics_result = joined(done);
+                None
+            }
+            // A trigger loop that dies (a bug) stops the replica with an error rather than
+            // leave it storing jobs that never fire.
+            () = engine.loop_ended() => {
+                tracing::error!("the trigger loop stopped unexpectedly");
+                loop_result = Err(Error::Serve("the trigger loop stopped unexpectedly".to_owned()));
                 None
             }
         };
@@ -285,7 +294,7 @@ impl Replica {
         if let Err(e) = &metrics_result {
             tracing::error!(error = %e, "metrics server stopped");
         }
-        let result = result.and(metrics_result);
+        let result = result.and(metrics_result).and(loop_result);
         if let Err(e) = self.closer.await {
             tracing::error!(error = %e, "shutdown task failed");
         }

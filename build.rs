@@ -19,7 +19,7 @@ const PROTOS: &[&str] = &[
     "dapr/proto/scheduler/v1/scheduler.proto",
     "jobsd/store/v1/store.proto",
     "jobsd/v1/jobs.proto",
-    "jobsd/scheduler/v1/views.proto",
+    "jobsd/scheduler/v1/jobs.proto",
 ];
 
 /// etcd's protos (client side only); kept out of the reflection descriptor, which describes

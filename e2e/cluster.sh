@@ -7,7 +7,9 @@
 #
 #   1. replicas SERVING (grpc.health.v1), sidecars healthy and connected to all 3 replicas,
 #      each replica owning a share of the partitions (read from etcd);
-#   2. 200 `@every 1s` jobs and 800 one-shots due 4–15 s ahead, scheduled through both sidecars;
+#   2. a job with jobsd's settings (labels, policy, failurePolicy) created through sidecar 1 and
+#      shown with them by sidecar 2; 200 `@every 1s` jobs and 800 one-shots due 4–15 s ahead,
+#      scheduled through both sidecars;
 #   3. `kill -9` of replica s2 ~8 s in: every one-shot delivered (and answered 200, so acked),
 #      in time or within kill + 6 s; duplicates few and only around the kill; every @every job
 #      resumes with no gap over 6 s (lease 3 s + takeover) and fires once a second afterwards,
@@ -16,7 +18,9 @@
 #      gap over 6 s, the others' with none over 2.5 s, and no double firing (≤ 5 + 2 deliveries
 #      per job in the last 5 s of 8); 100 new one-shots delivered at least once with ≤ 2
 #      duplicates; finished one-shots never fire again;
-#   5. GET /v1.0/jobs lists exactly the 200 @every jobs; all deleted; the list is empty on both
+#   5. the job with jobsd's settings still shows them on both sidecars (kept in etcd through the
+#      kill and restart), then is deleted;
+#      GET /v1.0/jobs lists exactly the 200 @every jobs; all deleted; the list is empty on both
 #      sidecars and the jobs stop firing; every process still alive, no panic logged, sidecars
 #      and replicas exit 0 on SIGTERM.
 #

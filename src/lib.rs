@@ -13,7 +13,7 @@
 //! | [`api`] | what apps call: daprd's Jobs API over HTTP (axum) and gRPC (tonic), Dapr's error model, protojson |
 //! | [`scheduler`] | the seam the API talks to (Dapr Scheduler calls): the embedded engine, or `remote` replicas over gRPC |
 //! | [`engine`] | validates and stores jobs, and the trigger loop that fires them into a [`trigger::Sink`]; no transport |
-//! | [`replica`] | the `jobsd scheduler` role: Scheduler gRPC service, WatchJobs stream pool, etcd cluster membership and partitions, wiring |
+//! | [`replica`] | the `jobsd scheduler` role: Scheduler gRPC service and jobsd's beside it (creates with jobsd's settings, views), WatchJobs stream pool, etcd cluster membership and partitions, wiring |
 //! | [`trigger`] | the contract between firing and delivering: `Trigger`, `TriggerResult`, `Sink`, and every composed key |
 //! | [`delivery`] | what we call on the app: `POST /job/<name>` or `OnJobEvent`, health gating, concurrency |
 //! | [`observe`] | what operators see: Prometheus metrics (daprd's and the Dapr Scheduler's names, jobsd's own) and the `/metrics` server; the W3C `traceparent` on every delivery, OTLP spans per attempt |

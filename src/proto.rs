@@ -55,7 +55,8 @@ pub mod jobsd {
     }
     /// `jobsd.scheduler.*`.
     pub mod scheduler {
-        /// `jobsd.scheduler.v1`: what a jobsd replica shows sidecars (`Views`).
+        /// `jobsd.scheduler.v1`: jobsd's side of a jobsd replica (`Jobs`: creates with jobsd's
+        /// settings, and views), beside the Dapr Scheduler service.
         #[allow(clippy::all, clippy::pedantic, missing_docs)]
         pub mod v1 {
             tonic::include_proto!("jobsd.scheduler.v1");
@@ -93,7 +94,7 @@ pub use dapr::proto::runtime::v1 as runtime;
 /// `dapr.proto.scheduler.v1`.
 pub use dapr::proto::scheduler::v1 as scheduler;
 /// `jobsd.scheduler.v1`.
-pub use jobsd::scheduler::v1 as jobsd_views;
+pub use jobsd::scheduler::v1 as jobsd_replica;
 /// `jobsd.store.v1`.
 pub use jobsd::store::v1 as store;
 /// `jobsd.v1`.

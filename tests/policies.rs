@@ -11,7 +11,7 @@ use std::sync::Arc;
 use chrono::TimeDelta;
 use common::app::{self, HttpApp};
 use common::running::Running;
-use common::{http, sidecar_config, t0};
+use common::{http, sidecar_config, started_after_t0, t0};
 use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
 use jobsd::store::{self, Store};
@@ -28,20 +28,7 @@ async fn start(app: &HttpApp, store: Arc<dyn Store>) -> Running {
 
 /// Seconds after t0 at which the app was called for `name`, read from the job's history.
 async fn attempt_times(r: &Running, name: &str) -> Vec<i64> {
-    let runs = r.runs(name, "?limit=100").await;
-    let mut secs: Vec<i64> = runs["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|run| {
-            let at = chrono::DateTime::parse_from_rfc3339(run["started"].as_str().unwrap())
-                .unwrap()
-                .with_timezone(&chrono::Utc);
-            (at - t0()).num_seconds()
-        })
-        .collect();
-    secs.reverse();
-    secs
+    started_after_t0(&r.runs(name, "?limit=100").await)
 }
 
 #[tokio::test]

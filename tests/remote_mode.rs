@@ -12,15 +12,24 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use common::app::{self, HttpApp};
 use common::replica::Rep;
+use common::running::Running;
 use common::{
-    any_port, app_metadata, due_now, eventually, fast_health_check, http, sidecar_config, t0,
+    any_port, app_metadata, due_now, eventually, fast_health_check, http, sidecar_config,
+    started_after_t0, t0,
 };
 use jobsd::app::Sidecar;
 use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
+use jobsd::engine::Engine;
+use jobsd::proto::jobsd_api as jv1;
 use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
 use jobsd::proto::scheduler as sv1;
+use jobsd::replica::pool::Pool;
+use jobsd::replica::server::SchedulerService;
+use jobsd::scheduler::cannot_travel;
 use jobsd::store;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
 /// A sidecar of `myapp` in remote mode, in front of the replicas at `hosts` and the app at `app`.
@@ -606,4 +615,316 @@ async fn jobsd_views_come_from_a_jobsd_replica() {
 
     side.stop().await;
     rep.stop().await;
+}
+
+#[tokio::test]
+async fn jobsd_settings_travel_to_a_jobsd_replica_and_act_there() {
+    use jv1::jobs_client::JobsClient;
+
+    let rep = Rep::start().await;
+    let app = HttpApp::new();
+    for name in ["exp", "delays"] {
+        app.status.lock().unwrap().insert(name.into(), 500);
+    }
+    let side = Side::connected(&rep, app::serve(app.clone()).await).await;
+
+    // HTTP: labels, a policy and an exponential failure policy.
+    let labels = json!({"team": "billing", "tier": "gold"});
+    let policy = json!({"catchUp": "all", "whileTargetDown": "stage", "overlap": "serial", "timeout": "30s"});
+    let failure = json!({"exponential": {"initialInterval": "2s", "multiplier": 3.0,
+                                          "maxInterval": "10s", "maxRetries": 4}});
+    let body = json!({"dueTime": "10s", "data": {"k": "v"}, "labels": labels,
+                      "policy": policy, "failurePolicy": failure});
+    let created = side
+        .send("POST", "/jobsd/v1/jobs/exp", &body.to_string())
+        .await;
+    assert_eq!(created.status, 204, "{}", created.text());
+
+    // gRPC `jobsd.v1.Jobs`: the same settings, a delays failure policy.
+    let mut c = JobsClient::connect(format!("http://{}", side.sidecar.grpc_addrs[0]))
+        .await
+        .unwrap();
+    let grpc_policy = jv1::JobPolicy {
+        catch_up: "latest".into(),
+        timeout: "30s".into(),
+        ..Default::default()
+    };
+    let grpc_failure = jv1::FailurePolicy {
+        kind: Some(jv1::failure_policy::Kind::Delays(jv1::DelaysRetry {
+            delays: vec!["1s".into(), "5s".into()],
+            repeat_last: false,
+            max_retries: None,
+        })),
+        on_exhausted: "drop".into(),
+        dead_letter_job: String::new(),
+    };
+    c.schedule_job(jv1::ScheduleJobRequest {
+        job: Some(rv1::Job {
+            name: "delays".into(),
+            due_time: Some("10s".into()),
+            ..Default::default()
+        }),
+        labels: [("team".to_owned(), "ops".to_owned())].into(),
+        policy: Some(grpc_policy.clone()),
+        failure_policy: Some(grpc_failure.clone()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    // Stored on the replica, beside Dapr's job.
+    let kept = rep
+        .replica
+        .engine()
+        .job_view(&app_metadata("myapp"), "exp")
+        .await
+        .unwrap();
+    assert_eq!(
+        kept.labels.get("tier").map(String::as_str),
+        Some("gold"),
+        "{kept:?}"
+    );
+    assert!(kept.policy.is_some() && kept.failure_policy.is_some());
+
+    // jobsd's routes show them, read back from the replica; Dapr's route shows Dapr's job.
+    let view = side.send("GET", "/jobsd/v1/jobs/exp", "").await;
+    assert_eq!(view.status, 200, "{}", view.text());
+    let view = view.json();
+    assert_eq!(view["labels"], labels, "{view}");
+    assert_eq!(view["policy"], policy, "{view}");
+    assert_eq!(view["failurePolicy"], failure, "{view}");
+    let dapr = side.send("GET", "/v1.0-alpha1/jobs/exp", "").await;
+    assert_eq!(dapr.status, 200, "{}", dapr.text());
+    let dapr = dapr.json();
+    assert!(
+        dapr.get("labels").is_none() && dapr.get("policy").is_none(),
+        "{dapr}"
+    );
+    assert_eq!(dapr["failurePolicy"], json!({"drop": {}}));
+    assert_eq!(dapr["dueTime"], "10s");
+    let got = c
+        .get_job(jv1::GetJobRequest {
+            name: "delays".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .job
+        .unwrap();
+    assert_eq!(got.labels.get("team").map(String::as_str), Some("ops"));
+    assert_eq!(got.policy, Some(grpc_policy));
+    assert_eq!(got.failure_policy, Some(grpc_failure));
+
+    // The replica acts on them: retries at the times each failure policy gives, then the
+    // tick is dropped. Due at 10 s; exponential waits 2, 6, 10 (capped), 10; delays 1, 5.
+    rep.run_for(TimeDelta::seconds(60)).await;
+    let runs = async |name: &str| {
+        let r = side
+            .send("GET", &format!("/jobsd/v1/jobs/{name}/runs?limit=100"), "")
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        started_after_t0(&r.json())
+    };
+    assert_eq!(runs("exp").await, [10, 12, 18, 28, 38]);
+    assert_eq!(runs("delays").await, [10, 11, 16]);
+    assert_eq!((app.count("exp"), app.count("delays")), (5, 3));
+    for name in ["exp", "delays"] {
+        let v = side
+            .send("GET", &format!("/jobsd/v1/jobs/{name}"), "")
+            .await
+            .json();
+        assert_eq!(v["status"]["state"], "finished", "{name}: {v}");
+        assert_eq!(v["status"]["counters"]["dropped"], 1, "{name}: {v}");
+    }
+
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
+async fn bad_jobsd_settings_get_the_embedded_answer_and_nothing_is_stored() {
+    use jv1::jobs_client::JobsClient;
+
+    let rep = Rep::start().await;
+    let side = Side::start(sidecar_cfg(&[rep.address()], None)).await;
+    let embedded = Running::start(
+        sidecar_cfg(&[], None),
+        Arc::new(store::Memory::new()),
+        ManualClock::new(t0()),
+    )
+    .await;
+    for body in [
+        r#"{"schedule":"@daily","labels":{"bad key":"v"}}"#,
+        r#"{"schedule":"@daily","policy":{"catchUp":"sometimes"}}"#,
+        r#"{"schedule":"@daily","policy":{"whileTargetDown":"latest"}}"#,
+        r#"{"schedule":"@daily","failurePolicy":{"exponential":{"multiplier":2}}}"#,
+        r#"{"schedule":"@daily","failurePolicy":{"drop":{},"onExhausted":"pause"}}"#,
+        // Dapr's own validation, for a job with settings: the replica's engine answers it.
+        r#"{"schedule":"not a schedule","labels":{"team":"a"},"policy":{"timeout":"5s"}}"#,
+    ] {
+        let remote = side.send("POST", "/jobsd/v1/jobs/bad", body).await;
+        let (status, want) = embedded.call("POST", "/jobsd/v1/jobs/bad", body).await;
+        assert!(status == 400 || status == 500, "{body}: {want}");
+        assert_eq!(remote.status, status, "{body}: {}", remote.text());
+        assert_eq!(remote.json(), want, "{body}");
+        assert!(!rep.exists("bad").await, "{body}: nothing stored");
+    }
+
+    // gRPC: the same code and message.
+    let bad = jv1::ScheduleJobRequest {
+        job: Some(rv1::Job {
+            name: "bad".into(),
+            schedule: Some("@daily".into()),
+            ..Default::default()
+        }),
+        failure_policy: Some(jv1::FailurePolicy {
+            kind: Some(jv1::failure_policy::Kind::Delays(jv1::DelaysRetry {
+                delays: vec!["1s".into(), "x".into()],
+                ..Default::default()
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut errors = Vec::new();
+    for addr in [side.sidecar.grpc_addrs[0], embedded.sidecar.grpc_addrs[0]] {
+        let mut c = JobsClient::connect(format!("http://{addr}")).await.unwrap();
+        let err = c.schedule_job(bad.clone()).await.unwrap_err();
+        errors.push((err.code(), err.message().to_owned()));
+    }
+    assert_eq!(errors[0], errors[1]);
+    assert_eq!(errors[0].0, tonic::Code::InvalidArgument, "{errors:?}");
+    assert!(
+        errors[0].1.starts_with("failurePolicy.delays.delays[1]:"),
+        "{errors:?}"
+    );
+    assert!(!rep.exists("bad").await);
+
+    side.stop().await;
+    embedded.stop().await;
+    rep.stop().await;
+}
+
+/// A Dapr Scheduler: Dapr's Scheduler service (jobsd's, over an engine that never fires) and
+/// nothing of jobsd's beside it.
+struct DaprScheduler {
+    engine: Engine,
+    address: String,
+    /// Kept so that WatchHosts keeps its stream open.
+    _hosts: tokio::sync::watch::Sender<Vec<String>>,
+    stop: CancellationToken,
+    server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl DaprScheduler {
+    async fn start() -> DaprScheduler {
+        let engine = Engine::new(
+            Arc::new(store::Memory::new()),
+            Arc::new(ManualClock::new(t0())),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let (hosts_tx, hosts) = tokio::sync::watch::channel(vec![address.clone()]);
+        let stop = CancellationToken::new();
+        let service =
+            SchedulerService::new(engine.clone(), Arc::new(Pool::new()), hosts, stop.clone());
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service.into_server())
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    stop.clone().cancelled_owned(),
+                ),
+        );
+        DaprScheduler {
+            engine,
+            address,
+            _hosts: hosts_tx,
+            stop,
+            server,
+        }
+    }
+
+    async fn exists(&self, name: &str) -> bool {
+        self.engine
+            .get_job(sv1::GetJobRequest {
+                name: name.into(),
+                metadata: Some(app_metadata("myapp")),
+            })
+            .await
+            .is_ok()
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.server.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_dapr_scheduler_refuses_jobsd_settings_naming_them_and_stores_nothing() {
+    use jv1::jobs_client::JobsClient;
+
+    let dapr = DaprScheduler::start().await;
+    let side = Side::start(sidecar_cfg(std::slice::from_ref(&dapr.address), None)).await;
+    eventually("hosts known", async || {
+        side.send("GET", "/v1.0/healthz", "").await.status == 204
+    })
+    .await;
+
+    for (field, body) in [
+        ("labels", r#"{"schedule":"@daily","labels":{"team":"a"}}"#),
+        (
+            "policy",
+            r#"{"schedule":"@daily","policy":{"timeout":"5s"}}"#,
+        ),
+        (
+            "failurePolicy",
+            r#"{"schedule":"@daily","failurePolicy":{"exponential":{"initialInterval":"1s"}}}"#,
+        ),
+    ] {
+        let r = side.send("POST", "/jobsd/v1/jobs/refused", body).await;
+        assert_eq!(r.status, 400, "{field}: {}", r.text());
+        let err = r.json();
+        assert_eq!(err["errorCode"], "ERR_MALFORMED_REQUEST");
+        assert_eq!(err["message"], cannot_travel(field), "{err}");
+        assert!(!dapr.exists("refused").await, "{field}: nothing stored");
+    }
+    let mut c = JobsClient::connect(format!("http://{}", side.sidecar.grpc_addrs[0]))
+        .await
+        .unwrap();
+    let err = c
+        .schedule_job(jv1::ScheduleJobRequest {
+            job: Some(rv1::Job {
+                name: "refused".into(),
+                schedule: Some("@daily".into()),
+                ..Default::default()
+            }),
+            labels: [("team".to_owned(), "a".to_owned())].into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert_eq!(err.message(), cannot_travel("labels"));
+    assert!(!dapr.exists("refused").await);
+
+    // Without jobsd's settings (an empty policy is Dapr's behaviour) creates go on Dapr's
+    // ScheduleJob, as daprd sends it.
+    let r = side
+        .send(
+            "POST",
+            "/jobsd/v1/jobs/plain",
+            r#"{"schedule":"@daily","policy":{}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text());
+    side.post("dapr", r#"{"schedule":"@daily"}"#).await;
+    assert!(dapr.exists("plain").await && dapr.exists("dapr").await);
+    // jobsd's views are not there either, saying so.
+    let r = side.send("GET", "/jobsd/v1/jobs/plain", "").await;
+    assert_eq!(r.status, 412, "{}", r.text());
+
+    side.stop().await;
+    dapr.stop().await;
 }

@@ -673,3 +673,122 @@ async fn shutdown_closes_streams_and_the_unacked_trigger_survives_a_restart() {
     assert!(!r.exists("j").await);
     r.stop().await;
 }
+
+#[tokio::test]
+async fn jobsd_creates_are_checked_and_kept_as_the_embedded_scheduler_does() {
+    use jobsd::proto::jobsd_api as jv1;
+    use jobsd::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
+    use jobsd::scheduler::{JobExtras, Scheduler};
+
+    let r = Running::start().await;
+    let mut c = JobsClient::connect(format!("http://{}", r.replica.addr))
+        .await
+        .unwrap();
+    // The embedded scheduler, for its answers.
+    let embedded = jobsd::engine::Engine::new(
+        Arc::new(jobsd::store::Memory::new()),
+        Arc::new(ManualClock::new(t0())),
+    );
+    let wire = |req: &sv1::ScheduleJobRequest, extras: &JobExtras| jsv1::ScheduleJobRequest {
+        job: Some(req.clone()),
+        labels: extras.labels.clone().into_iter().collect(),
+        policy: extras.policy.clone(),
+        failure_policy: extras.failure_policy.clone(),
+        traceparent: extras.traceparent.clone().unwrap_or_default(),
+    };
+    let create = |name: &str| sv1::ScheduleJobRequest {
+        name: name.into(),
+        job: Some(daily()),
+        metadata: Some(app("myapp")),
+        overwrite: false,
+    };
+    let bad = [
+        JobExtras {
+            labels: [("bad key".to_owned(), "v".to_owned())].into(),
+            ..Default::default()
+        },
+        JobExtras {
+            policy: Some(jv1::JobPolicy {
+                overlap: "skip".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        JobExtras {
+            failure_policy: Some(jv1::FailurePolicy {
+                kind: Some(jv1::failure_policy::Kind::Exponential(
+                    jv1::ExponentialRetry {
+                        initial_interval: "1s".into(),
+                        jitter: 2.0,
+                        ..Default::default()
+                    },
+                )),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    ];
+    for extras in bad {
+        let req = create("bad");
+        let want = Scheduler::schedule_job_with(&embedded, req.clone(), extras.clone())
+            .await
+            .unwrap_err();
+        assert_eq!(want.code, Code::InvalidArgument, "{want}");
+        let got = c.schedule_job(wire(&req, &extras)).await.unwrap_err();
+        assert_eq!((got.code(), got.message()), (want.code, &*want.message));
+        assert!(!r.exists("bad").await, "{want}: nothing stored");
+    }
+    // No job at all: refused as the Scheduler service refuses it.
+    let got = c
+        .schedule_job(jsv1::ScheduleJobRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(got.code(), Code::InvalidArgument, "{got:?}");
+
+    // Good settings are kept beside the job; create-only unless `overwrite`, as Dapr's call.
+    let extras = JobExtras {
+        labels: [("team".to_owned(), "billing".to_owned())].into(),
+        traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+        policy: Some(jv1::JobPolicy {
+            timeout: "5s".into(),
+            ..Default::default()
+        }),
+        failure_policy: Some(jv1::FailurePolicy {
+            kind: Some(jv1::failure_policy::Kind::Delays(jv1::DelaysRetry {
+                delays: vec!["1s".into()],
+                ..Default::default()
+            })),
+            ..Default::default()
+        }),
+    };
+    c.schedule_job(wire(&create("good"), &extras))
+        .await
+        .unwrap();
+    let view = r
+        .replica
+        .engine()
+        .job_view(&app("myapp"), "good")
+        .await
+        .unwrap();
+    assert_eq!(view.labels.get("team").map(String::as_str), Some("billing"));
+    assert_eq!(view.policy, extras.policy);
+    assert_eq!(view.failure_policy, extras.failure_policy);
+    let again = c
+        .schedule_job(wire(&create("good"), &extras))
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), Code::AlreadyExists);
+    let mut replace = create("good");
+    replace.overwrite = true;
+    c.schedule_job(wire(&replace, &JobExtras::default()))
+        .await
+        .unwrap();
+    let view = r
+        .replica
+        .engine()
+        .job_view(&app("myapp"), "good")
+        .await
+        .unwrap();
+    assert!(view.labels.is_empty() && view.policy.is_none(), "{view:?}");
+    r.stop().await;
+}

@@ -6,7 +6,9 @@ library only, except `serving` (grpcio, from the e2e venv). Phases:
                               (not a suite: exit status 0 or 1)
   sidecars REPLICAS           both sidecars healthy and connected to all REPLICAS replicas
                               (one of them was given a single replica's address)
-  setup STATE                 every replica owns partitions; schedule N_EVERY `@every 1s` jobs
+  setup STATE                 every replica owns partitions; a job with jobsd's settings
+                              (labels, policy, failurePolicy) created through one sidecar is
+                              shown with them by the other; schedule N_EVERY `@every 1s` jobs
                               and N_ONCE one-shots due over ONCE_FROM…ONCE_TO s, split over
                               both sidecars; write what was scheduled, when, the partition
                               owners, and when to kill a replica (kill_at) to STATE
@@ -21,7 +23,9 @@ library only, except `serving` (grpcio, from the e2e venv). Phases:
                               new one-shots arrive at least once, @every jobs fire once a second
                               (not twice: no two owners), no gap over the limit; every
                               partition is back with its owner of before the kill
-  cleanup STATE EVENTS        the list shows exactly the @every jobs; delete them all; the list
+  cleanup STATE EVENTS        the job with jobsd's settings still has them on both sidecars
+                              (kept in etcd through the kill and restart), then is deleted; the
+                              list shows exactly the @every jobs; delete them all; the list
                               is empty on both sidecars; deleted jobs stop firing
 
 Who fires what is read from etcd (JSON gateway, `POST /v3/kv/range`): the replicas keep
@@ -84,6 +88,14 @@ LATE_DUP_LIMIT = 2
 STAY_GAP = 2.5
 # Creates in flight while scheduling.
 CREATE_THREADS = 8
+# A job with jobsd's settings beside Dapr's job; it never fires during the run (24 h).
+SETTINGS_JOB = "settings-001"
+SETTINGS = {
+    "labels": {"team": "e2e", "tier": "gold"},
+    "policy": {"catchUp": "latest", "whileTargetDown": "skip", "timeout": "30s"},
+    "failurePolicy": {"exponential": {"initialInterval": "1s", "multiplier": 2.0,
+                                      "maxInterval": "1m", "maxRetries": 5}},
+}
 
 
 # ---------------------------------------------------------------- helpers
@@ -272,6 +284,22 @@ def check_no_strays(ev: "Events", names: set) -> None:
     assert not strays, f"requests for no scheduled job: {strays[:20]}"
 
 
+def check_settings_shown(base: str) -> None:
+    """SETTINGS_JOB with its settings on jobsd's route of `base`, and only Dapr's job on
+    Dapr's route."""
+    path = f"/jobsd/v1/jobs/{SETTINGS_JOB}"
+    status, body = http(base, "GET", path)
+    assert status == 200, f"GET {base}{path} → {status} {body!r}"
+    view = json.loads(body)
+    shown = {k: view.get(k) for k in SETTINGS}
+    assert shown == SETTINGS, f"{base}{path}: {shown} instead of {SETTINGS}"
+    status, body = http(base, "GET", job_url(SETTINGS_JOB))
+    assert status == 200, f"GET {base}{job_url(SETTINGS_JOB)} → {status} {body!r}"
+    dapr = json.loads(body)
+    assert "labels" not in dapr and "policy" not in dapr, f"Dapr's GET: {dapr}"
+    assert dapr["failurePolicy"] == {"drop": {}}, f"Dapr's GET: {dapr}"
+
+
 def load_state(path: str) -> dict:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
@@ -351,6 +379,15 @@ def setup_phase(state_path: str) -> Suite:
         off = {p: (o, rendezvous_owner(p, members)) for p, o in owners.items()
                if rendezvous_owner(p, members) != o}
         assert not off, f"partition: (owner in etcd, rendezvous owner): {some(off)}"
+
+    @s.check
+    def jobsd_settings_travel_to_the_replicas_and_show_on_the_other_sidecar():
+        # Created through sidecar 1 on jobsd's route: the replica it reaches keeps the
+        # settings beside the job in etcd, where any replica reads them for sidecar 2.
+        path = f"/jobsd/v1/jobs/{SETTINGS_JOB}"
+        status, body = http(SIDECARS[0], "POST", path, {"schedule": "@every 24h", **SETTINGS})
+        assert status == 204, f"POST {SIDECARS[0]}{path} → {status} {body!r}"
+        check_settings_shown(sidecar_of(1))
 
     @s.check
     def schedule_every_and_one_shot_jobs_over_both_sidecars():
@@ -644,6 +681,16 @@ def cleanup_phase(state_path: str, events_path: str) -> Suite:
     once = sorted(st["once"])
     ev = Events(events_path)
     deleted = {}
+
+    @s.check
+    def jobsd_settings_survive_the_kill_and_restart():
+        try:
+            for base in SIDECARS:
+                check_settings_shown(base)
+        finally:
+            # Gone before the lists below, which must show exactly the @every jobs.
+            status, body = http(SIDECARS[0], "DELETE", job_url(SETTINGS_JOB))
+            assert status == 204, f"DELETE {job_url(SETTINGS_JOB)} → {status} {body!r}"
 
     @s.check
     def jobsd_views_show_status_and_history_kept_in_etcd():

@@ -148,6 +148,7 @@ impl ApiState {
         }
         let (name, job) = runtime_to_scheduler_job(job);
         let job_name = name.clone();
+        let jobsd_settings = scheduler::untravelled_field(&extras).is_some();
         let request = sv1::ScheduleJobRequest {
             name,
             job: Some(job),
@@ -159,6 +160,11 @@ impl ApiState {
             .await
             .map_err(|e| {
                 tracing::debug!(job = %job_name, error = %e, "scheduling job failed");
+                // jobsd's settings refused by the scheduler (a replica checking them, or a Dapr
+                // Scheduler that cannot keep them) answer as this API's own checks of them.
+                if jobsd_settings && e.code == tonic::Code::InvalidArgument {
+                    return jobsd::bad_request(e.message);
+                }
                 ApiError::schedule_job(&e, &self.app_id, &self.namespace)
             })
     }

@@ -27,8 +27,8 @@ pub enum Error {
     /// No job under that name (Scheduler: `NotFound`).
     #[error("job not found: {0}")]
     NotFound(String),
-    /// A request to jobsd's own views is malformed (a page token it did not hand out):
-    /// `InvalidArgument`.
+    /// jobsd's settings of a job (labels, policies) break their rules, or a request to
+    /// jobsd's own views is malformed (a page token it did not hand out): `InvalidArgument`.
     #[error("{0}")]
     BadRequest(String),
     /// The store failed (Scheduler: `Internal`).

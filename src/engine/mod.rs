@@ -6,6 +6,7 @@
 pub mod convert;
 mod error;
 pub mod history;
+pub mod labels;
 pub mod policies;
 mod queue;
 mod runner;
@@ -312,6 +313,7 @@ impl Engine {
         // Present: checked just above.
         let metadata = req.metadata.unwrap_or_default();
         let mut job = req.job.ok_or(Error::NoJob)?;
+        labels::check(&extras.labels).map_err(Error::BadRequest)?;
         let (tick_policy, policy) = match extras.policy {
             Some(p) => {
                 let parsed = policies::tick_policy(&p).map_err(Error::BadRequest)?;

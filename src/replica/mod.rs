@@ -6,9 +6,9 @@
 //! partitions this member owns ([`cluster`]), and the host list is the live members.
 
 pub mod cluster;
+mod jobs;
 pub mod pool;
 pub mod server;
-mod views;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -193,7 +193,7 @@ impl Replica {
         });
         let mut metrics_server = JoinSet::new();
         let metrics_addr = serve_metrics(metrics_listener, metrics, &shutdown, &mut metrics_server);
-        let views = views::server(engine.clone());
+        let jobsd = jobs::server(engine.clone(), pool.clone());
         let stop = shutdown.clone();
         let server = tokio::spawn(async move {
             tonic::transport::Server::builder()
@@ -201,7 +201,7 @@ impl Replica {
                 .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
                 .add_routes(extras.routes)
                 .add_service(service)
-                .add_service(views)
+                .add_service(jobsd)
                 .serve_with_incoming_shutdown(
                     // Without nodelay, h2's small trailer writes wait for the peer's delayed ACK
                     // (40 ms stalls); tonic ignores its own setting for custom incoming streams.

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::pool::{Outbound, Pool, job_type};
-use crate::engine::Engine;
+use crate::engine::{Engine, JobExtras};
 use crate::observe::JobType;
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_server::{Scheduler, SchedulerServer};
@@ -70,10 +70,13 @@ impl Scheduler for SchedulerService {
         &self,
         request: Request<sv1::ScheduleJobRequest>,
     ) -> Result<Response<sv1::ScheduleJobResponse>, Status> {
-        let request = request.into_inner();
-        let kind = request.metadata.as_ref().map_or(JobType::Unknown, job_type);
-        self.engine.schedule_job(request).await?;
-        self.pool.metrics().created(kind);
+        create(
+            &self.engine,
+            &self.pool,
+            request.into_inner(),
+            JobExtras::default(),
+        )
+        .await?;
         Ok(Response::new(sv1::ScheduleJobResponse {}))
     }
 
@@ -157,6 +160,20 @@ impl Scheduler for SchedulerService {
             .await?;
         Ok(Response::new(sv1::DeleteByNamePrefixResponse {}))
     }
+}
+
+/// Stores a job, with jobsd's settings when a sidecar sends them on jobsd's service, and
+/// counts it as created either way.
+pub(super) async fn create(
+    engine: &Engine,
+    pool: &Pool,
+    request: sv1::ScheduleJobRequest,
+    extras: JobExtras,
+) -> Result<(), Status> {
+    let kind = request.metadata.as_ref().map_or(JobType::Unknown, job_type);
+    engine.schedule_job_with(request, extras).await?;
+    pool.metrics().created(kind);
+    Ok(())
 }
 
 /// gRPC health (`grpc.health.v1`, overall and for the Scheduler service) and reflection, to

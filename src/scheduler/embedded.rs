@@ -46,10 +46,6 @@ impl Scheduler for Engine {
         Ok(Engine::schedule_job_with(self, req, extras).await?)
     }
 
-    fn keeps_extensions(&self) -> bool {
-        true
-    }
-
     async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
         Ok(Engine::get_job(self, req).await?)
     }

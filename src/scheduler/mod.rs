@@ -2,7 +2,9 @@
 //! the embedded engine or forwarded to Dapr Scheduler replicas.
 //!
 //! The calls and messages are `dapr.proto.scheduler.v1`'s, so remote mode is a pass-through
-//! and the embedded scheduler answers exactly what a Scheduler replica would.
+//! and the embedded scheduler answers exactly what a Scheduler replica would. What Dapr's
+//! protocol has no place for (jobsd's settings of a job, its views) goes to jobsd replicas on
+//! `jobsd.scheduler.v1.Jobs` instead.
 
 mod embedded;
 pub mod remote;
@@ -12,6 +14,7 @@ use std::fmt;
 
 pub use remote::{Connections, Remote, RemoteConfig};
 
+pub use crate::engine::labels::check as check_labels;
 pub use crate::engine::policies::{failure_handling, tick_policy};
 pub use crate::engine::{
     JobExtras, JobState, JobStatus, JobView, ListFilter, ListPage, MAX_RUNS, Run, RunOutcome,
@@ -96,11 +99,16 @@ pub fn go_code_name(code: tonic::Code) -> &'static str {
 }
 
 /// The first of jobsd's settings in `extras` that a Dapr Scheduler has no field for, by its
-/// name in the API (`labels`, `policy`, `failurePolicy`).
+/// name in the API (`labels`, `policy`, `failurePolicy`). An empty policy is Dapr's behaviour,
+/// which Dapr's job carries.
 pub fn untravelled_field(extras: &JobExtras) -> Option<&'static str> {
     if !extras.labels.is_empty() {
         Some("labels")
-    } else if extras.policy.is_some() {
+    } else if extras
+        .policy
+        .as_ref()
+        .is_some_and(|p| *p != crate::proto::jobsd_api::JobPolicy::default())
+    {
         Some("policy")
     } else if extras.failure_policy.is_some() {
         Some("failurePolicy")
@@ -109,12 +117,18 @@ pub fn untravelled_field(extras: &JobExtras) -> Option<&'static str> {
     }
 }
 
-/// Why `field` is refused in remote mode.
+/// Why `field` is refused by a scheduler that cannot keep it (a Dapr Scheduler replica).
 pub fn cannot_travel(field: &str) -> String {
     format!(
         "{field}: cannot travel to a Dapr Scheduler (--scheduler-host-address); it needs \
-         jobsd's embedded scheduler"
+         jobsd's scheduler (embedded, or `jobsd scheduler` replicas)"
     )
+}
+
+/// The refusal of `field` by a scheduler that cannot keep it: `InvalidArgument`, as a bad
+/// value of the field would be.
+pub fn untravelled(field: &str) -> Error {
+    Error::new(tonic::Code::InvalidArgument, cannot_travel(field))
 }
 
 /// Dapr Scheduler's unary calls, as the sidecar uses them.
@@ -125,27 +139,16 @@ pub trait Scheduler: Send + Sync + 'static {
     /// metadata or a bad name).
     async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Error>;
 
-    /// `schedule_job` with jobsd's settings beside Dapr's job. A scheduler that cannot keep
-    /// them (a Dapr Scheduler replica) refuses the settings a user gave, naming the field,
-    /// rather than dropping them; the create's trace context is only a link and may be lost.
+    /// `schedule_job` with jobsd's settings beside Dapr's job, checked as the embedded
+    /// scheduler checks them (`InvalidArgument` naming the field). A scheduler that cannot
+    /// keep them (a Dapr Scheduler replica) refuses the settings a user gave with
+    /// [`untravelled`], storing nothing, rather than dropping them; the create's trace
+    /// context is only a link and may be lost.
     async fn schedule_job_with(
         &self,
         req: sv1::ScheduleJobRequest,
         extras: JobExtras,
-    ) -> Result<(), Error> {
-        if let Some(field) = untravelled_field(&extras) {
-            return Err(Error::new(
-                tonic::Code::InvalidArgument,
-                cannot_travel(field),
-            ));
-        }
-        self.schedule_job(req).await
-    }
-
-    /// Whether [`Scheduler::schedule_job_with`] keeps jobsd's settings (labels, policies).
-    fn keeps_extensions(&self) -> bool {
-        false
-    }
+    ) -> Result<(), Error>;
 
     /// The job as stored (original dueTime/ttl strings, default failure policy filled in);
     /// `NotFound` with `job not found: <name>` when there is none.

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::{JobState, JobStatus, JobView, ListFilter, ListPage, Run, RunOutcome};
 use crate::proto::jobsd_api as jv1;
-use crate::proto::jobsd_views as jsv1;
+use crate::proto::jobsd_replica as jsv1;
 use crate::proto::store::StoredRun;
 
 /// `success`, `failed`, `cancelled`, `timed_out`, `skipped`, `undeliverable` (`unknown` for

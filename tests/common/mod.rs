@@ -61,6 +61,24 @@ pub fn app_metadata(app_id: &str) -> sv1::JobMetadata {
     }
 }
 
+/// Seconds after `t0()` at which each run of a `/jobsd/v1/jobs/{name}/runs` answer started,
+/// oldest first (the answer is newest first).
+pub fn started_after_t0(runs: &serde_json::Value) -> Vec<i64> {
+    let mut secs: Vec<i64> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| {
+            let at = DateTime::parse_from_rfc3339(run["started"].as_str().unwrap())
+                .unwrap()
+                .with_timezone(&Utc);
+            (at - t0()).num_seconds()
+        })
+        .collect();
+    secs.reverse();
+    secs
+}
+
 /// A one-shot job due at once.
 pub fn due_now() -> sv1::Job {
     sv1::Job {

@@ -6,7 +6,6 @@ pub mod http;
 mod json;
 mod policy_json;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ::http::StatusCode;
@@ -19,43 +18,6 @@ use crate::scheduler::{self, JobExtras, JobView, ListFilter, ListPage, Run};
 pub const DEFAULT_RUNS: usize = 20;
 /// Most runs one call answers.
 pub use crate::scheduler::MAX_RUNS;
-
-/// Most labels on one job.
-pub const MAX_LABELS: usize = 64;
-/// Longest label key, in bytes.
-pub const MAX_LABEL_KEY: usize = 63;
-/// Longest label value, in bytes.
-pub const MAX_LABEL_VALUE: usize = 256;
-
-/// Checks labels against jobsd's bounds: at most [`MAX_LABELS`]; keys 1–63 bytes of
-/// `A-Z a-z 0-9 . _ - /`; values up to 256 bytes.
-pub fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), ApiError> {
-    if labels.len() > MAX_LABELS {
-        return Err(bad_request(format!(
-            "labels: {} labels, at most {MAX_LABELS} are allowed",
-            labels.len()
-        )));
-    }
-    for (key, value) in labels {
-        let key_ok = !key.is_empty()
-            && key.len() <= MAX_LABEL_KEY
-            && key
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'));
-        if !key_ok {
-            return Err(bad_request(format!(
-                "labels: key {key:?} must be 1-{MAX_LABEL_KEY} characters of A-Z a-z 0-9 . _ - /"
-            )));
-        }
-        if value.len() > MAX_LABEL_VALUE {
-            return Err(bad_request(format!(
-                "labels: value of {key:?} is {} bytes, at most {MAX_LABEL_VALUE} are allowed",
-                value.len()
-            )));
-        }
-    }
-    Ok(())
-}
 
 /// 400 `ERR_MALFORMED_REQUEST` with `message`.
 pub fn bad_request(message: String) -> ApiError {
@@ -99,17 +61,14 @@ impl ApiState {
         req: rv1::ScheduleJobRequest,
         extras: JobExtras,
     ) -> Result<(), ApiError> {
-        check_labels(&extras.labels)?;
+        // Checked here, before any hop, so that a bad value is refused with the same answer
+        // whichever scheduler is behind; the scheduler checks them again where it stores them.
+        scheduler::check_labels(&extras.labels).map_err(bad_request)?;
         if let Some(policy) = &extras.policy {
             scheduler::tick_policy(policy).map_err(bad_request)?;
         }
         if let Some(failure) = &extras.failure_policy {
             scheduler::failure_handling(failure).map_err(bad_request)?;
-        }
-        if !self.scheduler.keeps_extensions()
-            && let Some(field) = scheduler::untravelled_field(&extras)
-        {
-            return Err(bad_request(scheduler::cannot_travel(field)));
         }
         self.schedule_job_extras(req, extras).await
     }

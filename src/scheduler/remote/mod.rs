@@ -5,7 +5,8 @@
 //! - [`hosts`]: WatchHosts on a configured address names the replicas; each gets one channel.
 //! - unary calls ([`Remote`] as the [`Scheduler`] seam) go round robin over the replicas,
 //!   wait (up to 30 s) until replicas are known and reachable, and are retried once on
-//!   `Canceled` on the next replica.
+//!   `Canceled` on the next replica. Creates with jobsd's settings and jobsd's views go to
+//!   `jobsd.scheduler.v1.Jobs`, which only a jobsd replica serves.
 //! - [`watch`]: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
 //!   deliverable; every trigger is delivered to the app and acknowledged on its stream.
 
@@ -26,9 +27,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::transport::Channel;
 
-use super::{Error, JobView, ListFilter, ListPage, Run, Scheduler, views_wire};
+use super::{
+    Error, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler, untravelled,
+    untravelled_field, views_wire,
+};
 use crate::clock::Clock;
-use crate::proto::jobsd_views::{self as jsv1, views_client::ViewsClient};
+use crate::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_client::SchedulerClient;
 use crate::resiliency::backoff::{connect_backoff, jittered};
@@ -254,6 +258,40 @@ impl Scheduler for Remote {
         .map(drop)
     }
 
+    async fn schedule_job_with(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+    ) -> Result<(), Error> {
+        // A job Dapr's protocol can carry goes on it as daprd sends it, so that a Dapr
+        // Scheduler keeps working; a create's trace context alone is only a link, not worth
+        // a call a Dapr Scheduler would refuse.
+        let Some(field) = untravelled_field(&extras) else {
+            return self.schedule_job(req).await;
+        };
+        let req = jsv1::ScheduleJobRequest {
+            job: Some(req),
+            labels: extras.labels.into_iter().collect(),
+            policy: extras.policy,
+            failure_policy: extras.failure_policy,
+            traceparent: extras.traceparent.unwrap_or_default(),
+        };
+        self.call(req, |ch, r| {
+            async move { jobsd_client(ch).schedule_job(r).await }.boxed()
+        })
+        .await
+        .map(drop)
+        .map_err(|err| {
+            // A Dapr Scheduler has no such call: it ran nothing, so nothing is half stored,
+            // and the settings are refused as one that cannot keep them refuses them.
+            if err.code == tonic::Code::Unimplemented {
+                untravelled(field)
+            } else {
+                err
+            }
+        })
+    }
+
     async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
         let response = self
             .call(req, |ch, r| {
@@ -272,7 +310,7 @@ impl Scheduler for Remote {
         };
         let view = self
             .call(req, |ch, r| {
-                async move { views_client(ch).get_job(r).await }.boxed()
+                async move { jobsd_client(ch).get_job(r).await }.boxed()
             })
             .await
             .map_err(views_error)?;
@@ -294,7 +332,7 @@ impl Scheduler for Remote {
         };
         let runs = self
             .call(req, |ch, r| {
-                async move { views_client(ch).list_runs(r).await }.boxed()
+                async move { jobsd_client(ch).list_runs(r).await }.boxed()
             })
             .await
             .map_err(views_error)?;
@@ -316,7 +354,7 @@ impl Scheduler for Remote {
         };
         let page = self
             .call(req, |ch, r| {
-                async move { views_client(ch).list_jobs(r).await }.boxed()
+                async move { jobsd_client(ch).list_jobs(r).await }.boxed()
             })
             .await
             .map_err(views_error)?;
@@ -366,9 +404,9 @@ fn client(channel: Channel) -> SchedulerClient<Channel> {
         .max_encoding_message_size(MAX_MESSAGE)
 }
 
-/// A Views client over `channel`.
-fn views_client(channel: Channel) -> ViewsClient<Channel> {
-    ViewsClient::new(channel)
+/// A client of jobsd's side of a replica (`jobsd.scheduler.v1.Jobs`) over `channel`.
+fn jobsd_client(channel: Channel) -> JobsClient<Channel> {
+    JobsClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE)
 }
@@ -495,6 +533,33 @@ mod tests {
         );
         assert_eq!(flaky.schedule.load(Ordering::SeqCst), 1, "not retried");
         assert_eq!(remote.job_streams(), 0);
+
+        // jobsd's settings: a Dapr Scheduler has no call for them. Refused naming the field,
+        // and Dapr's ScheduleJob is not tried instead (it would store the job without them).
+        let extras = JobExtras {
+            policy: Some(crate::proto::jobsd_api::JobPolicy {
+                timeout: "5s".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let err = remote
+            .schedule_job_with(sv1::ScheduleJobRequest::default(), extras)
+            .await
+            .unwrap_err();
+        assert_eq!(err, untravelled("policy"));
+        assert_eq!(flaky.schedule.load(Ordering::SeqCst), 1, "nothing sent");
+        // Without them (a trace context alone included) it is Dapr's call, as before.
+        let extras = JobExtras {
+            traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+            ..Default::default()
+        };
+        let err = remote
+            .schedule_job_with(sv1::ScheduleJobRequest::default(), extras)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, tonic::Code::AlreadyExists);
+        assert_eq!(flaky.schedule.load(Ordering::SeqCst), 2);
 
         // A Dapr Scheduler serves no jobsd views: refused, saying why.
         let err = remote

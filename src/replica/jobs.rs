@@ -1,25 +1,34 @@
-//! `jobsd.scheduler.v1.Views` on a replica: jobsd's views of a sidecar's jobs (labels, status,
+//! `jobsd.scheduler.v1.Jobs` on a replica: what Dapr's Scheduler protocol has no place for.
+//! Creates with jobsd's settings (labels, policies), checked and stored by the same engine
+//! call as in the embedded scheduler; and jobsd's views of a sidecar's jobs (labels, status,
 //! run history, filtered pages), read from the store the replicas share, with the live state
 //! of the jobs this replica owns. A Dapr Scheduler has no such service; sidecars say so.
 
+use std::sync::Arc;
+
 use tonic::{Request, Response, Status};
 
-use crate::engine::{Engine, MAX_PAGE_SIZE, MAX_RUNS};
+use super::pool::Pool;
+use super::server;
+use crate::engine::{Engine, JobExtras, MAX_PAGE_SIZE, MAX_RUNS};
 use crate::proto::jobsd_api as jv1;
-use crate::proto::jobsd_views::{self as jsv1, views_server::ViewsServer};
+use crate::proto::jobsd_replica::{self as jsv1, jobs_server::JobsServer};
 use crate::scheduler::views_wire;
 
-/// The Views service over the replica's engine.
+/// jobsd's service over the replica's engine.
 #[derive(Clone)]
-pub struct ViewsService {
+pub struct JobsService {
+    /// Checks, stores and shows the jobs.
     engine: Engine,
+    /// Where creates are counted (the Dapr Scheduler's metrics), as on the Scheduler service.
+    pool: Arc<Pool>,
 }
 
-/// The `Views` server for `engine`.
-pub fn server(engine: Engine) -> ViewsServer<ViewsService> {
-    ViewsServer::new(ViewsService { engine })
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX)
+/// The `Jobs` server for `engine`, counting creates in `pool`'s metrics.
+pub fn server(engine: Engine, pool: Arc<Pool>) -> JobsServer<JobsService> {
+    JobsServer::new(JobsService { engine, pool })
+        .max_decoding_message_size(server::MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(server::MAX_MESSAGE_SIZE)
 }
 
 fn invalid(message: String) -> Status {
@@ -27,7 +36,25 @@ fn invalid(message: String) -> Status {
 }
 
 #[tonic::async_trait]
-impl jsv1::views_server::Views for ViewsService {
+impl jsv1::jobs_server::Jobs for JobsService {
+    async fn schedule_job(
+        &self,
+        request: Request<jsv1::ScheduleJobRequest>,
+    ) -> Result<Response<jsv1::ScheduleJobResponse>, Status> {
+        let req = request.into_inner();
+        let extras = JobExtras {
+            labels: req.labels.into_iter().collect(),
+            traceparent: (!req.traceparent.is_empty()).then_some(req.traceparent),
+            policy: req.policy,
+            failure_policy: req.failure_policy,
+        };
+        // A missing job is an empty request: the engine refuses it as the Scheduler service
+        // refuses one without metadata.
+        let job = req.job.unwrap_or_default();
+        server::create(&self.engine, &self.pool, job, extras).await?;
+        Ok(Response::new(jsv1::ScheduleJobResponse {}))
+    }
+
     async fn get_job(
         &self,
         request: Request<jsv1::GetJobRequest>,

@@ -756,9 +756,9 @@ async fn bad_jobsd_settings_get_the_embedded_answer_and_nothing_is_stored() {
     for body in [
         r#"{"schedule":"@daily","labels":{"bad key":"v"}}"#,
         r#"{"schedule":"@daily","policy":{"catchUp":"sometimes"}}"#,
-        r#"{"schedule":"@daily","policy":{"whileTargetDown":"latest"}}"#,
+        r#"{"schedule":"@daily","policy":{"overlap":"allow","maxConcurrent":2,"whileTargetDown":"latest"}}"#,
         r#"{"schedule":"@daily","failurePolicy":{"exponential":{"multiplier":2}}}"#,
-        r#"{"schedule":"@daily","failurePolicy":{"drop":{},"onExhausted":"pause"}}"#,
+        r#"{"schedule":"@daily","failurePolicy":{"drop":{},"onExhausted":"deadLetter"}}"#,
         // Dapr's own validation, for a job with settings: the replica's engine answers it.
         r#"{"schedule":"not a schedule","labels":{"team":"a"},"policy":{"timeout":"5s"}}"#,
     ] {

@@ -215,9 +215,6 @@ pub fn failure_handling(p: &jv1::FailurePolicy) -> Result<FailureHandling, Strin
         }
     };
     let on_exhausted = OnExhausted::parse(&p.on_exhausted, &p.dead_letter_job)?;
-    if on_exhausted != OnExhausted::Drop {
-        return Err(not_yet("failurePolicy.onExhausted", &p.on_exhausted));
-    }
     Ok(FailureHandling {
         policy,
         on_exhausted,

@@ -28,6 +28,19 @@ pub struct Entry {
     pub created_by: Option<Arc<str>>,
     /// Where the entry is in its cycle.
     pub state: State,
+    /// Paused (by hand or by `onExhausted: pause`): once its trigger and result are done it
+    /// parks in [`State::Paused`] instead of the queue, until resumed.
+    pub paused: bool,
+}
+
+impl Entry {
+    /// The job's name within its `key` (what follows the owner's prefix).
+    pub fn name_in<'k>(&self, key: &'k str) -> &'k str {
+        usize::try_from(self.name_at)
+            .ok()
+            .and_then(|at| key.get(at..))
+            .unwrap_or(key)
+    }
 }
 
 /// The cycle of an entry: queued → in flight → persisting → queued again (or gone); staged
@@ -42,6 +55,8 @@ pub enum State {
     Persisting,
     /// Undeliverable: waits for its target to come back.
     Staged,
+    /// Paused: neither queued nor staged until resumed.
+    Paused,
 }
 
 /// All entries, the fire-time queue and the staged set.
@@ -83,10 +98,11 @@ impl Jobs {
     }
 
     /// Adds or replaces the entry of `key`, queued at `at` (or left out of the queue when
-    /// `None`). A replaced entry's pending trigger is forgotten with it.
+    /// `None`; parked when paused). A replaced entry's pending trigger is forgotten with it.
     pub fn insert(&mut self, key: Arc<str>, mut entry: Entry, at: Option<DateTime<Utc>>) {
         self.remove(&key);
         entry.state = match at {
+            Some(_) if entry.paused => State::Paused,
             Some(at) => {
                 self.queue.insert((at, key.clone()));
                 State::Queued(at)
@@ -135,12 +151,45 @@ impl Jobs {
         Some((key, at))
     }
 
-    /// Queues `key` at `at`.
+    /// Queues `key` at `at` (parks it instead when it is paused).
     pub fn schedule(&mut self, key: &Arc<str>, at: DateTime<Utc>) {
         if let Some(entry) = self.entries.get_mut(key) {
-            let old = std::mem::replace(&mut entry.state, State::Queued(at));
+            let paused = entry.paused;
+            let next = if paused {
+                State::Paused
+            } else {
+                State::Queued(at)
+            };
+            let old = std::mem::replace(&mut entry.state, next);
             self.unlink(key, old);
-            self.queue.insert((at, key.clone()));
+            if !paused {
+                self.queue.insert((at, key.clone()));
+            }
+        }
+    }
+
+    /// Pauses `key`: out of the queue or the staged set at once; one in flight or persisting
+    /// parks when it would be queued next.
+    pub fn pause(&mut self, key: &Arc<str>) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.paused = true;
+            if let State::Queued(at) = entry.state {
+                self.schedule(key, at);
+            } else if entry.state == State::Staged {
+                entry.state = State::Paused;
+                self.staged.remove(key);
+            }
+        }
+    }
+
+    /// Resumes `key`: a parked entry is queued at `at` (`None`: it can fire no more, and is
+    /// left for the caller to finish); one in flight or persisting goes on as usual.
+    pub fn resume(&mut self, key: &Arc<str>, at: Option<DateTime<Utc>>) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.paused = false;
+            if let (State::Paused, Some(at)) = (entry.state, at) {
+                self.schedule(key, at);
+            }
         }
     }
 
@@ -152,12 +201,17 @@ impl Jobs {
         }
     }
 
-    /// Stages `key` until its target is deliverable again.
+    /// Stages `key` until its target is deliverable again (parks it when it is paused: it
+    /// waits for its resume, then for its target).
     pub fn stage(&mut self, key: &Arc<str>) {
         if let Some(entry) = self.entries.get_mut(key) {
-            let old = std::mem::replace(&mut entry.state, State::Staged);
+            let paused = entry.paused;
+            let next = if paused { State::Paused } else { State::Staged };
+            let old = std::mem::replace(&mut entry.state, next);
             self.unlink(key, old);
-            self.staged.insert(key.clone());
+            if !paused {
+                self.staged.insert(key.clone());
+            }
         }
     }
 
@@ -191,7 +245,7 @@ impl Jobs {
             State::Staged => {
                 self.staged.remove(key);
             }
-            State::InFlight | State::Persisting => {}
+            State::InFlight | State::Persisting | State::Paused => {}
         }
     }
 }
@@ -219,6 +273,7 @@ mod tests {
                 timeout: None,
                 skip_while_target_down: false,
                 catch_up: crate::schedule::CatchUp::All,
+                exhausted: None,
             },
             counter: Counter::default(),
             name_at: 0,
@@ -226,6 +281,7 @@ mod tests {
             metadata: Arc::default(),
             created_by: None,
             state: State::Persisting,
+            paused: false,
         }
     }
 
@@ -255,6 +311,40 @@ mod tests {
         jobs.remove("a");
         assert_eq!(jobs.next_due(), None);
         assert_eq!(jobs.len(), 0);
+    }
+
+    #[test]
+    fn a_paused_entry_parks_instead_of_queueing_until_resumed() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let mut jobs = Jobs::default();
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        jobs.insert(a.clone(), entry(), Some(t));
+        jobs.insert(b.clone(), entry(), Some(t));
+        jobs.pause(&a);
+        assert_eq!(jobs.get("a").unwrap().state, State::Paused);
+        assert_eq!(jobs.queued(), 1);
+        // One in flight when paused parks once its result is written.
+        jobs.pop_due(t);
+        jobs.pause(&b);
+        assert_eq!(jobs.get("b").unwrap().state, State::InFlight);
+        jobs.set_persisting(&b);
+        jobs.schedule(&b, t + TimeDelta::seconds(1));
+        assert_eq!(jobs.get("b").unwrap().state, State::Paused);
+        assert_eq!(jobs.next_due(), None);
+        jobs.stage(&b);
+        assert_eq!(
+            (jobs.staged(), jobs.get("b").unwrap().state),
+            (0, State::Paused)
+        );
+        jobs.resume(&a, Some(t + TimeDelta::seconds(5)));
+        assert_eq!(jobs.next_due(), Some(t + TimeDelta::seconds(5)));
+        jobs.resume(&b, None);
+        assert_eq!(
+            jobs.get("b").unwrap().state,
+            State::Paused,
+            "left to the caller"
+        );
+        assert!(!jobs.get("b").unwrap().paused);
     }
 
     #[test]

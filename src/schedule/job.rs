@@ -116,6 +116,7 @@ pub fn validate(spec: &JobSpec, now: DateTime<Utc>) -> Result<Plan, ValidationEr
         timeout: None,
         skip_while_target_down: false,
         catch_up: super::CatchUp::All,
+        exhausted: None,
     })
 }
 

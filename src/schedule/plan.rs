@@ -46,6 +46,10 @@ pub struct Plan {
     pub skip_while_target_down: bool,
     /// Missed ticks (`policy.catchUp`).
     pub catch_up: super::CatchUp,
+    /// What a tick whose failure policy is spent leads to (`failurePolicy.onExhausted`), when
+    /// not Dapr's `drop` ([`Plan::on_exhausted`]). Boxed: every job's plan stays in memory,
+    /// and few jobs have one.
+    pub exhausted: Option<Box<super::OnExhausted>>,
 }
 
 /// Progress of a job, persisted after every result (go-etcd-cron's `stored.Counter`).
@@ -103,7 +107,20 @@ impl Plan {
             timeout: None,
             skip_while_target_down: false,
             catch_up: super::CatchUp::All,
+            exhausted: None,
         })
+    }
+
+    /// What a tick whose failure policy is spent leads to.
+    pub fn on_exhausted(&self) -> &super::OnExhausted {
+        self.exhausted
+            .as_deref()
+            .unwrap_or(&super::OnExhausted::Drop)
+    }
+
+    /// Sets what a tick whose failure policy is spent leads to.
+    pub fn set_on_exhausted(&mut self, on_exhausted: super::OnExhausted) {
+        self.exhausted = (on_exhausted != super::OnExhausted::Drop).then(|| Box::new(on_exhausted));
     }
 
     /// Nominal time of the next tick for this counter, or `None` when the job is finished:

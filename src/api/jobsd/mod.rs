@@ -26,6 +26,8 @@ pub const MAX_LABELS: usize = 64;
 pub const MAX_LABEL_KEY: usize = 63;
 /// Longest label value, in bytes.
 pub const MAX_LABEL_VALUE: usize = 256;
+/// Longest note given with a pause, in bytes.
+pub const MAX_PAUSE_NOTE: usize = 512;
 
 /// Checks labels against jobsd's bounds: at most [`MAX_LABELS`]; keys 1–63 bytes of
 /// `A-Z a-z 0-9 . _ - /`; values up to 256 bytes.
@@ -104,7 +106,15 @@ impl ApiState {
             scheduler::tick_policy(policy).map_err(bad_request)?;
         }
         if let Some(failure) = &extras.failure_policy {
-            scheduler::failure_handling(failure).map_err(bad_request)?;
+            let handling = scheduler::failure_handling(failure).map_err(bad_request)?;
+            if let Some(job) = &req.job {
+                scheduler::check_dead_letter(
+                    &self.job_metadata(),
+                    &job.name,
+                    &handling.on_exhausted,
+                )
+                .map_err(bad_request)?;
+            }
         }
         if !self.scheduler.keeps_extensions()
             && let Some(field) = scheduler::untravelled_field(&extras)
@@ -132,6 +142,32 @@ impl ApiState {
         let metadata = self.job_metadata();
         scheduler
             .list_runs(metadata, name, before, limit)
+            .await
+            .map_err(view_error)
+    }
+
+    /// Pauses job `name` of this app, with `note` saying why.
+    pub async fn pause_job(&self, name: String, note: String) -> Result<(), ApiError> {
+        if note.len() > MAX_PAUSE_NOTE {
+            return Err(bad_request(format!(
+                "note: {} bytes, at most {MAX_PAUSE_NOTE} are allowed",
+                note.len()
+            )));
+        }
+        let scheduler = Arc::clone(&self.scheduler);
+        let metadata = self.job_metadata();
+        scheduler
+            .pause_job(metadata, name, note)
+            .await
+            .map_err(view_error)
+    }
+
+    /// Resumes job `name` of this app.
+    pub async fn resume_job(&self, name: String) -> Result<(), ApiError> {
+        let scheduler = Arc::clone(&self.scheduler);
+        let metadata = self.job_metadata();
+        scheduler
+            .resume_job(metadata, name)
             .await
             .map_err(view_error)
     }

@@ -15,6 +15,10 @@ use std::sync::Arc;
 
 use crate::proto::scheduler as sv1;
 
+/// The type URL of job data that is JSON: a `google.protobuf.Value`, delivered to an HTTP
+/// app as its JSON text (data scheduled over HTTP carries it).
+pub const VALUE_TYPE_URL: &str = "type.googleapis.com/google.protobuf.Value";
+
 /// One firing of a job, handed to the sink.
 #[derive(Debug, Clone)]
 pub struct Trigger {

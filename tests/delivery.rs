@@ -158,6 +158,8 @@ struct HttpApp {
     max_in_flight: AtomicUsize,
     healthy: AtomicBool,
     probes: AtomicUsize,
+    /// How long `/healthz` takes to answer, in ms.
+    probe_delay_ms: std::sync::atomic::AtomicU64,
     /// Requests to `/job/flaky…` so far; the first two fail.
     flaky: AtomicUsize,
     /// Whether `/job/slow…` calls may answer; until `open_gate`, they hold.
@@ -236,6 +238,8 @@ async fn job_handler(State(app): State<Arc<HttpApp>>, req: Request) -> StatusCod
 
 async fn healthz(State(app): State<Arc<HttpApp>>) -> StatusCode {
     app.probes.fetch_add(1, Ordering::SeqCst);
+    let delay = app.probe_delay_ms.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(delay)).await;
     if app.healthy.load(Ordering::SeqCst) {
         StatusCode::OK
     } else {
@@ -481,6 +485,29 @@ async fn http_unreachable_app_fails() {
         sink.call_once(&trigger("x", None)).await,
         Err(jobsd::delivery::Error::Transport(_))
     ));
+}
+
+/// Right after a start the app's health is unknown, not bad: a trigger waits for the first
+/// probe's answer instead of finding the app down (a `whileTargetDown: skip` job would lose
+/// the tick it catches up on after a restart).
+#[tokio::test]
+async fn a_trigger_before_the_first_probe_answers_waits_for_it() {
+    let (addr, app) = http_app().await;
+    app.probe_delay_ms.store(300, Ordering::SeqCst);
+    let sink = with_health(addr, Protocol::Http);
+    assert_eq!(deliver(&sink, "x").await, TriggerResult::Success);
+    assert_eq!(app.seen().len(), 1);
+
+    let (addr, app) = http_app().await;
+    app.healthy.store(false, Ordering::SeqCst);
+    app.probe_delay_ms.store(300, Ordering::SeqCst);
+    let sink = with_health(addr, Protocol::Http);
+    assert_eq!(deliver(&sink, "x").await, TriggerResult::Undeliverable);
+    assert!(
+        app.probes.load(Ordering::SeqCst) >= 1,
+        "after the probe answered"
+    );
+    assert!(app.seen().is_empty());
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! Issue 12: jobsd's per-job policies on its own routes — `"policy"` and the extended
 //! `"failurePolicy"` (cron, exponential, delays, onExhausted) stored with the job, shown by
 //! jobsd's GET, hidden from Dapr's, checked with errors naming the field, and retries at the
-//! times each kind gives. A real sidecar on a manual clock, a real HTTP app.
+//! times each kind gives; `onExhausted` `pause` and `deadLetter`, and pausing and resuming
+//! by hand. A real sidecar on a manual clock, a real HTTP app.
 
 mod common;
 
@@ -140,13 +141,21 @@ async fn bad_policies_are_refused_naming_the_field_and_nothing_is_stored() {
             "policy.whileTargetDown: \"latest\" cannot be combined with overlap \"allow\"",
         ),
         (
+            r#"{"schedule":"@daily","policy":{"overlap":"allow","maxConcurrent":2},"failurePolicy":{"drop":{},"onExhausted":"pause"}}"#,
+            "failurePolicy.onExhausted: only \"drop\" with policy.overlap \"allow\"",
+        ),
+        (
             r#"{"schedule":"@daily","policy":{"dst":{"gap":"later"}}}"#,
             "policy.dst.gap: invalid dst.gap \"later\": allowed values are \"skip\" and \"shift\"",
         ),
         // Parsed, but not acted on yet by this build: refused rather than ignored.
         (
-            r#"{"schedule":"@daily","failurePolicy":{"drop":{},"onExhausted":"pause"}}"#,
-            "failurePolicy.onExhausted: \"pause\" is not supported by this jobsd yet",
+            r#"{"schedule":"@daily","failurePolicy":{"drop":{},"onExhausted":"deadLetter","deadLetterJob":"bad"}}"#,
+            "failurePolicy.deadLetterJob: \"bad\" is this job; name another job",
+        ),
+        (
+            r#"{"schedule":"@daily","failurePolicy":{"drop":{},"onExhausted":"pause","deadLetterJob":"x"}}"#,
+            "failurePolicy.deadLetterJob: only with onExhausted \"deadLetter\"",
         ),
     ] {
         let (status, err) = r.call("POST", "/jobsd/v1/jobs/bad", body).await;
@@ -640,5 +649,238 @@ async fn seed_004_skip_while_down_and_latest_after_an_outage() {
     let runs = r.runs("seed", "?limit=2").await;
     assert_eq!(runs["runs"][1]["outcome"], "skipped");
     assert_eq!(runs["runs"][1]["error"], "catch_up");
+    r.stop().await;
+}
+
+/// Names of the jobs a `/jobsd/v1/jobs` list answers for `query`.
+async fn listed(r: &Running, query: &str) -> Vec<String> {
+    let (status, page) = r.call("GET", &format!("/jobsd/v1/jobs{query}"), "").await;
+    assert_eq!(status, 200, "{page}");
+    page["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// `onExhausted: pause`: once a tick's retries are spent the job stops — across a restart —
+/// until it is resumed; then `catchUp: latest` runs one tick for all it missed.
+#[tokio::test]
+async fn an_exhausted_failure_policy_pauses_the_job_until_it_is_resumed() {
+    let app = HttpApp::new();
+    app.status.lock().unwrap().insert("flaky".into(), 500);
+    let dir = tempfile::tempdir().unwrap();
+    let addr = app::serve(app.clone()).await;
+    let clock = ManualClock::new(t0());
+    let open = || -> Arc<dyn Store> { Arc::new(store::Redb::open(dir.path()).unwrap()) };
+    let r = Running::start(cfg(addr), open(), clock.clone()).await;
+    r.create(
+        "flaky",
+        r#"{"schedule":"@every 10s","policy":{"catchUp":"latest"},
+            "failurePolicy":{"delays":{"delays":["1s"]},"onExhausted":"pause"}}"#,
+    )
+    .await;
+    r.create("steady", r#"{"schedule":"@every 10s"}"#).await;
+    r.run_for(TimeDelta::seconds(15)).await;
+    assert_eq!(attempt_times(&r, "flaky").await, [10, 11]);
+    r.run_for(TimeDelta::minutes(5)).await;
+    assert_eq!(app.count("flaky"), 2, "nothing fires while paused");
+    let v = r.view("flaky").await;
+    let s = &v["status"];
+    assert_eq!(s["state"], "paused", "{v}");
+    assert_eq!(s["paused"], true);
+    assert_eq!(s["pausedReason"], "failure_policy_exhausted");
+    assert_eq!(s["pausedNote"], "app responded with HTTP status 500");
+    assert_eq!(s["pausedAt"], "2026-01-01T00:00:11Z");
+    assert!(s["nextFireTime"].is_null());
+    assert_eq!(s["counters"]["dropped"], 1);
+    assert_eq!(s["counters"]["onExhausted"]["pause"], 1);
+    assert_eq!(listed(&r, "?state=paused").await, ["flaky"]);
+    assert_eq!(listed(&r, "?state=active").await, ["steady"]);
+    r.stop().await;
+
+    let r = Running::start(cfg(addr), open(), clock.clone()).await;
+    r.run_for(TimeDelta::minutes(5)).await;
+    assert_eq!(app.count("flaky"), 2, "still paused after a restart");
+    assert_eq!(r.view("flaky").await["status"]["state"], "paused");
+
+    // Resumed at 10:15: the ticks of 0:20–10:00 are passed over, 10:10 runs.
+    app.status.lock().unwrap().remove("flaky");
+    let (status, body) = r.call("POST", "/jobsd/v1/jobs/flaky/resume", "").await;
+    assert_eq!(status, 204, "{body}");
+    common::clockwork::settle(r.sidecar.engine().unwrap(), &r.clock).await;
+    assert_eq!(
+        app.count("flaky"),
+        3,
+        "exactly one run for the missed ticks"
+    );
+    let v = r.view("flaky").await;
+    assert_eq!(v["status"]["state"], "active", "{v}");
+    assert!(v["status"]["pausedReason"].is_null());
+    assert_eq!(v["status"]["counters"]["skipped"]["catch_up"], 59);
+    assert_eq!(
+        v["status"]["lastFireTime"]["nominal"],
+        "2026-01-01T00:10:10Z"
+    );
+    r.run_for(TimeDelta::seconds(10)).await;
+    assert_eq!(app.count("flaky"), 4, "and on with its schedule");
+
+    let (status, body) = r.call("POST", "/jobsd/v1/jobs/nope/resume", "").await;
+    assert_eq!(status, 404);
+    assert_eq!(body["errorCode"], "ERR_JOB_NOT_FOUND");
+    r.stop().await;
+}
+
+/// Pausing and resuming by hand, over HTTP and gRPC: the note is shown, nothing fires while
+/// paused, Dapr's catch-up (`all`) replays the missed ticks on resume.
+#[tokio::test]
+async fn jobs_are_paused_and_resumed_by_hand_over_http_and_grpc() {
+    use jobsd::proto::jobsd_api::{self as jv1, jobs_client::JobsClient};
+
+    let app = HttpApp::new();
+    let r = start(&app, Arc::new(store::Memory::new())).await;
+    let mut c = JobsClient::connect(format!("http://{}", r.sidecar.grpc_addrs[0]))
+        .await
+        .unwrap();
+    r.create("h", r#"{"schedule":"@every 10s"}"#).await;
+    r.create("g", r#"{"schedule":"@every 10s"}"#).await;
+    r.run_for(TimeDelta::seconds(15)).await;
+    assert_eq!((app.count("h"), app.count("g")), (1, 1));
+
+    let (status, body) = r
+        .call(
+            "POST",
+            "/jobsd/v1/jobs/h/pause",
+            r#"{"note":"deploy in progress"}"#,
+        )
+        .await;
+    assert_eq!(status, 204, "{body}");
+    let v = r.view("h").await;
+    assert_eq!(v["status"]["state"], "paused", "{v}");
+    assert_eq!(v["status"]["pausedReason"], "manual");
+    assert_eq!(v["status"]["pausedNote"], "deploy in progress");
+    assert_eq!(v["status"]["pausedAt"], "2026-01-01T00:00:15Z");
+    c.pause_job(jv1::PauseJobRequest {
+        name: "g".into(),
+        note: String::new(),
+    })
+    .await
+    .unwrap();
+    let status = c
+        .get_job(jv1::GetJobRequest { name: "g".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .job
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!((status.state.as_str(), status.paused), ("paused", true));
+    assert_eq!(status.paused_reason, "manual");
+    assert_eq!(status.paused_at.unwrap().seconds, t0().timestamp() + 15);
+    r.run_for(TimeDelta::minutes(1)).await;
+    assert_eq!((app.count("h"), app.count("g")), (1, 1));
+    assert_eq!(listed(&r, "?state=paused").await, ["g", "h"]);
+
+    // Refusals: a missing job, a body that is not a note, a note too long.
+    let (status, body) = r.call("POST", "/jobsd/v1/jobs/nope/pause", "").await;
+    assert_eq!(
+        (status, &body["errorCode"]),
+        (404, &json!("ERR_JOB_NOT_FOUND"))
+    );
+    let err = c
+        .resume_job(jv1::ResumeJobRequest {
+            name: "nope".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound);
+    let (status, body) = r
+        .call("POST", "/jobsd/v1/jobs/h/pause", r#"{"why":"x"}"#)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["errorCode"], "ERR_MALFORMED_REQUEST");
+    let long = json!({"note": "x".repeat(513)}).to_string();
+    let (status, body) = r.call("POST", "/jobsd/v1/jobs/h/pause", &long).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("note: 513 bytes")
+    );
+
+    // Resumed at 1:15: each ticks 0:20–1:10 now (Dapr's catch-up), then on schedule.
+    let (status, _) = r.call("POST", "/jobsd/v1/jobs/h/resume", "").await;
+    assert_eq!(status, 204);
+    c.resume_job(jv1::ResumeJobRequest { name: "g".into() })
+        .await
+        .unwrap();
+    common::clockwork::settle(r.sidecar.engine().unwrap(), &r.clock).await;
+    assert_eq!((app.count("h"), app.count("g")), (7, 7));
+    // Resuming a job that is not paused changes nothing.
+    let (status, _) = r.call("POST", "/jobsd/v1/jobs/h/resume", "").await;
+    assert_eq!(status, 204);
+    assert_eq!(r.view("h").await["status"]["state"], "active");
+    r.run_for(TimeDelta::seconds(10)).await;
+    assert_eq!((app.count("h"), app.count("g")), (8, 8));
+    r.stop().await;
+}
+
+/// `onExhausted: deadLetter`: the tick whose retries are spent goes, once, to the dead-letter
+/// job as a JSON object with its execution, error and data; the job keeps its schedule, and
+/// a restart dead-letters nothing again.
+#[tokio::test]
+async fn a_spent_tick_goes_once_to_its_dead_letter_job() {
+    let app = HttpApp::new();
+    app.status.lock().unwrap().insert("orders".into(), 500);
+    let dir = tempfile::tempdir().unwrap();
+    let addr = app::serve(app.clone()).await;
+    let clock = ManualClock::new(t0());
+    let open = || -> Arc<dyn Store> { Arc::new(store::Redb::open(dir.path()).unwrap()) };
+    let r = Running::start(cfg(addr), open(), clock.clone()).await;
+    r.create(
+        "orders",
+        r#"{"schedule":"@every 10s","data":{"order":42,"items":["a"]},
+            "failurePolicy":{"delays":{"delays":["1s"]},"onExhausted":"deadLetter",
+                             "deadLetterJob":"orders-failed"}}"#,
+    )
+    .await;
+    r.run_for(TimeDelta::seconds(12)).await;
+    assert_eq!(attempt_times(&r, "orders").await, [10, 11]);
+    let letters = app.bodies("orders-failed");
+    assert_eq!(letters.len(), 1);
+    let letter: Value = serde_json::from_str(&letters[0]).unwrap();
+    let runs = r.runs("orders", "").await;
+    assert_eq!(
+        letter,
+        json!({
+            "job": "orders",
+            "executionId": runs["runs"][0]["executionId"],
+            "scheduledTime": "2026-01-01T00:00:10Z",
+            "attempts": 2,
+            "error": "app responded with HTTP status 500",
+            "data": {"order": 42, "items": ["a"]},
+        })
+    );
+    let v = r.view("orders").await;
+    assert_eq!(v["status"]["state"], "active", "{v}");
+    assert_eq!(v["status"]["counters"]["dropped"], 1);
+    assert_eq!(v["status"]["counters"]["onExhausted"]["dead_letter"], 1);
+    assert_eq!(v["status"]["nextFireTime"], "2026-01-01T00:00:20Z");
+    // The dead letter is a job of the app like any: a one-shot, done once delivered.
+    assert_eq!(r.view("orders-failed").await["status"]["state"], "finished");
+
+    app.status.lock().unwrap().remove("orders");
+    r.stop().await;
+    let r = Running::start(cfg(addr), open(), clock.clone()).await;
+    r.run_for(TimeDelta::seconds(20)).await;
+    assert_eq!(
+        app.count("orders-failed"),
+        1,
+        "nothing is dead-lettered twice"
+    );
+    assert_eq!(attempt_times(&r, "orders").await, [10, 11, 20, 30]);
     r.stop().await;
 }

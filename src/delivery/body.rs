@@ -9,7 +9,7 @@ use super::Error;
 use crate::go::{protojson, text};
 
 /// The type URL daprd decodes and sends as JSON text; data scheduled over HTTP carries it.
-pub(crate) const VALUE_TYPE_URL: &str = "type.googleapis.com/google.protobuf.Value";
+pub(crate) use crate::trigger::VALUE_TYPE_URL;
 
 /// The HTTP body for a job's data.
 ///

@@ -73,6 +73,7 @@ pub(crate) fn spawn(
     tokio::spawn(async move {
         // Start at the threshold: unhealthy until a probe succeeds.
         let mut failures = threshold;
+        let mut first = true;
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -97,6 +98,16 @@ pub(crate) fn spawn(
                 }
             }
             let healthy = failures < threshold;
+            if first {
+                // Published even when unchanged: receivers learn that the app's health is now
+                // known (see `Delivery::await_first_probe`).
+                first = false;
+                tx.send_replace(healthy);
+                if healthy {
+                    tracing::info!("App entered healthy status");
+                }
+                continue;
+            }
             tx.send_if_modified(|current| {
                 if *current == healthy {
                     return false;

@@ -15,6 +15,7 @@ pub mod http;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -224,6 +225,9 @@ pub struct Delivery {
     metrics: DeliveryMetrics,
     /// Stops the probe loop when the delivery is dropped.
     _stop_probes: DropGuard,
+    /// With health checks: a view of the health never marked seen (it has changed once the
+    /// first probe answered), and how long that first answer may take.
+    first_probe: Option<(watch::Receiver<bool>, Duration)>,
 }
 
 impl std::fmt::Debug for Delivery {
@@ -276,7 +280,13 @@ impl Delivery {
                 (rx, Some(tx))
             }
         };
+        let first_probe = config
+            .health
+            .as_ref()
+            .filter(|_| health_tx.is_none())
+            .map(|check| (health.clone(), check.timeout.saturating_add(check.interval)));
         Ok(Self {
+            first_probe,
             channel,
             limit: limit.map(Semaphore::new),
             // A trigger waiting out a resiliency retry interval holds no permit, and other
@@ -348,6 +358,19 @@ impl Delivery {
     }
 
     /// Whether the app can take triggers now.
+    /// Before the first health probe has answered, the app's health is unknown rather than
+    /// bad: a trigger waits for that answer (bounded by the probe's timeout and interval)
+    /// instead of finding the app down, so that right after a start a policy that skips ticks
+    /// while the app is down (`whileTargetDown: skip`) does not skip the first ones.
+    async fn await_first_probe(&self) {
+        if let Some((health, bound)) = &self.first_probe
+            && !health.has_changed().unwrap_or(true)
+        {
+            let mut health = health.clone();
+            let _ = tokio::time::timeout(*bound, health.changed()).await;
+        }
+    }
+
     fn app_deliverable(&self) -> bool {
         self.channel.is_some() && *self.health.borrow()
     }
@@ -411,7 +434,10 @@ impl Delivery {
             }
         }
         if !self.app_deliverable() {
-            return TriggerResult::Undeliverable.into();
+            self.await_first_probe().await;
+            if !self.app_deliverable() {
+                return TriggerResult::Undeliverable.into();
+            }
         }
         let trace = TraceParent::for_attempt(&trigger.execution_id);
         let started = self.spans.as_ref().map(Spans::begin);

@@ -110,6 +110,7 @@ pub fn plan_of(key: &str, stored: &store::StoredJob) -> Result<schedule::Plan, R
         expiration,
         handling.policy,
     )?;
+    plan.set_on_exhausted(handling.on_exhausted);
     plan.seed = super::policies::seed_of(key);
     let policy = super::policies::stored_tick_policy(stored).map_err(RestoreError::Policy)?;
     super::policies::apply_tick_policy(&mut plan, &policy);

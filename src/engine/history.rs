@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::convert::{stored_counter, timestamp};
 use crate::schedule::Counter;
-use crate::store::{Op, ResultRecord, RunOutcome, StoredRun};
+use crate::store::{DeadLetter, Op, Paused, ResultRecord, RunOutcome, StoredRun};
 use crate::trigger::{ExecutionId, Report, TriggerResult};
 
 /// Longest error text a run or a status keeps, in bytes (cut on a character boundary).
@@ -122,6 +122,10 @@ pub struct Recorded<'a> {
     pub run: StoredRun,
     /// Ticks a `skipped` run stands for (0 = 1).
     pub skipped_ticks: u32,
+    /// The given-up tick pauses the job (`onExhausted: pause`).
+    pub pause: Option<Paused>,
+    /// The job the given-up tick is dead-lettered into (`onExhausted: deadLetter`).
+    pub dead_letter: Option<DeadLetter>,
 }
 
 impl Recorded<'_> {
@@ -138,6 +142,8 @@ impl Recorded<'_> {
             finished_at: (self.finish && options.finished_retention.is_some())
                 .then(|| timestamp(now)),
             skipped_ticks: self.skipped_ticks,
+            pause: self.pause,
+            dead_letter: self.dead_letter,
         }))
     }
 }

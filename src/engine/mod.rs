@@ -4,9 +4,11 @@
 //! transport: no gRPC server or client, no etcd; its errors are [`Error`].
 
 pub mod convert;
+mod dead_letter;
 mod error;
 pub mod history;
 pub mod labels;
+mod pause;
 pub mod policies;
 mod queue;
 mod runner;
@@ -20,6 +22,7 @@ use tokio::sync::{Mutex, MutexGuard, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use dead_letter::check_dead_letter;
 pub use error::Error;
 pub use runner::Stats;
 use runner::{Command, Runner};
@@ -178,6 +181,7 @@ impl Engine {
             options.history,
         );
         runner.observe(options.metrics.clone());
+        runner.watch_writes();
         let task = tokio::spawn(runner.run(stop));
         (Self::with_loop(store, clock, Some(tx), true, options), task)
     }
@@ -328,12 +332,16 @@ impl Engine {
             .map(policies::failure_handling)
             .transpose()
             .map_err(Error::BadRequest)?;
+        policies::check_together(&tick_policy, handling.as_ref()).map_err(Error::BadRequest)?;
         if let Some(given) = &extras.failure_policy {
             job.failure_policy = Some(policies::dapr_failure_policy(given));
         }
         let mut plan = convert::validate(&mut job, self.inner.clock.now())?;
         if let Some(handling) = handling {
+            check_dead_letter(&metadata, &req.name, &handling.on_exhausted)
+                .map_err(Error::BadRequest)?;
             plan.failure_policy = handling.policy;
+            plan.set_on_exhausted(handling.on_exhausted);
         }
         plan.seed = policies::seed_of(&key);
         policies::apply_tick_policy(&mut plan, &tick_policy);

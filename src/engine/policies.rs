@@ -74,11 +74,6 @@ pub struct FailureHandling {
     pub on_exhausted: OnExhausted,
 }
 
-/// A value this jobsd parses but does not act on yet: refused rather than kept and ignored.
-fn not_yet(field: &str, value: &str) -> String {
-    format!("{field}: {value:?} is not supported by this jobsd yet (only Dapr's behaviour is)")
-}
-
 /// The tick policy of a `jobsd.v1.JobPolicy` message; errors name the field.
 pub fn tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
     TickPolicy::parse(&TickPolicyText {
@@ -92,6 +87,19 @@ pub fn tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
         dst_gap: p.dst.as_ref().map_or("", |d| d.gap.as_str()),
         dst_repeat: p.dst.as_ref().map_or("", |d| d.repeat.as_str()),
     })
+}
+
+/// Values that are each fine alone but not together; the error names the field.
+pub fn check_together(tick: &TickPolicy, handling: Option<&FailureHandling>) -> Result<(), String> {
+    let exhausted = handling.map_or(&OnExhausted::Drop, |h| &h.on_exhausted);
+    if matches!(tick.overlap, schedule::Overlap::Allow(_)) && *exhausted != OnExhausted::Drop {
+        // Several executions out at once would each pause or dead-letter on their own; what
+        // that should mean is not settled, so it is refused rather than half done.
+        return Err(
+            "failurePolicy.onExhausted: only \"drop\" with policy.overlap \"allow\"".to_owned(),
+        );
+    }
+    Ok(())
 }
 
 /// The failure handling of a `jobsd.v1.FailurePolicy` message.
@@ -186,9 +194,6 @@ pub fn failure_handling(p: &jv1::FailurePolicy) -> Result<FailureHandling, Strin
         }
     };
     let on_exhausted = OnExhausted::parse(&p.on_exhausted, &p.dead_letter_job)?;
-    if on_exhausted != OnExhausted::Drop {
-        return Err(not_yet("failurePolicy.onExhausted", &p.on_exhausted));
-    }
     Ok(FailureHandling {
         policy,
         on_exhausted,

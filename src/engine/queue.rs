@@ -28,6 +28,9 @@ pub struct Entry {
     pub created_by: Option<Arc<str>>,
     /// Where the entry is in its cycle.
     pub state: State,
+    /// Paused (by hand or by `onExhausted: pause`): once its trigger and result are done it
+    /// parks in [`State::Paused`] instead of the queue, until resumed.
+    pub paused: bool,
     /// The executions out of an `overlap: allow` job (`None` for every other job, and until
     /// its first tick is handed out).
     pub overlapping: Option<Box<Overlapping>>,
@@ -57,6 +60,16 @@ pub struct Execution {
     pub again: Option<(DateTime<Utc>, u32)>,
 }
 
+impl Entry {
+    /// The job's name within its `key` (what follows the owner's prefix).
+    pub fn name_in<'k>(&self, key: &'k str) -> &'k str {
+        usize::try_from(self.name_at)
+            .ok()
+            .and_then(|at| key.get(at..))
+            .unwrap_or(key)
+    }
+}
+
 /// The cycle of an entry: queued → in flight → persisting → queued again (or gone); staged
 /// when nobody could take its trigger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +82,8 @@ pub enum State {
     Persisting,
     /// Undeliverable: waits for its target to come back.
     Staged,
+    /// Paused: neither queued nor staged until resumed.
+    Paused,
 }
 
 /// All entries, the fire-time queue and the staged set.
@@ -110,10 +125,11 @@ impl Jobs {
     }
 
     /// Adds or replaces the entry of `key`, queued at `at` (or left out of the queue when
-    /// `None`). A replaced entry's pending trigger is forgotten with it.
+    /// `None`; parked when paused). A replaced entry's pending trigger is forgotten with it.
     pub fn insert(&mut self, key: Arc<str>, mut entry: Entry, at: Option<DateTime<Utc>>) {
         self.remove(&key);
         entry.state = match at {
+            Some(_) if entry.paused => State::Paused,
             Some(at) => {
                 self.queue.insert((at, key.clone()));
                 State::Queued(at)
@@ -162,12 +178,45 @@ impl Jobs {
         Some((key, at))
     }
 
-    /// Queues `key` at `at`.
+    /// Queues `key` at `at` (parks it instead when it is paused).
     pub fn schedule(&mut self, key: &Arc<str>, at: DateTime<Utc>) {
         if let Some(entry) = self.entries.get_mut(key) {
-            let old = std::mem::replace(&mut entry.state, State::Queued(at));
+            let paused = entry.paused;
+            let next = if paused {
+                State::Paused
+            } else {
+                State::Queued(at)
+            };
+            let old = std::mem::replace(&mut entry.state, next);
             self.unlink(key, old);
-            self.queue.insert((at, key.clone()));
+            if !paused {
+                self.queue.insert((at, key.clone()));
+            }
+        }
+    }
+
+    /// Pauses `key`: out of the queue or the staged set at once; one in flight or persisting
+    /// parks when it would be queued next.
+    pub fn pause(&mut self, key: &Arc<str>) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.paused = true;
+            if let State::Queued(at) = entry.state {
+                self.schedule(key, at);
+            } else if entry.state == State::Staged {
+                entry.state = State::Paused;
+                self.staged.remove(key);
+            }
+        }
+    }
+
+    /// Resumes `key`: a parked entry is queued at `at` (`None`: it can fire no more, and is
+    /// left for the caller to finish); one in flight or persisting goes on as usual.
+    pub fn resume(&mut self, key: &Arc<str>, at: Option<DateTime<Utc>>) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            entry.paused = false;
+            if let (State::Paused, Some(at)) = (entry.state, at) {
+                self.schedule(key, at);
+            }
         }
     }
 
@@ -187,12 +236,17 @@ impl Jobs {
         }
     }
 
-    /// Stages `key` until its target is deliverable again.
+    /// Stages `key` until its target is deliverable again (parks it when it is paused: it
+    /// waits for its resume, then for its target).
     pub fn stage(&mut self, key: &Arc<str>) {
         if let Some(entry) = self.entries.get_mut(key) {
-            let old = std::mem::replace(&mut entry.state, State::Staged);
+            let paused = entry.paused;
+            let next = if paused { State::Paused } else { State::Staged };
+            let old = std::mem::replace(&mut entry.state, next);
             self.unlink(key, old);
-            self.staged.insert(key.clone());
+            if !paused {
+                self.staged.insert(key.clone());
+            }
         }
     }
 
@@ -226,7 +280,7 @@ impl Jobs {
             State::Staged => {
                 self.staged.remove(key);
             }
-            State::InFlight | State::Persisting => {}
+            State::InFlight | State::Persisting | State::Paused => {}
         }
     }
 }
@@ -256,6 +310,7 @@ mod tests {
             created_by: None,
             state: State::Persisting,
             overlapping: None,
+            paused: false,
         }
     }
 
@@ -285,6 +340,40 @@ mod tests {
         jobs.remove("a");
         assert_eq!(jobs.next_due(), None);
         assert_eq!(jobs.len(), 0);
+    }
+
+    #[test]
+    fn a_paused_entry_parks_instead_of_queueing_until_resumed() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let mut jobs = Jobs::default();
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        jobs.insert(a.clone(), entry(), Some(t));
+        jobs.insert(b.clone(), entry(), Some(t));
+        jobs.pause(&a);
+        assert_eq!(jobs.get("a").unwrap().state, State::Paused);
+        assert_eq!(jobs.queued(), 1);
+        // One in flight when paused parks once its result is written.
+        jobs.pop_due(t);
+        jobs.pause(&b);
+        assert_eq!(jobs.get("b").unwrap().state, State::InFlight);
+        jobs.set_persisting(&b);
+        jobs.schedule(&b, t + TimeDelta::seconds(1));
+        assert_eq!(jobs.get("b").unwrap().state, State::Paused);
+        assert_eq!(jobs.next_due(), None);
+        jobs.stage(&b);
+        assert_eq!(
+            (jobs.staged(), jobs.get("b").unwrap().state),
+            (0, State::Paused)
+        );
+        jobs.resume(&a, Some(t + TimeDelta::seconds(5)));
+        assert_eq!(jobs.next_due(), Some(t + TimeDelta::seconds(5)));
+        jobs.resume(&b, None);
+        assert_eq!(
+            jobs.get("b").unwrap().state,
+            State::Paused,
+            "left to the caller"
+        );
+        assert!(!jobs.get("b").unwrap().paused);
     }
 
     #[test]

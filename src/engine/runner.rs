@@ -21,7 +21,11 @@ use crate::schedule::{Counter, Keep, Outcome, Overlap, Plan, WhileTargetDown};
 use crate::store::{LoadedJob, Op, OpResult, RunOutcome, Store, StoredRun};
 use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerResult, keys};
 
+mod exhausted;
 mod overlap;
+
+use exhausted::{ByHand, DeadLetterJob};
+pub use exhausted::{PauseReply, paused_by_hand};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -72,6 +76,18 @@ pub enum Command {
     Sync(oneshot::Sender<Stats>),
     /// Answer with where the job of this key is in its cycle (`None`: not tracked).
     Inspect(Arc<str>, oneshot::Sender<Option<State>>),
+    /// Pause (`paused` set) or resume (`None`) the job of `key` at `generation` by hand: the
+    /// change is written in order with the job's results, then applied.
+    SetPaused {
+        /// Job key.
+        key: Arc<str>,
+        /// The version it is meant for.
+        generation: u64,
+        /// Why and since when; `None` resumes.
+        paused: Option<crate::store::Paused>,
+        /// Gets the write's result, or `None` when the loop does not fire that version.
+        reply: PauseReply,
+    },
     /// Jobs this loop now fires (a cluster replica took over their partitions), with their
     /// stored progress.
     Adopt(Vec<LoadedJob>),
@@ -118,6 +134,14 @@ pub struct Persisted {
     detached: bool,
     /// Ticks a `skipped` run stands for.
     skipped_ticks: u32,
+    /// A given-up tick pauses the job (`onExhausted: pause`).
+    pause: Option<crate::store::Paused>,
+    /// A given-up tick's dead-letter job (`onExhausted: deadLetter`).
+    dead_letter: Option<Box<DeadLetterJob>>,
+    /// A pause or resume by hand: only it is written, the entry's progress is left alone.
+    by_hand: Option<ByHand>,
+    /// What the store answered for this result's op (`None` until written).
+    written: Option<Result<OpResult, crate::store::Error>>,
 }
 
 impl Persisted {
@@ -133,6 +157,10 @@ impl Persisted {
             record_only: false,
             detached: false,
             skipped_ticks: 0,
+            pause: None,
+            dead_letter: None,
+            by_hand: None,
+            written: None,
         }
     }
 }
@@ -171,6 +199,9 @@ pub struct Runner {
     disowning: Vec<(Vec<Arc<str>>, oneshot::Sender<()>)>,
     /// What is kept of each job's past.
     history: history::Options,
+    /// Jobs this loop creates itself (dead letters) reach it through the store's watch, as
+    /// every write does on a cluster replica, instead of being tracked at once.
+    watched: bool,
 }
 
 impl Runner {
@@ -205,7 +236,13 @@ impl Runner {
             owners: Owners::default(),
             disowning: Vec::new(),
             history,
+            watched: false,
         }
+    }
+
+    /// Leaves the jobs this loop creates (dead letters) to the store's watch (before it runs).
+    pub fn watch_writes(&mut self) {
+        self.watched = true;
     }
 
     /// Records what the loop does into `metrics` (before it runs).
@@ -256,6 +293,7 @@ impl Runner {
                 .map(convert::counter_of)
                 .unwrap_or_default();
             let generation = loaded.job.generation;
+            let paused = loaded.counter.as_ref().is_some_and(|c| c.paused.is_some());
             let at = plan.fire_time(&counter);
             if at.is_none() {
                 self.jobs.remove(&key);
@@ -266,7 +304,8 @@ impl Runner {
                 });
                 continue;
             }
-            let entry = self.entry_of(&key, loaded.job, plan, counter);
+            let mut entry = self.entry_of(&key, loaded.job, plan, counter);
+            entry.paused = paused;
             self.jobs.insert(key, entry, at);
         }
         finished
@@ -401,6 +440,12 @@ impl Runner {
             Command::Inspect(key, reply) => {
                 let _ = reply.send(self.jobs.get(&key).map(|e| e.state));
             }
+            Command::SetPaused {
+                key,
+                generation,
+                paused,
+                reply,
+            } => self.set_paused(key, generation, paused, reply),
             Command::Adopt(jobs) => {
                 let finished = self.adopt(jobs);
                 if !finished.is_empty() {
@@ -426,8 +471,8 @@ impl Runner {
             }
             Command::Persisted(done) => {
                 self.writing = false;
-                for p in done {
-                    if p.record_only || p.detached {
+                for mut p in done {
+                    if self.after_write(&mut p) || p.record_only || p.detached {
                         continue;
                     }
                     let Some(entry) = self.jobs.get_mut(&p.key) else {
@@ -437,6 +482,7 @@ impl Runner {
                         continue;
                     }
                     entry.counter = p.counter;
+                    entry.paused |= p.pause.is_some();
                     match p.next {
                         Some(at) => self.jobs.schedule(&p.key, at),
                         None => {
@@ -513,6 +559,11 @@ impl Runner {
         let step = entry.plan.apply(&entry.counter, outcome);
         // A failure that ends its tick: the failure policy is spent.
         let dropped = outcome == Outcome::Failed && step.counter.attempts == 0;
+        let (pause, dead_letter) = if dropped {
+            self.on_exhausted(&key, entry, &attempt, step.next)
+        } else {
+            (None, None)
+        };
         let now = self.clock.now();
         // `overlap: skip | bufferOne`: the ticks that fell due while this one ran (its retries
         // included) are passed over; `bufferOne` keeps the latest of them, to run now.
@@ -521,20 +572,24 @@ impl Runner {
             Overlap::BufferOne => Some(Keep::Latest(now)),
             Overlap::Serial | Overlap::Allow(_) => None,
         };
+        // A job paused now is not passed over: its catch-up policy decides on resume.
         let overlapped = keep
-            .filter(|_| step.next.is_some())
+            .filter(|_| step.next.is_some() && pause.is_none())
             .and_then(|keep| entry.plan.pass_over(&step.counter, keep));
         self.jobs.set_persisting(&key);
         match overlapped {
             None => self.push_result(Persisted {
                 run: Some(run),
                 dropped,
+                pause,
+                dead_letter,
                 ..Persisted::step(key, generation, step.counter, step.next)
             }),
             Some((counter, skipped)) => {
                 self.push_result(Persisted {
                     run: Some(run),
                     dropped,
+                    dead_letter,
                     record_only: true,
                     ..Persisted::step(key.clone(), generation, step.counter, None)
                 });
@@ -645,6 +700,7 @@ impl Runner {
             metadata: self.owners.intern(&prefix, metadata),
             state: State::Persisting,
             overlapping: None,
+            paused: false,
         }
     }
 
@@ -811,6 +867,11 @@ impl Runner {
         let ops = batch
             .iter_mut()
             .map(|p| match (p.run.take(), p.next) {
+                _ if p.by_hand.is_some() => Op::SetPaused {
+                    key: p.key.to_string(),
+                    generation: p.generation,
+                    paused: p.by_hand.as_ref().and_then(|b| b.paused.clone()),
+                },
                 (Some(run), next) => Recorded {
                     key: &p.key,
                     generation: p.generation,
@@ -819,6 +880,8 @@ impl Runner {
                     dropped: p.dropped,
                     run,
                     skipped_ticks: p.skipped_ticks,
+                    pause: p.pause.clone(),
+                    dead_letter: p.dead_letter.as_ref().map(|d| d.record.clone()),
                 }
                 .op(&self.history, now),
                 (None, Some(_)) => Op::PutCounter {
@@ -837,16 +900,20 @@ impl Runner {
         tokio::spawn(async move {
             match store.write(ops).await {
                 Ok(results) => {
-                    for (r, p) in results.iter().zip(&batch) {
+                    for (r, p) in results.iter().zip(&mut batch) {
                         if *r == OpResult::Skipped {
                             tracing::debug!(key = %p.key, "job changed while its result was written");
                         }
+                        p.written = Some(Ok(*r));
                     }
                 }
                 Err(e) => {
                     // The in-memory progress still moves on: the tick was delivered. After a
                     // restart it may be delivered again (at least once).
                     tracing::error!(error = %e, "could not persist trigger results");
+                    for p in &mut batch {
+                        p.written = Some(Err(e.clone()));
+                    }
                 }
             }
             let _ = tx.send(Command::Persisted(batch));

@@ -31,6 +31,8 @@ struct Delivery {
     /// The execution it is an attempt of, and which attempt.
     execution: crate::trigger::ExecutionId,
     attempt: u32,
+    /// The data it carried.
+    data: Option<prost_types::Any>,
 }
 
 /// A sink that records deliveries and answers from a per-job script (default: success).
@@ -40,6 +42,19 @@ struct TestSink {
     script: Mutex<HashMap<String, VecDeque<TriggerResult>>>,
     always: Mutex<HashMap<String, TriggerResult>>,
     deliverable: AtomicBool,
+}
+
+impl TestSink {
+    /// A sink that takes everything and answers success.
+    fn new(clock: &ManualClock) -> Arc<TestSink> {
+        Arc::new(TestSink {
+            clock: clock.clone(),
+            log: Mutex::default(),
+            script: Mutex::default(),
+            always: Mutex::default(),
+            deliverable: AtomicBool::new(true),
+        })
+    }
 }
 
 #[async_trait::async_trait]
@@ -55,6 +70,7 @@ impl Sink for TestSink {
             scheduled: t.scheduled_at,
             execution: t.execution_id,
             attempt: t.attempt,
+            data: t.data.clone(),
         });
         if let Some(r) = self
             .script
@@ -95,15 +111,7 @@ impl Harness {
 
     /// An engine on `store`, optionally keeping an earlier harness's sink (its log).
     async fn on(store: Arc<dyn Store>, clock: ManualClock, sink: Option<Arc<TestSink>>) -> Harness {
-        let sink = sink.unwrap_or_else(|| {
-            Arc::new(TestSink {
-                clock: clock.clone(),
-                log: Mutex::default(),
-                script: Mutex::default(),
-                always: Mutex::default(),
-                deliverable: AtomicBool::new(true),
-            })
-        });
+        let sink = sink.unwrap_or_else(|| TestSink::new(&clock));
         let stop = CancellationToken::new();
         let (engine, task) = Engine::start(
             store.clone(),
@@ -639,3 +647,5 @@ async fn loop_ended_tells_when_the_trigger_loop_is_gone() {
         .await
         .expect("the loop has ended");
 }
+
+mod exhausted_tests;

@@ -19,7 +19,7 @@ use crate::trigger::keys;
 pub enum JobState {
     /// It fires (or waits to).
     Active,
-    /// Paused by its owner (kept, not fired).
+    /// Paused, by hand or by `onExhausted: pause` (kept, not fired until resumed).
     Paused,
     /// Done: kept for jobsd's views until its retention passes; Dapr's API no longer sees it.
     Finished,
@@ -73,6 +73,9 @@ pub struct JobStatus {
     pub staged_count: u64,
     /// Ticks skipped, by reason.
     pub skipped: BTreeMap<String, u64>,
+    /// Ticks given up under `onExhausted` `pause` or `deadLetter`, by what followed
+    /// (`pause`, `dead_letter`, `dead_letter_failed`).
+    pub on_exhausted: BTreeMap<String, u64>,
     /// Ticks done (succeeded or given up).
     pub ticks: u32,
     /// The attempt in flight now, or the one the next firing makes.
@@ -83,6 +86,12 @@ pub struct JobStatus {
     pub staged: bool,
     /// When it finished (finished jobs).
     pub finished_at: Option<DateTime<Utc>>,
+    /// Paused jobs: since when.
+    pub paused_at: Option<DateTime<Utc>>,
+    /// Paused jobs: `manual` or `failure_policy_exhausted`.
+    pub paused_reason: Option<String>,
+    /// Paused jobs: the note given with the pause, or the exhausted tick's last error.
+    pub paused_note: Option<String>,
 }
 
 /// One job as jobsd's own API shows it.
@@ -320,8 +329,9 @@ fn decode_token(token: &str, owner: &str) -> Result<(PageOf, Option<String>), Er
 fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
     let counter = item.counter.unwrap_or_default();
     let finished = item.finished_at.is_some();
+    let paused = counter.paused.as_ref().filter(|_| !finished);
     let progress = convert::counter_of(&counter);
-    let next_fire_time = match (finished, live) {
+    let next_fire_time = match (finished || paused.is_some(), live) {
         (true, _) => None,
         (false, Some(State::Queued(at))) => Some(at),
         _ => convert::plan_of(&item.key, &item.job)
@@ -331,6 +341,8 @@ fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
     let status = JobStatus {
         state: Some(if finished {
             JobState::Finished
+        } else if paused.is_some() {
+            JobState::Paused
         } else {
             JobState::Active
         }),
@@ -345,11 +357,15 @@ fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
         dropped: counter.dropped,
         staged_count: counter.staged,
         skipped: counter.skipped.clone().into_iter().collect(),
+        on_exhausted: counter.on_exhausted.clone().into_iter().collect(),
         ticks: counter.count,
         current_attempt: progress.attempts + 1,
         in_flight: matches!(live, Some(State::InFlight | State::Persisting)),
         staged: matches!(live, Some(State::Staged)),
         finished_at: item.finished_at.as_ref().and_then(instant),
+        paused_at: paused.and_then(|p| p.at.as_ref()).and_then(instant),
+        paused_reason: paused.map(|p| p.reason.clone()),
+        paused_note: paused.map(|p| p.note.clone()).filter(|n| !n.is_empty()),
     };
     JobView {
         name,

@@ -411,6 +411,40 @@ impl Skip {
     }
 }
 
+/// What followed a tick whose failure policy was spent (`failurePolicy.onExhausted`): the
+/// `reason` label of `jobsd_ticks_exhausted_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exhausted {
+    /// Given up; the schedule goes on (Dapr's behaviour).
+    Drop,
+    /// The job was paused.
+    Pause,
+    /// Its dead-letter job was created.
+    DeadLetter,
+    /// Its dead-letter job could not be created (both names taken, or the write failed).
+    DeadLetterFailed,
+}
+
+impl Exhausted {
+    /// Every reason, in the order they are exposed.
+    pub const ALL: [Exhausted; 4] = [
+        Exhausted::Drop,
+        Exhausted::Pause,
+        Exhausted::DeadLetter,
+        Exhausted::DeadLetterFailed,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Exhausted::Drop => "drop",
+            Exhausted::Pause => "pause",
+            Exhausted::DeadLetter => "dead_letter",
+            Exhausted::DeadLetterFailed => "dead_letter_failed",
+        }
+    }
+}
+
 /// The result kinds of a trigger, in the order of [`EngineCells::durations`].
 const OUTCOMES: [TriggerResult; 4] = [
     TriggerResult::Success,
@@ -456,6 +490,8 @@ struct EngineCells {
     durations: [Buckets; 4],
     /// `jobsd_ticks_skipped_total{reason}`, in [`Skip::ALL`] order.
     skipped: [Counter; Skip::ALL.len()],
+    /// `jobsd_ticks_exhausted_total{reason}`, in [`Exhausted::ALL`] order.
+    exhausted: [Counter; Exhausted::ALL.len()],
     /// `jobsd_jobs_created_total`.
     created: Counter,
     /// `jobsd_jobs_deleted_total`.
@@ -494,6 +530,7 @@ impl EngineMetrics {
             in_flight: Level::default(),
             durations: std::array::from_fn(|_| Buckets::new(&DELIVERY_SECONDS, NS_PER_S)),
             skipped: Default::default(),
+            exhausted: Default::default(),
             created: Counter::default(),
             deleted: Counter::default(),
             jobs: Level::default(),
@@ -536,6 +573,17 @@ impl EngineMetrics {
                 Skip::ALL
                     .iter()
                     .zip(&cells.skipped)
+                    .map(|(r, c)| (vec![("reason", r.as_str().to_owned())], c.clone()))
+                    .collect(),
+            ),
+        );
+        registry.register(
+            "jobsd_ticks_exhausted",
+            "Ticks whose failure policy was spent, by what followed (failurePolicy.onExhausted)",
+            Fixed::new(
+                Exhausted::ALL
+                    .iter()
+                    .zip(&cells.exhausted)
                     .map(|(r, c)| (vec![("reason", r.as_str().to_owned())], c.clone()))
                     .collect(),
             ),
@@ -600,6 +648,14 @@ impl EngineMetrics {
         if let Some(cells) = &self.0 {
             let at = Skip::ALL.iter().position(|r| *r == reason).unwrap_or(0);
             cells.skipped[at].inc();
+        }
+    }
+
+    /// A tick's failure policy was spent, and `then` followed.
+    pub fn exhausted(&self, then: Exhausted) {
+        if let Some(cells) = &self.0 {
+            let at = Exhausted::ALL.iter().position(|r| *r == then).unwrap_or(0);
+            cells.exhausted[at].inc();
         }
     }
 
@@ -907,6 +963,33 @@ mod tests {
         let open = m.render(Format::OpenMetrics).await.unwrap();
         assert!(open.ends_with("# EOF\n"));
         assert!(open.contains("# TYPE dapr_component_job_success_count unknown\n"));
+    }
+
+    #[tokio::test]
+    async fn every_skip_and_exhausted_reason_is_counted_under_its_label() {
+        let m = Metrics::sidecar("myapp", "prod", true);
+        for reason in Skip::ALL {
+            m.engine().skipped(reason);
+        }
+        for then in Exhausted::ALL {
+            m.engine().exhausted(then);
+        }
+        let text = m.render(Format::Prometheus).await.unwrap();
+        let labels = "app_id=\"myapp\",namespace=\"prod\"";
+        for reason in Skip::ALL {
+            let line = format!(
+                "jobsd_ticks_skipped_total{{{labels},reason=\"{}\"}} 1\n",
+                reason.as_str()
+            );
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+        for then in Exhausted::ALL {
+            let line = format!(
+                "jobsd_ticks_exhausted_total{{{labels},reason=\"{}\"}} 1\n",
+                then.as_str()
+            );
+            assert!(text.contains(&line), "{line} in {text}");
+        }
     }
 
     #[tokio::test]

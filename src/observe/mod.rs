@@ -9,6 +9,6 @@ pub mod otlp;
 pub mod trace;
 
 pub use metrics::{
-    AppCall, DeliveryMetrics, EngineMetrics, Fired, Format, JobType, LoopSample, Metrics,
-    SchedulerMetrics, Sent, Skip, StoreMetrics,
+    AppCall, DeliveryMetrics, EngineMetrics, Exhausted, Fired, Format, JobType, LoopSample,
+    Metrics, SchedulerMetrics, Sent, Skip, StoreMetrics,
 };

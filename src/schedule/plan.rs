@@ -47,6 +47,10 @@ pub struct Plan {
     pub catch_up: super::CatchUp,
     /// A tick due while an earlier one is in flight (`policy.overlap`).
     pub overlap: super::Overlap,
+    /// What a tick whose failure policy is spent leads to (`failurePolicy.onExhausted`), when
+    /// not Dapr's `drop` ([`Plan::on_exhausted`]). Boxed: every job's plan stays in memory,
+    /// and few jobs have one.
+    pub exhausted: Option<Box<super::OnExhausted>>,
 }
 
 /// Which of the ticks due by some instant a [`Plan::pass_over`] leaves to run.
@@ -116,6 +120,7 @@ impl Plan {
             while_target_down: super::WhileTargetDown::Stage,
             catch_up: super::CatchUp::All,
             overlap: super::Overlap::Serial,
+            exhausted: None,
         }
     }
 
@@ -134,6 +139,18 @@ impl Plan {
             expiration,
             failure_policy,
         ))
+    }
+
+    /// What a tick whose failure policy is spent leads to.
+    pub fn on_exhausted(&self) -> &super::OnExhausted {
+        self.exhausted
+            .as_deref()
+            .unwrap_or(&super::OnExhausted::Drop)
+    }
+
+    /// Sets what a tick whose failure policy is spent leads to.
+    pub fn set_on_exhausted(&mut self, on_exhausted: super::OnExhausted) {
+        self.exhausted = (on_exhausted != super::OnExhausted::Drop).then(|| Box::new(on_exhausted));
     }
 
     /// Nominal time of the next tick for this counter, or `None` when the job is finished:

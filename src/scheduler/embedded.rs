@@ -72,6 +72,19 @@ impl Scheduler for Engine {
         Ok(Engine::list_views(self, &metadata, &filter).await?)
     }
 
+    async fn pause_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        note: String,
+    ) -> Result<(), Error> {
+        Ok(Engine::pause_job(self, &metadata, &name, &note).await?)
+    }
+
+    async fn resume_job(&self, metadata: sv1::JobMetadata, name: String) -> Result<(), Error> {
+        Ok(Engine::resume_job(self, &metadata, &name).await?)
+    }
+
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
         Ok(Engine::delete_job(self, req).await?)
     }

@@ -14,8 +14,9 @@ use std::fmt;
 
 pub use remote::{Connections, Remote, RemoteConfig};
 
+pub use crate::engine::check_dead_letter;
 pub use crate::engine::labels::check as check_labels;
-pub use crate::engine::policies::{failure_handling, tick_policy};
+pub use crate::engine::policies::{check_together, failure_handling, tick_policy};
 pub use crate::engine::{
     JobExtras, JobState, JobStatus, JobView, ListFilter, ListPage, MAX_RUNS, Run, RunOutcome,
 };
@@ -71,6 +72,15 @@ fn views_unavailable() -> Error {
         tonic::Code::FailedPrecondition,
         "job status and run history are kept by jobsd's embedded scheduler; \
          a Dapr Scheduler (--scheduler-host-address) keeps none",
+    )
+}
+
+/// What a scheduler that cannot pause jobs answers.
+fn pause_unavailable() -> Error {
+    Error::new(
+        tonic::Code::FailedPrecondition,
+        "pausing and resuming jobs needs jobsd's embedded scheduler; \
+         it is not available with --scheduler-host-address",
     )
 }
 
@@ -181,6 +191,26 @@ pub trait Scheduler: Send + Sync + 'static {
     ) -> Result<ListPage, Error> {
         let _ = (metadata, filter);
         Err(views_unavailable())
+    }
+
+    /// Pauses job `name` of the metadata's owner (it keeps its schedule and progress; no tick
+    /// fires until it is resumed), saying why in `note`; `NotFound` when there is no such
+    /// job. Only jobsd's own scheduler pauses jobs.
+    async fn pause_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        note: String,
+    ) -> Result<(), Error> {
+        let _ = (metadata, name, note);
+        Err(pause_unavailable())
+    }
+
+    /// Resumes job `name` of the metadata's owner (one not paused is left as it is);
+    /// `NotFound` when there is no such job.
+    async fn resume_job(&self, metadata: sv1::JobMetadata, name: String) -> Result<(), Error> {
+        let _ = (metadata, name);
+        Err(pause_unavailable())
     }
 
     /// Deletes a job; deleting a missing job succeeds.

@@ -68,12 +68,16 @@ pub fn status_to_wire(s: JobStatus) -> jv1::JobStatus {
             dropped: s.dropped,
             staged: s.staged_count,
             skipped: s.skipped.into_iter().collect(),
+            on_exhausted: s.on_exhausted.into_iter().collect(),
         }),
         ticks: s.ticks,
         current_attempt: s.current_attempt,
         in_flight: s.in_flight,
         staged: s.staged,
         finished_at: stamp(s.finished_at),
+        paused_at: stamp(s.paused_at),
+        paused_reason: s.paused_reason.unwrap_or_default(),
+        paused_note: s.paused_note.unwrap_or_default(),
     }
 }
 
@@ -93,11 +97,15 @@ pub fn status_from_wire(s: jv1::JobStatus) -> JobStatus {
         dropped: counters.dropped,
         staged_count: counters.staged,
         skipped: counters.skipped.into_iter().collect(),
+        on_exhausted: counters.on_exhausted.into_iter().collect(),
         ticks: s.ticks,
         current_attempt: s.current_attempt,
         in_flight: s.in_flight,
         staged: s.staged,
         finished_at: instant(s.finished_at),
+        paused_at: instant(s.paused_at),
+        paused_reason: (!s.paused_reason.is_empty()).then_some(s.paused_reason),
+        paused_note: (!s.paused_note.is_empty()).then_some(s.paused_note),
     }
 }
 
@@ -254,8 +262,20 @@ mod tests {
             in_flight: false,
             staged: true,
             finished_at: Some(t),
+            on_exhausted: [("dead_letter".to_owned(), 1)].into(),
+            paused_at: None,
+            paused_reason: None,
+            paused_note: None,
         };
         assert_eq!(status_from_wire(status_to_wire(status.clone())), status);
+        let paused = JobStatus {
+            state: Some(JobState::Paused),
+            paused_at: Some(t),
+            paused_reason: Some("manual".into()),
+            paused_note: Some("maintenance".into()),
+            ..status
+        };
+        assert_eq!(status_from_wire(status_to_wire(paused.clone())), paused);
         for o in [
             RunOutcome::Success,
             RunOutcome::Failed,

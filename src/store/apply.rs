@@ -6,8 +6,8 @@ use std::ops::Bound;
 use prost::Message;
 
 use super::{
-    Error, FinishedJob, LoadedJob, Op, OpResult, PageItem, ResultRecord, RunOutcome, StoredCounter,
-    StoredJob, StoredRun, run_key, runs_prefix,
+    DeadLetter, DeadLetterAt, Error, FinishedJob, LoadedJob, Op, OpResult, PageItem, Paused,
+    ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
 };
 
 /// One of the tables.
@@ -116,6 +116,12 @@ pub(crate) enum Prepared {
     FinishJob { key: String, generation: u64 },
     /// [`Op::RecordResult`]: applied from the record itself, which the log stores encoded.
     RecordResult(Box<ResultRecord>),
+    /// [`Op::SetPaused`]: small, applied as given.
+    SetPaused {
+        key: String,
+        generation: u64,
+        paused: Option<Paused>,
+    },
     /// [`Op::DeleteFinished`].
     DeleteFinished {
         key: String,
@@ -145,6 +151,15 @@ impl Prepared {
             },
             Op::FinishJob { key, generation } => Prepared::FinishJob { key, generation },
             Op::RecordResult(record) => Prepared::RecordResult(record),
+            Op::SetPaused {
+                key,
+                generation,
+                paused,
+            } => Prepared::SetPaused {
+                key,
+                generation,
+                paused,
+            },
             Op::DeleteFinished { key, before } => Prepared::DeleteFinished { key, before },
         }
     }
@@ -160,6 +175,9 @@ impl Prepared {
             | Prepared::DeleteFinished { key, .. } => key.len(),
             Prepared::DeletePrefix { prefix } => prefix.len(),
             Prepared::RecordResult(record) => record.key.len() * 2 + record.encoded_len(),
+            Prepared::SetPaused { key, paused, .. } => {
+                key.len() + paused.as_ref().map_or(0, Message::encoded_len)
+            }
         }
     }
 
@@ -170,6 +188,7 @@ impl Prepared {
             Prepared::PutCounter { .. }
                 | Prepared::FinishJob { .. }
                 | Prepared::RecordResult(_)
+                | Prepared::SetPaused { .. }
                 | Prepared::DeleteFinished { .. }
         )
     }
@@ -228,17 +247,7 @@ fn apply_op<T: Tables>(
             key,
             value,
             create_only,
-        } => {
-            if !create_only {
-                tables.insert(Table::Jobs, &key, value, undo.as_deref_mut())?;
-            } else if !tables.insert_new(Table::Jobs, &key, value, undo.as_deref_mut())? {
-                return Ok(OpResult::AlreadyExists);
-            }
-            tables.remove(Table::Counters, &key, undo.as_deref_mut())?;
-            // A new version starts a new history: its runs are numbered from 0 again.
-            forget_history(tables, &key, undo)?;
-            Ok(OpResult::Done)
-        }
+        } => put_job(tables, &key, value, create_only, undo),
         Prepared::DeleteJob { key } => {
             let removed = tables.remove(Table::Jobs, &key, undo.as_deref_mut())?;
             tables.remove(Table::Counters, &key, undo.as_deref_mut())?;
@@ -277,6 +286,21 @@ fn apply_op<T: Tables>(
             Ok(OpResult::Skipped)
         }
         Prepared::RecordResult(record) => record_result(tables, *record, undo),
+        Prepared::SetPaused {
+            key,
+            generation,
+            paused,
+        } => {
+            if generation_of(tables, Table::Jobs, &key)? != Some(generation) {
+                return Ok(OpResult::Skipped);
+            }
+            let mut counter = live_counter(tables, &key, generation)?;
+            if counter.paused != paused {
+                counter.paused = paused;
+                tables.insert(Table::Counters, &key, counter.encode_to_vec(), undo)?;
+            }
+            Ok(OpResult::Done)
+        }
         Prepared::DeleteFinished { key, before } => {
             if !tables.keeps_history() {
                 return Ok(OpResult::Deleted(0));
@@ -297,6 +321,63 @@ fn apply_op<T: Tables>(
             }
         }
     }
+}
+
+/// Applies [`Op::PutJob`].
+fn put_job<T: Tables>(
+    tables: &mut T,
+    key: &str,
+    value: Vec<u8>,
+    create_only: bool,
+    mut undo: Option<&mut Undo>,
+) -> Result<OpResult, Error> {
+    if !create_only {
+        tables.insert(Table::Jobs, key, value, undo.as_deref_mut())?;
+    } else if !tables.insert_new(Table::Jobs, key, value, undo.as_deref_mut())? {
+        return Ok(OpResult::AlreadyExists);
+    }
+    tables.remove(Table::Counters, key, undo.as_deref_mut())?;
+    // A new version starts a new history: its runs are numbered from 0 again.
+    forget_history(tables, key, undo)?;
+    Ok(OpResult::Done)
+}
+
+/// The counter of job `key` at `generation`: the stored one when it is of that generation,
+/// else a fresh one.
+fn live_counter<T: Tables>(
+    tables: &mut T,
+    key: &str,
+    generation: u64,
+) -> Result<StoredCounter, Error> {
+    let stored = tables
+        .with_value(Table::Counters, key, |bytes| StoredCounter::decode(bytes))?
+        .transpose()
+        .map_err(|source| corrupt(Table::Counters, key, source))?;
+    Ok(stored
+        .filter(|c| c.generation == generation)
+        .unwrap_or_else(|| StoredCounter {
+            generation,
+            ..StoredCounter::default()
+        }))
+}
+
+/// Creates the dead-letter job of a result: create-only under its key, else under its
+/// fallback key.
+fn place_dead_letter<T: Tables>(
+    tables: &mut T,
+    dead_letter: DeadLetter,
+    mut undo: Option<&mut Undo>,
+) -> Result<DeadLetterAt, Error> {
+    let value = dead_letter.job.unwrap_or_default().encode_to_vec();
+    for (key, at) in [
+        (&dead_letter.key, DeadLetterAt::Key),
+        (&dead_letter.fallback_key, DeadLetterAt::Fallback),
+    ] {
+        if put_job(tables, key, value.clone(), true, undo.as_deref_mut())? == OpResult::Done {
+            return Ok(at);
+        }
+    }
+    Ok(DeadLetterAt::Nowhere)
 }
 
 /// Drops the finished record and the run history of `key`.
@@ -327,16 +408,7 @@ fn record_result<T: Tables>(
         }
         return Ok(OpResult::Skipped);
     }
-    let stored = tables
-        .with_value(Table::Counters, key, |bytes| StoredCounter::decode(bytes))?
-        .transpose()
-        .map_err(|source| corrupt(Table::Counters, key, source))?;
-    let mut counter = stored
-        .filter(|c| c.generation == record.generation)
-        .unwrap_or_else(|| StoredCounter {
-            generation: record.generation,
-            ..StoredCounter::default()
-        });
+    let mut counter = live_counter(tables, key, record.generation)?;
     if let Some(progress) = &record.progress {
         counter.count = progress.count;
         counter.last_trigger = progress.last_trigger;
@@ -344,6 +416,24 @@ fn record_result<T: Tables>(
     }
     let run = record.run.unwrap_or_default();
     count_run(&mut counter, &run, record.dropped, record.skipped_ticks);
+    // After every decode of this op: a corrupt record leaves nothing half done.
+    let placed = record
+        .dead_letter
+        .map(|dead_letter| place_dead_letter(tables, dead_letter, undo.as_deref_mut()))
+        .transpose()?;
+    let then = match (placed, &record.pause) {
+        (Some(DeadLetterAt::Key | DeadLetterAt::Fallback), _) => Some("dead_letter"),
+        (Some(DeadLetterAt::Nowhere), _) => Some("dead_letter_failed"),
+        (None, Some(_)) => Some("pause"),
+        (None, None) => None,
+    };
+    if let Some(then) = then {
+        *counter.on_exhausted.entry(then.to_owned()).or_default() += 1;
+    }
+    if let Some(pause) = record.pause {
+        counter.paused = Some(pause);
+    }
+    let done = placed.map_or(OpResult::Done, OpResult::DeadLettered);
     let seq = counter.runs;
     counter.runs += 1;
     let history = tables.keeps_history() && record.history_limit > 0;
@@ -361,7 +451,7 @@ fn record_result<T: Tables>(
     }
     if !record.finish {
         tables.insert(Table::Counters, key, counter.encode_to_vec(), undo)?;
-        return Ok(OpResult::Done);
+        return Ok(done);
     }
     let finished = match record.finished_at {
         Some(at) if tables.keeps_history() => {
@@ -375,7 +465,7 @@ fn record_result<T: Tables>(
         Some(finished) => tables.insert(Table::Finished, key, finished, undo)?,
         None => forget_history(tables, key, undo)?,
     }
-    Ok(OpResult::Done)
+    Ok(done)
 }
 
 /// A [`FinishedJob`] encoded around the stored job's bytes as they are (a message field is

@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 pub use crate::proto::store::{
-    FinishedJob, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
+    DeadLetter, FinishedJob, Paused, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
 };
 pub use etcd::{Change, Etcd};
 pub use memory::Memory;
@@ -117,8 +117,21 @@ pub enum Op {
     /// A trigger's result: progress, status and one run in the history, in one write, only
     /// while the job has the record's generation (`Done`; else `Skipped`, and a finished
     /// record deletes only a counter of its generation, as `FinishJob`). A finished job is
-    /// deleted, or kept in the finished table when `finished_at` is set.
+    /// deleted, or kept in the finished table when `finished_at` is set. A record's `pause`
+    /// pauses the job; its `dead_letter` job is created (create-only, as `PutJob`) under its
+    /// key or else its fallback key, and the result is `DeadLettered` saying where.
     RecordResult(Box<ResultRecord>),
+    /// Pauses (`paused` set) or resumes (`None`) a job, only while the job has `generation`:
+    /// the state is kept in its counter (made if the job has none yet), beside its progress.
+    /// Result: `Done` (also when it was so already), or `Skipped`.
+    SetPaused {
+        /// The composed job key.
+        key: String,
+        /// The job version it is meant for.
+        generation: u64,
+        /// Why and since when; `None` resumes.
+        paused: Option<Paused>,
+    },
     /// Deletes the finished record of `key` (and its run history) if it finished at or
     /// before `before` (the retention sweep). Result: `Deleted(0 or 1)`.
     DeleteFinished {
@@ -165,6 +178,16 @@ impl fmt::Debug for Op {
                 .field("finish", &r.finish)
                 .field("outcome", &r.run.as_ref().map(|run| run.outcome()))
                 .finish(),
+            Op::SetPaused {
+                key,
+                generation,
+                paused,
+            } => f
+                .debug_struct("SetPaused")
+                .field("key", key)
+                .field("generation", generation)
+                .field("paused", &paused.is_some())
+                .finish(),
             Op::DeleteFinished { key, before } => f
                 .debug_struct("DeleteFinished")
                 .field("key", key)
@@ -185,6 +208,19 @@ pub enum OpResult {
     Skipped,
     /// `DeleteJob` / `DeletePrefix`: how many jobs were removed.
     Deleted(u64),
+    /// `RecordResult` with a dead-letter job: applied, and where the job went.
+    DeadLettered(DeadLetterAt),
+}
+
+/// Where the dead-letter job of a [`ResultRecord`] was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadLetterAt {
+    /// Under its key (the `deadLetterJob` name).
+    Key,
+    /// Under its fallback key: a job held the name already.
+    Fallback,
+    /// Nowhere: jobs held both keys.
+    Nowhere,
 }
 
 /// One job as loaded at start: the job and its counter, if it has one for this generation.

@@ -122,6 +122,27 @@ fn counter(generation: u64, count: u32) -> StoredCounter {
     }
 }
 
+/// A pause for `reason`.
+fn paused(reason: &str) -> Paused {
+    Paused {
+        at: Some(Timestamp {
+            seconds: 1_700_000_005,
+            nanos: 0,
+        }),
+        reason: reason.into(),
+        note: format!("why: {reason}"),
+    }
+}
+
+/// A dead-letter job to create under `key`, else `fallback`.
+fn dead_letter(key: &str, fallback: &str) -> DeadLetter {
+    DeadLetter {
+        key: key.into(),
+        fallback_key: fallback.into(),
+        job: Some(job(7, "dead letter")),
+    }
+}
+
 fn put(key: &str, job: StoredJob, create_only: bool) -> Op {
     Op::PutJob {
         key: key.into(),
@@ -628,6 +649,7 @@ suite!(
 );
 
 mod history;
+mod pause;
 
 // ---- what only a file can show ----
 

@@ -225,6 +225,7 @@ const PUT_COUNTER: u8 = 4;
 const FINISH_JOB: u8 = 5;
 const RECORD_RESULT: u8 = 6;
 const DELETE_FINISHED: u8 = 7;
+const SET_PAUSED: u8 = 8;
 
 fn put_u32(buf: &mut Vec<u8>, n: usize) {
     // Lengths come from in-memory strings and a batch bounded far below 4 GiB.
@@ -274,6 +275,24 @@ fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
         Prepared::RecordResult(record) => {
             buf.push(RECORD_RESULT);
             put_bytes(buf, &prost::Message::encode_to_vec(&**record));
+        }
+        Prepared::SetPaused {
+            key,
+            generation,
+            paused,
+        } => {
+            buf.push(SET_PAUSED);
+            put_bytes(buf, key.as_bytes());
+            buf.extend_from_slice(&generation.to_le_bytes());
+            // A flag, not an empty message: an empty `Paused` still pauses.
+            buf.push(u8::from(paused.is_some()));
+            put_bytes(
+                buf,
+                &paused
+                    .as_ref()
+                    .map(prost::Message::encode_to_vec)
+                    .unwrap_or_default(),
+            );
         }
         Prepared::DeleteFinished { key, before } => {
             buf.push(DELETE_FINISHED);
@@ -340,6 +359,26 @@ fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
         RECORD_RESULT => {
             let record = <super::ResultRecord as prost::Message>::decode(take_bytes(p)?).ok()?;
             Prepared::RecordResult(Box::new(record))
+        }
+        SET_PAUSED => {
+            let key = take_string(p)?;
+            let generation = take_u64(p)?;
+            let set = match take(p, 1)?[0] {
+                0 => false,
+                1 => true,
+                _ => return None,
+            };
+            let bytes = take_bytes(p)?;
+            let paused = if set {
+                Some(<super::Paused as prost::Message>::decode(bytes).ok()?)
+            } else {
+                None
+            };
+            Prepared::SetPaused {
+                key,
+                generation,
+                paused,
+            }
         }
         DELETE_FINISHED => {
             let key = take_string(p)?;
@@ -489,6 +528,16 @@ mod tests {
                 },
                 Prepared::DeleteJob { key: k.into() },
                 Prepared::DeletePrefix { prefix: k.into() },
+                Prepared::SetPaused {
+                    key: k.into(),
+                    generation: 7,
+                    paused: Some(super::super::Paused::default()),
+                },
+                Prepared::SetPaused {
+                    key: k.into(),
+                    generation: 7,
+                    paused: None,
+                },
             ]
         };
         for seq in 1..=5u64 {
@@ -506,7 +555,19 @@ mod tests {
         let requests = records[2].requests.as_ref().unwrap();
         assert_eq!(requests.len(), 2);
         assert!(matches!(&requests[0][0], Prepared::PutJob { key, .. } if key == "a3"));
-        assert_eq!(requests[1].len(), 5);
+        assert_eq!(requests[1].len(), 7);
+        // An empty `Paused` still pauses; `None` resumes.
+        assert!(matches!(
+            &requests[1][5],
+            Prepared::SetPaused {
+                paused: Some(_),
+                ..
+            }
+        ));
+        assert!(matches!(
+            &requests[1][6],
+            Prepared::SetPaused { paused: None, .. }
+        ));
 
         // After a reset, a shorter record 6 is followed by the remains of records 2..5.
         wal.reset();

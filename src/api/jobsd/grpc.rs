@@ -91,6 +91,25 @@ impl jv1::jobs_server::Jobs for JobsApi {
         }))
     }
 
+    async fn pause_job(
+        &self,
+        request: Request<jv1::PauseJobRequest>,
+    ) -> Result<Response<jv1::PauseJobResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        self.state.pause_job(req.name, req.note).await?;
+        Ok(Response::new(jv1::PauseJobResponse {}))
+    }
+
+    async fn resume_job(
+        &self,
+        request: Request<jv1::ResumeJobRequest>,
+    ) -> Result<Response<jv1::ResumeJobResponse>, Status> {
+        authorize(&self.state, &request)?;
+        self.state.resume_job(request.into_inner().name).await?;
+        Ok(Response::new(jv1::ResumeJobResponse {}))
+    }
+
     async fn list_runs(
         &self,
         request: Request<jv1::ListRunsRequest>,

@@ -6,6 +6,9 @@
 //!   finished (kept for `--finished-retention`).
 //! - `DELETE /jobsd/v1/jobs/{name}`: the job, its history and finished record; 204.
 //! - `GET /jobsd/v1/jobs/{name}/runs?limit=&before=`: the run history, newest first.
+//! - `POST /jobsd/v1/jobs/{name}/pause` with an optional `{"note": "..."}`: no tick fires
+//!   until it is resumed; 204.
+//! - `POST /jobsd/v1/jobs/{name}/resume`: it goes on (a job not paused is left as it is); 204.
 //! - `GET /jobsd/v1/jobs?prefix=&label=k=v&state=active|paused|finished&pageSize=&pageToken=`.
 
 use std::collections::BTreeMap;
@@ -14,7 +17,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 
 use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, json, policy_json};
@@ -33,6 +36,8 @@ pub fn routes() -> Router<Shared> {
             get(get_view).post(create).delete(delete),
         )
         .route("/jobsd/v1/jobs/{name}/runs", get(runs))
+        .route("/jobsd/v1/jobs/{name}/pause", post(pause))
+        .route("/jobsd/v1/jobs/{name}/resume", post(resume))
 }
 
 fn respond(result: Result<Response, ApiError>) -> Response {
@@ -100,6 +105,41 @@ async fn delete(State(state): State<Shared>, Path(name): Path<String>) -> Respon
     respond(
         async {
             state.delete_job(name).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        .await,
+    )
+}
+
+/// The body of a pause: optional, and only a note.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PauseBody {
+    /// Why, shown in the job's status.
+    #[serde(default)]
+    note: Option<String>,
+}
+
+async fn pause(State(state): State<Shared>, Path(name): Path<String>, body: Body) -> Response {
+    respond(
+        async {
+            let bytes = read_body(body, state.body_limit()).await?;
+            let body: PauseBody = if bytes.iter().all(u8::is_ascii_whitespace) {
+                PauseBody::default()
+            } else {
+                serde_json::from_slice(&bytes).map_err(|e| bad_request(format!("body: {e}")))?
+            };
+            state.pause_job(name, body.note.unwrap_or_default()).await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        .await,
+    )
+}
+
+async fn resume(State(state): State<Shared>, Path(name): Path<String>) -> Response {
+    respond(
+        async {
+            state.resume_job(name).await?;
             Ok(StatusCode::NO_CONTENT.into_response())
         }
         .await,

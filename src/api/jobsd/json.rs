@@ -48,12 +48,16 @@ pub fn view(view: &JobView) -> Result<String, ApiError> {
                 "dropped": s.dropped,
                 "staged": s.staged_count,
                 "skipped": s.skipped,
+                "onExhausted": s.on_exhausted,
             },
             "ticks": s.ticks,
             "currentAttempt": s.current_attempt,
             "inFlight": s.in_flight,
             "staged": s.staged,
             "finishedAt": time(s.finished_at),
+            "pausedAt": time(s.paused_at),
+            "pausedReason": s.paused_reason,
+            "pausedNote": s.paused_note,
         },
     });
     // `job` first, spliced in as Dapr's encoder wrote it.

@@ -19,6 +19,9 @@ pub const DEFAULT_RUNS: usize = 20;
 /// Most runs one call answers.
 pub use crate::scheduler::MAX_RUNS;
 
+/// Longest note given with a pause, in bytes.
+pub const MAX_PAUSE_NOTE: usize = 512;
+
 /// 400 `ERR_MALFORMED_REQUEST` with `message`.
 pub fn bad_request(message: String) -> ApiError {
     ApiError::Legacy {
@@ -64,11 +67,23 @@ impl ApiState {
         // Checked here, before any hop, so that a bad value is refused with the same answer
         // whichever scheduler is behind; the scheduler checks them again where it stores them.
         scheduler::check_labels(&extras.labels).map_err(bad_request)?;
-        if let Some(policy) = &extras.policy {
-            scheduler::tick_policy(policy).map_err(bad_request)?;
-        }
-        if let Some(failure) = &extras.failure_policy {
-            scheduler::failure_handling(failure).map_err(bad_request)?;
+        let tick = extras
+            .policy
+            .as_ref()
+            .map(scheduler::tick_policy)
+            .transpose()
+            .map_err(bad_request)?
+            .unwrap_or_default();
+        let handling = extras
+            .failure_policy
+            .as_ref()
+            .map(scheduler::failure_handling)
+            .transpose()
+            .map_err(bad_request)?;
+        scheduler::check_together(&tick, handling.as_ref()).map_err(bad_request)?;
+        if let (Some(handling), Some(job)) = (&handling, &req.job) {
+            scheduler::check_dead_letter(&self.job_metadata(), &job.name, &handling.on_exhausted)
+                .map_err(bad_request)?;
         }
         self.schedule_job_extras(req, extras).await
     }
@@ -91,6 +106,32 @@ impl ApiState {
         let metadata = self.job_metadata();
         scheduler
             .list_runs(metadata, name, before, limit)
+            .await
+            .map_err(view_error)
+    }
+
+    /// Pauses job `name` of this app, with `note` saying why.
+    pub async fn pause_job(&self, name: String, note: String) -> Result<(), ApiError> {
+        if note.len() > MAX_PAUSE_NOTE {
+            return Err(bad_request(format!(
+                "note: {} bytes, at most {MAX_PAUSE_NOTE} are allowed",
+                note.len()
+            )));
+        }
+        let scheduler = Arc::clone(&self.scheduler);
+        let metadata = self.job_metadata();
+        scheduler
+            .pause_job(metadata, name, note)
+            .await
+            .map_err(view_error)
+    }
+
+    /// Resumes job `name` of this app.
+    pub async fn resume_job(&self, name: String) -> Result<(), ApiError> {
+        let scheduler = Arc::clone(&self.scheduler);
+        let metadata = self.job_metadata();
+        scheduler
+            .resume_job(metadata, name)
             .await
             .map_err(view_error)
     }

@@ -573,6 +573,18 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.code, tonic::Code::FailedPrecondition);
+        // Nor does it pause jobs: refused too, saying why.
+        let err = remote
+            .pause_job(sv1::JobMetadata::default(), "x".into(), String::new())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, tonic::Code::FailedPrecondition);
+        assert!(err.message.contains("embedded scheduler"), "{err}");
+        let err = remote
+            .resume_job(sv1::JobMetadata::default(), "x".into())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, tonic::Code::FailedPrecondition);
 
         connections.close().await;
         served.stop().await;

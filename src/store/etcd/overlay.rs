@@ -7,8 +7,9 @@
 //! What each op reads ([`reads`]): its job and counter (the generation checks and the
 //! progress), and its finished record when it may change or read it: `PutJob` and `DeleteJob`
 //! (they drop it), a finishing `RecordResult` (it writes or drops it) and `DeleteFinished`
-//! (it reads `finished_at`). `DeletePrefix` in a mixed request reads those three tables
-//! whole under its prefix. Run records are never read: they are written blind (`runs.rs`
+//! (it reads `finished_at`). A result with a dead-letter job also reads what a `PutJob`
+//! reads at both of that job's keys. `DeletePrefix` in a mixed request reads those three
+//! tables whole under its prefix. Run records are never read: they are written blind (`runs.rs`
 //! says why that is safe) and cleared by range deletes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -116,6 +117,11 @@ pub(super) fn read_set(requests: &[Vec<Prepared>]) -> ReadSet {
                 Err(prefix) => prefixes.insert((table, prefix)),
             };
         }
+        for key in dead_letter_keys(op) {
+            for &table in DEAD_LETTER_TABLES {
+                keys.insert((table, key));
+            }
+        }
     }
     let owned = |set: BTreeSet<(Table, &str)>| {
         set.into_iter()
@@ -137,8 +143,24 @@ pub(super) fn reads(op: &Prepared) -> (Result<&str, &str>, &'static [Table]) {
         Prepared::PutCounter { key, .. } | Prepared::FinishJob { key, .. } => (Ok(key), LIVE),
         Prepared::RecordResult(record) if record.finish => (Ok(&record.key), ALL),
         Prepared::RecordResult(record) => (Ok(&record.key), LIVE),
+        Prepared::SetPaused { key, .. } => (Ok(key), LIVE),
         Prepared::DeleteFinished { key, .. } => (Ok(key), &[Table::Finished]),
         Prepared::DeletePrefix { prefix } => (Err(prefix), ALL),
+    }
+}
+
+/// What a dead-letter job's create reads at each of its keys: as `PutJob`.
+const DEAD_LETTER_TABLES: &[Table] = &[Table::Jobs, Table::Counters, Table::Finished];
+
+/// The keys a result's dead-letter job may be created under (read beside the op's own).
+fn dead_letter_keys(op: &Prepared) -> Vec<&str> {
+    match op {
+        Prepared::RecordResult(record) => record
+            .dead_letter
+            .iter()
+            .flat_map(|d| [d.key.as_str(), d.fallback_key.as_str()])
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -155,11 +177,19 @@ pub(super) fn txn_keys(op: &Prepared) -> usize {
         // pruned run and the counter; finishing: job, counter, finished, runs' range too.
         Prepared::RecordResult(record) if record.finish => 7,
         Prepared::RecordResult(_) => 4,
+        Prepared::SetPaused { .. } => 1,
         // The record and the runs' range.
         Prepared::DeleteFinished { .. } => 2,
         Prepared::DeletePrefix { .. } => return 8,
     };
-    writes.max(reads(op).1.len())
+    // A dead-letter job is created under one of its keys, as a `PutJob` (4 writes); both
+    // keys are compared.
+    let dead_letter = dead_letter_keys(op);
+    let (extra_writes, extra_reads) = match dead_letter.len() {
+        0 => (0, 0),
+        n => (4, n * DEAD_LETTER_TABLES.len()),
+    };
+    (writes + extra_writes).max(reads(op).1.len() + extra_reads)
 }
 
 /// `(mod_revision, seq)` of a marker record.

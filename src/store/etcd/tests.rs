@@ -60,6 +60,8 @@ fn result(key: &str, generation: u64, tag: &str, limit: u32) -> Op {
         history_limit: limit,
         finished_at: None,
         skipped_ticks: 0,
+        pause: None,
+        dead_letter: None,
     }))
 }
 

@@ -424,6 +424,15 @@ fn clone_prepared(op: &Prepared) -> Prepared {
             generation: *generation,
         },
         Prepared::RecordResult(record) => Prepared::RecordResult(record.clone()),
+        Prepared::SetPaused {
+            key,
+            generation,
+            paused,
+        } => Prepared::SetPaused {
+            key: key.clone(),
+            generation: *generation,
+            paused: paused.clone(),
+        },
         Prepared::DeleteFinished { key, before } => Prepared::DeleteFinished {
             key: key.clone(),
             before: *before,

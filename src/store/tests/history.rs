@@ -24,7 +24,7 @@ fn at(seconds: i64) -> Timestamp {
 }
 
 /// Result `n` of job `key` (version `generation`), keeping `limit` runs; not finishing.
-fn record(key: &str, generation: u64, n: u32, limit: u32) -> ResultRecord {
+pub(super) fn record(key: &str, generation: u64, n: u32, limit: u32) -> ResultRecord {
     ResultRecord {
         key: key.into(),
         generation,
@@ -35,6 +35,8 @@ fn record(key: &str, generation: u64, n: u32, limit: u32) -> ResultRecord {
         history_limit: limit,
         finished_at: None,
         skipped_ticks: 0,
+        pause: None,
+        dead_letter: None,
     }
 }
 
@@ -47,7 +49,7 @@ fn finishing(r: ResultRecord, finished_at: Option<Timestamp>) -> ResultRecord {
     }
 }
 
-fn result(r: ResultRecord) -> Op {
+pub(super) fn result(r: ResultRecord) -> Op {
     Op::RecordResult(Box::new(r))
 }
 
@@ -462,10 +464,30 @@ mod model {
                     })
                 }
             ),
-            1 => (key, 0..4i64).prop_map(|(key, seconds)| Op::DeleteFinished {
+            1 => (key.clone(), 0..4i64).prop_map(|(key, seconds)| Op::DeleteFinished {
                 key,
                 before: at(seconds),
             }),
+            1 => (key.clone(), 0..3u64, any::<bool>()).prop_map(|(key, generation, pause)| {
+                Op::SetPaused {
+                    key,
+                    generation,
+                    paused: pause.then(|| paused("p")),
+                }
+            }),
+            // Given-up ticks that pause their job or dead-letter it into one of the keys.
+            1 => (key.clone(), 0..3u64, 0..4u32, key.clone(), key, any::<bool>()).prop_map(
+                |(k, g, n, to, fallback, pause)| {
+                    let mut r = record(&k, g, n, 3);
+                    r.dropped = true;
+                    if pause {
+                        r.pause = Some(paused("exhausted"));
+                    } else {
+                        r.dead_letter = Some(dead_letter(&to, &fallback));
+                    }
+                    result(r)
+                }
+            ),
         ]
     }
 

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::{Persisted, Runner, skip_reason};
+use super::skips::skip_reason;
+use super::{Persisted, Runner};
 use crate::engine::history::Attempt;
 use crate::engine::queue::Execution;
 use crate::observe::Skip;

@@ -1,0 +1,105 @@
+//! Handing due triggers to the sink: one delivery task per attempt, cut short by
+//! `policy.timeout`, reporting back to the loop.
+
+use super::*;
+
+impl Runner {
+    /// Hands due triggers to the sink, as many as it has room for; the rest stay queued (in
+    /// time order, with their nominal times) and go as answers come back.
+    pub(super) fn fire_due(&mut self) {
+        let now = self.clock.now();
+        while self.in_sink < self.capacity {
+            let Some((key, at)) = self.jobs.pop_due(now) else {
+                break;
+            };
+            let Some(entry) = self.jobs.get(&key) else {
+                continue;
+            };
+            if matches!(entry.plan.overlap, Overlap::Allow(_)) {
+                self.fire_overlapping(key, now);
+                continue;
+            }
+            if let Some((counter, skipped)) = entry.plan.catch_up(&entry.counter, now) {
+                // `policy.catchUp`: the missed ticks are passed over, counted, and the job
+                // goes on from the first tick the policy runs.
+                let generation = entry.generation;
+                self.skip_ticks(key, generation, counter, skipped, Skip::Missed, now);
+                continue;
+            }
+            // The tick this trigger is an attempt of (`at` is pushed back by retries).
+            let tick = entry.plan.next_tick(&entry.counter).unwrap_or(at);
+            let attempt = entry.counter.attempts.saturating_add(1);
+            self.hand_out(key, tick, at, attempt, now);
+        }
+    }
+
+    /// Hands attempt `attempt` of the tick at `tick` of job `key` to the sink, due at `at`.
+    pub(super) fn hand_out(
+        &mut self,
+        key: Arc<str>,
+        tick: DateTime<Utc>,
+        at: DateTime<Utc>,
+        attempt: u32,
+        now: DateTime<Utc>,
+    ) {
+        let Some(entry) = self.jobs.get(&key) else {
+            return;
+        };
+        let name_at = usize::try_from(entry.name_at).unwrap_or(0);
+        let execution_id = ExecutionId::for_tick(&key, tick);
+        let trigger = Trigger {
+            key: key.clone(),
+            name: Arc::from(key.get(name_at..).unwrap_or(&key)),
+            data: entry.data.clone(),
+            metadata: entry.metadata.clone(),
+            scheduled_at: at,
+            execution_id,
+            attempt,
+            created_by: entry.created_by.clone(),
+        };
+        let generation = entry.generation;
+        let timeout = entry.plan.timeout;
+        let outlet = self.outlet.clone();
+        self.in_sink += 1;
+        let fired = outlet.metrics.fired(now - at);
+        tokio::spawn(async move {
+            let started = outlet.clock.now();
+            let delivery = outlet.sink.deliver_reported(trigger);
+            let report = match timeout {
+                None => delivery.await,
+                // Past `policy.timeout` the delivery is dropped (its call cancelled) and
+                // the attempt fails, as the failure policy then says.
+                Some(limit) => tokio::select! {
+                    report = delivery => report,
+                    () = outlet.clock.sleep_until(started + limit) => timed_out(limit),
+                },
+            };
+            outlet.metrics.answered(fired, report.result);
+            let attempt = Box::new(Attempt {
+                execution_id,
+                tick,
+                attempt,
+                started,
+                finished: outlet.clock.now(),
+                report,
+            });
+            let _ = outlet.tx.send(Command::Done {
+                key,
+                generation,
+                attempt,
+            });
+        });
+    }
+}
+
+/// The report of an attempt cut short by `policy.timeout`.
+pub(super) fn timed_out(limit: TimeDelta) -> Report {
+    Report {
+        timed_out: true,
+        error: Some(format!(
+            "attempt timed out after {}",
+            crate::schedule::duration::format(limit.num_nanoseconds().unwrap_or(i64::MAX))
+        )),
+        ..Report::from(TriggerResult::Failed)
+    }
+}

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end suite: jobsd's per-job policies (README "Per-job policies"), through the release
 # binary (embedded store in a temp --data-dir) and a real HTTP app (e2e/python/policy_http_app.py:
-# the job's name says whether it answers 200, 500, 500 N times, or hangs; "down" is the app not
-# running), in real time. The checks (e2e/python/policy_checks.py) assert counts and orders of
-# runs, not latencies:
+# the job's name says whether it answers 200, 500, 500 N times, after S seconds, or hangs; "down"
+# is the app not running), in real time. The checks (e2e/python/policy_checks.py) assert counts
+# and orders of runs, not latencies:
 #
 #   1. HTTP surface: `policy` + `labels` + exponential / delays `failurePolicy` → exactly 4 / 3
 #      attempts in the run history, the tick dropped with its reason; jobsd's GET shows them,
@@ -11,13 +11,20 @@
 #   2. `policy.timeout` against a hanging app: attempts fail as timed_out and are retried; a job
 #      due at the same time on the same app is delivered.
 #   5. gRPC `jobsd.v1.Jobs` with stubs generated now (grpcio-tools) from proto/jobsd/v1/jobs.proto.
+#   6. `policy.overlap` against a handler that takes 3 s, four `@every 1s` jobs for ~8 s: serial
+#      (Dapr's default), skip and bufferOne have one call in flight at most, allow with
+#      maxConcurrent 2 has two at once, never more; skip / bufferOne pass over the ticks that fell
+#      due meanwhile (skipped records, reason overlap); every call the app got is a run in the
+#      history.
 #   4. A restart in the middle, twice — SIGTERM, then kill -9 — each on the same data dir after
 #      ~5 s down: a job mid-retry makes exactly its remaining attempt; `catchUp: latest` runs
 #      one tick for all it missed (one skipped record, reason catch_up); Dapr's default replays
 #      every missed tick.
 #   3. `whileTargetDown: skip` (a second jobsd, with app health checks, whose app is not listening
 #      for ~4 s): ticks skipped and counted as target_down, none delivered; deliveries resume
-#      once the app is back; Dapr's default `stage` holds its tick and replays every one.
+#      once the app is back; Dapr's default `stage` holds its tick and replays every one;
+#      `latest` holds one tick and delivers it once (the rest counted as target_down), then
+#      goes on every second.
 #
 # Every wait is bounded; the app and jobsd are killed on exit. Runnable from any directory (the
 # release binary is built with `cargo build --release`, in CARGO_TARGET_DIR when set; or set
@@ -78,7 +85,7 @@ mapfile -t ports < <(free_ports 2)
 app_port="${ports[0]}"
 down_port="${ports[1]}"
 
-# ---------------------------------------------------------------- 1, 2, 5, 4: app up
+# ---------------------------------------------------------------- 1, 2, 5, 6, 4: app up
 t=$SECONDS
 events="$work/app-events.jsonl"
 main_data="$work/data-main"
@@ -90,6 +97,10 @@ run_phase retries retries "$events"
 run_phase timeout timeout "$events"
 run_phase grpc grpc "$events"
 e2e_log "scenarios 1, 2, 5 took $((SECONDS - t))s"
+
+t=$SECONDS
+run_phase overlap overlap "$events"
+e2e_log "scenario 6 took $((SECONDS - t))s"
 
 t=$SECONDS
 restart_cycle stop term

@@ -2,7 +2,8 @@
 on a manual clock is tests/policies.rs). Run by e2e/policies.sh against the release jobsd
 (DAPR_HTTP_PORT, DAPR_GRPC_PORT, DAPR_RUNTIME_HOST set) whose app is policy_http_app.py,
 recording to a JSON-lines file; the job's name tells the app how to answer (`fail-*` 500,
-`flaky<N>-*` 500 N times, `hang-*` no answer). One phase per scenario:
+`flaky<N>-*` 500 N times, `hang-*` no answer, `slow<S>-*` 200 after S seconds, logging the
+calls of that name in flight). One phase per scenario:
 
   retries EVENTS          1. HTTP surface: `policy` + `labels` + `failurePolicy` (exponential,
                              delays) on /jobsd/v1/jobs; exact attempt counts in the run history,
@@ -12,6 +13,10 @@ recording to a JSON-lines file; the job's name tells the app how to answer (`fai
   grpc EVENTS             5. gRPC `jobsd.v1.Jobs` (stubs generated now, with grpcio-tools, from
                              proto/jobsd/v1/jobs.proto into a temp dir): ScheduleJob, GetJob,
                              ListRuns, DeleteJob
+  overlap EVENTS          6. `policy.overlap` against a 3 s handler on `@every 1s`: serial, skip
+                             and bufferOne one call at a time, allow + maxConcurrent 2 two at
+                             once; skip / bufferOne pass over the ticks due meanwhile (skipped
+                             records, counted as overlap); every call is a run in the history
   restart-setup STATE TAG 4. (before a stop) a job mid-retry, an `@every 1s` job with
                              `catchUp: latest` and a Dapr-default one; returns once the retry job
                              has failed twice, so the shell stops jobsd in its 3 s wait
@@ -22,10 +27,11 @@ recording to a JSON-lines file; the job's name tells the app how to answer (`fai
                              default replays every missed tick
   down-setup STATE        3. (jobsd started with app health checks, its app not listening)
                              `whileTargetDown: skip` skips and counts `target_down`; Dapr's
-                             default `stage` holds its tick
+                             default `stage` and `latest` hold their tick
   down-verify STATE EVENTS T_UP
-                          3. (the app started listening at T_UP) deliveries resume; the held
-                             ticks are replayed
+                          3. (the app started listening at T_UP) deliveries resume; `stage`
+                             replays the held ticks, `latest` runs one of them (the rest
+                             counted as target_down)
 
 Times: jobsd's RFC 3339 stamps, the app's `time.time()` and the shell's `date +%s.%N` read the
 same clock; they are compared as integer nanoseconds. The checks assert counts and orders with
@@ -223,9 +229,8 @@ class RetryCase:
         self.dropped = dropped
 
 
-# Settings jobsd acts on today, all of them Dapr's behaviour but the timeout. Values still
-# refused ("is not supported by this jobsd yet": catchUp none, whileTargetDown latest, overlap
-# other than serial, onExhausted pause/deadLetter) get scenarios of their own once they work.
+# Settings jobsd acts on, all of them Dapr's behaviour but the timeout. Other values have
+# scenarios of their own (overlap: 6; whileTargetDown: 3; catchUp latest: 4).
 RETRY_POLICY = {"timeout": "10s", "catchUp": "all", "whileTargetDown": "stage",
                 "overlap": "serial"}
 
@@ -493,6 +498,184 @@ def grpc_phase(events: str) -> Suite:
     return s
 
 
+# ---------------------------------------------------------------- 6. overlap: a slow handler
+
+
+# The manual-clock twin is tests/policy_ticks.rs::overlap_policies_with_a_slow_handler. Each call
+# of a `slow3-*` job takes SLOW_SECONDS (the app sleeps), on an `@every 1s` schedule: about three
+# ticks fall due while one is out.
+SLOW_SECONDS = 3
+# name -> (policy, the most calls of it the app may have in flight at once)
+OVERLAP_JOBS = {
+    "slow3-serial": ({}, 1),  # Dapr's default, serial
+    "slow3-skip": ({"overlap": "skip"}, 1),
+    "slow3-buffer": ({"overlap": "bufferOne"}, 1),
+    "slow3-allow": ({"overlap": "allow", "maxConcurrent": 2}, 2),
+}
+# How long the jobs run, from their creation: the first tick is a second later, so each job
+# gets two or three calls in.
+OVERLAP_RUN = 8.0
+# A run jobsd finished this long before its history was read is in it (results are written in
+# batches a few milliseconds apart).
+WRITTEN = 1.0
+
+
+def delivered(rs: list) -> list:
+    """The runs of a history that called the app (every outcome but skipped / undeliverable),
+    by start."""
+    return sorted((r for r in rs if r["outcome"] not in ("skipped", "undeliverable")),
+                  key=lambda r: ns(r["started"]))
+
+
+def overlap_phase(events: str) -> Suite:
+    s = Suite("overlap")
+    ctx = {}
+
+    def calls(name: str) -> list:
+        return sorted(deliveries(events, name), key=lambda e: e["t"])
+
+    def in_flight(name: str) -> list:
+        """What the app saw in flight (that call included) on each call's arrival."""
+        return [e["inflight"] for e in calls(name)]
+
+    @s.check
+    def create_the_jobs_and_let_them_run():
+        made = time.time()
+        for name, (policy, _) in OVERLAP_JOBS.items():
+            body = {"schedule": "@every 1s", "labels": LABELS}
+            if policy:
+                body["policy"] = policy
+            create(name, body)
+        for name, (policy, _) in OVERLAP_JOBS.items():
+            shown = view(name)["policy"]
+            assert {k: shown.get(k) for k in policy} == policy, f"{name}: policy {shown}"
+        time.sleep(max(0.0, made + OVERLAP_RUN - time.time()))
+        # Normally true by now (after the first call of each ended); bounded all the same.
+        wait_status("slow3-skip", lambda st: st["counters"]["skipped"].get("overlap", 0) >= 2,
+                    "2 ticks skipped as overlap")
+        wait_status("slow3-buffer", lambda st: st["counters"]["skipped"].get("overlap", 0) >= 1,
+                    "a tick skipped as overlap")
+        ctx["read_at"] = ns(time.time())
+        ctx["status_before"] = {name: view(name)["status"] for name in OVERLAP_JOBS}
+        ctx["runs"] = {name: runs(name) for name in OVERLAP_JOBS}
+        ctx["status"] = {name: view(name)["status"] for name in OVERLAP_JOBS}
+        for name in OVERLAP_JOBS:
+            delete(name)
+        ctx["deleted_at"] = ns(time.time())
+        for name in OVERLAP_JOBS:
+            print(f"  {name}: in flight on arrival {in_flight(name)}; "
+                  f"{summary(ctx['runs'][name])}")
+
+    @s.check
+    def serial_skip_and_buffer_have_one_call_in_flight_at_most():
+        for name in ("slow3-serial", "slow3-skip", "slow3-buffer"):
+            seen = in_flight(name)
+            assert len(seen) >= 2, f"{name}: {len(seen)} calls: {seen}"
+            assert max(seen) == 1, f"{name}: calls in flight on arrival {seen}"
+
+    @s.check
+    def allow_has_two_calls_in_flight_at_some_point_never_more():
+        seen = in_flight("slow3-allow")
+        assert max(seen, default=0) == 2, f"calls in flight on arrival {seen}"
+
+    @s.check
+    def serial_runs_every_tick_in_turn():
+        rs = ctx["runs"]["slow3-serial"]
+        assert rs and all(r["outcome"] == "success" for r in rs), summary(rs)
+        assert contiguous([ns(r["nominalTime"]) for r in rs]), f"none skipped: {summary(rs)}"
+        # The handler is slower than the schedule: a tick waited for the one before it.
+        assert len(rs) >= 2 and ns(rs[1]["started"]) >= ns(rs[0]["finished"]), summary(rs)
+        assert ns(rs[1]["started"]) - ns(rs[1]["nominalTime"]) >= SECOND, summary(rs)
+        skipped = ctx["status"]["slow3-serial"]["counters"]["skipped"]
+        assert "overlap" not in skipped, skipped
+
+    def passed_over(name: str, buffered: bool) -> int:
+        """`skip` / `bufferOne`: when a call ends, the ticks that fell due while it was out are
+        passed over in one `skipped` record (error `overlap`; its nominal time the last of
+        them, its start the moment jobsd acted on the end) and counted; the next tick runs:
+        with `bufferOne` the latest of them, already due then, so at once; with `skip` the
+        first one after that moment. Returns how many ticks were passed over."""
+        rs = ctx["runs"][name]
+        skips = outcomes(rs, "skipped")
+        assert skips and all(r["error"] == "overlap" for r in skips), summary(rs)
+        assert all(r["outcome"] in ("success", "skipped") for r in rs), summary(rs)
+        passed = 0
+        for i, r in enumerate(rs):
+            if r["outcome"] != "skipped":
+                continue
+            assert i > 0 and rs[i - 1]["outcome"] == "success", summary(rs)
+            before, last, acted = rs[i - 1], ns(r["nominalTime"]), ns(r["started"])
+            assert acted >= ns(before["finished"]), summary(rs)
+            passed += (last - ns(before["nominalTime"])) // SECOND
+            if buffered:
+                assert last + SECOND <= acted, f"the latest due was passed over: {summary(rs)}"
+            else:
+                assert last + SECOND > acted, f"a tick due was not passed over: {summary(rs)}"
+            # Runs are written as they end: the run after a skipped record may still be out.
+            if i + 1 < len(rs):
+                after = rs[i + 1]
+                assert after["outcome"] == "success", summary(rs)
+                assert ns(after["nominalTime"]) == last + SECOND, summary(rs)
+        counted = (ctx["status_before"][name]["counters"]["skipped"].get("overlap", 0),
+                   ctx["status"][name]["counters"]["skipped"].get("overlap", 0))
+        # The status was read just before and just after the history.
+        assert counted[0] <= passed <= counted[1], (
+            f"{name}: skipped.overlap {counted}, the records pass over {passed} ticks: "
+            f"{summary(rs)}")
+        print(f"  {name}: {passed} ticks passed over in {len(skips)} records")
+        return passed
+
+    @s.check
+    def skip_passes_over_the_ticks_that_fell_due_meanwhile():
+        assert passed_over("slow3-skip", buffered=False) >= 2
+
+    @s.check
+    def buffer_one_runs_the_latest_of_them_at_once():
+        assert passed_over("slow3-buffer", buffered=True) >= 1
+
+    @s.check
+    def allow_runs_every_tick_two_at_once():
+        rs = sorted(ctx["runs"]["slow3-allow"], key=lambda r: ns(r["started"]))
+        assert rs and all(r["outcome"] == "success" for r in rs), summary(rs)
+        nominal = sorted(ns(r["nominalTime"]) for r in rs)
+        assert contiguous(nominal), f"every tick once, none skipped: {summary(rs)}"
+        assert any(ns(b["started"]) < ns(a["finished"])
+                   for a, b in zip(rs, rs[1:])), f"no two runs overlap: {summary(rs)}"
+        skipped = ctx["status"]["slow3-allow"]["counters"]["skipped"]
+        assert "overlap" not in skipped, skipped
+
+    @s.check
+    def every_call_the_app_got_is_a_run_in_the_history():
+        # Calls and runs paired in order: each run's call arrived while the run was out, and
+        # the calls left over are the last ones, still out (or not yet written) when the
+        # history was read, or sent just before the delete.
+        for name in OVERLAP_JOBS:
+            got, ran = calls(name), delivered(ctx["runs"][name])
+            assert len(got) >= len(ran), (
+                f"{name}: {len(ran)} runs, the app got {len(got)} calls: {summary(ran)}")
+            for r, e in zip(ran, got):
+                assert ns(r["started"]) <= ns(e["t"]) <= ns(r["finished"]), (
+                    f"{name}: a call at {e['t']} is not run {summary([r])} "
+                    f"({r['started']} … {r['finished']})")
+            out = got[len(ran):]
+            late = ctx["read_at"] - (SLOW_SECONDS + WRITTEN) * SECOND
+            assert all(ns(e["t"]) > late for e in out), (
+                f"{name}: calls ended long before the history was read and not in it: "
+                f"{[e['t'] for e in out if ns(e['t']) <= late]}; {summary(ran)}")
+            assert len(out) <= OVERLAP_JOBS[name][1] + 1, f"{name}: {len(out)} calls out: {out}"
+
+    @s.check
+    def no_call_after_the_delete():
+        time.sleep(QUIET)
+        # Give or take a call sent just as the delete was answered.
+        after_delete = ctx["deleted_at"] + SECOND // 2
+        for name in OVERLAP_JOBS:
+            after = [e["t"] for e in calls(name) if ns(e["t"]) > after_delete]
+            assert not after, f"{name}: calls after the delete: {after}"
+
+    return s
+
+
 # ---------------------------------------------------------------- 4. a restart in the middle
 
 
@@ -601,18 +784,21 @@ def restart_verify(state_path: str, events: str, t_stopped: str, t_launch: str) 
 # ---------------------------------------------------------------- 3. while the app is down
 
 
-DOWN_NAMES = {"skip": "skip-while-down", "stage": "stage-while-down"}
+DOWN_NAMES = {"skip": "skip-while-down", "stage": "stage-while-down",
+              "latest": "latest-while-down"}
 
 
 def down_setup(state_path: str) -> Suite:
     s = Suite("down-setup")
-    skip, stage = DOWN_NAMES["skip"], DOWN_NAMES["stage"]
+    skip, stage, latest = DOWN_NAMES["skip"], DOWN_NAMES["stage"], DOWN_NAMES["latest"]
 
     @s.check
     def create_while_the_app_is_down():
         create(skip, {"schedule": "@every 1s", "policy": {"whileTargetDown": "skip"},
                       "labels": LABELS})
         create(stage, {"schedule": "@every 1s"}, route="dapr")
+        create(latest, {"schedule": "@every 1s", "policy": {"whileTargetDown": "latest"},
+                        "labels": LABELS})
         time.sleep(4.0)
 
     @s.check
@@ -636,13 +822,21 @@ def down_setup(state_path: str) -> Suite:
         assert st["counters"]["delivered"] == 0, st
         assert not outcomes(runs(stage), "success"), summary(runs(stage))
 
+    @s.check
+    def latest_holds_its_tick():
+        st = view(latest)["status"]
+        assert st["staged"] is True, st
+        assert st["counters"]["delivered"] == 0, st
+        rs = runs(latest)
+        assert not outcomes(rs, "success") and not outcomes(rs, "skipped"), summary(rs)
+
     return s
 
 
 def down_verify(state_path: str, events: str, t_up: str) -> Suite:
     state = load(state_path)
     up = ns(t_up)
-    skip, stage = DOWN_NAMES["skip"], DOWN_NAMES["stage"]
+    skip, stage, latest = DOWN_NAMES["skip"], DOWN_NAMES["stage"], DOWN_NAMES["latest"]
     s = Suite("down-verify")
 
     @s.check
@@ -676,9 +870,46 @@ def down_verify(state_path: str, events: str, t_up: str) -> Suite:
         print(f"  {stage}: {len(held)} held ticks replayed")
 
     @s.check
+    def latest_delivers_one_held_tick_then_every_second():
+        # Until two ticks due after the app came back ran: the held one ran before them.
+        rs = wait_runs(latest, 2, "success", where=lambda r: ns(r["nominalTime"]) > up + SECOND)
+        print(f"  {latest}: {summary(rs)}")
+        assert all(r["outcome"] in ("undeliverable", "skipped", "success") for r in rs), \
+            summary(rs)
+        skips = outcomes(rs, "skipped")
+        assert [r["error"] for r in skips] == ["target_down"], (
+            f"want one skipped record (target_down): {summary(rs)}")
+        passed_to, acted = ns(skips[0]["nominalTime"]), ns(skips[0]["started"])
+        ran = outcomes(rs, "success")
+        nominal = [ns(r["nominalTime"]) for r in ran]
+        # The held tick run is the latest due when jobsd saw the app back (`acted`), right
+        # after the ones passed over; then the schedule goes on second by second.
+        assert nominal[0] == passed_to + SECOND and contiguous(nominal), summary(rs)
+        assert nominal[0] <= acted < nominal[0] + SECOND, summary(rs)
+        assert all(ns(r["started"]) >= acted for r in ran), summary(rs)
+        # Not a replay: of the ticks due before the app came back one ran at most.
+        assert len([t for t in nominal if t < up]) <= 1, summary(rs)
+        # The record stands for every tick from the first (which found the app down: the
+        # oldest record) to its nominal time.
+        held = (passed_to - ns(rs[0]["nominalTime"])) // SECOND + 1
+        st = view(latest)["status"]
+        assert st["staged"] is False, st
+        counted = st["counters"]["skipped"].get("target_down", 0)
+        assert counted == held, (f"skipped.target_down {counted}, the record passes over "
+                                 f"{held} ticks: {summary(rs)}")
+        assert counted >= 2, st
+        got = deliveries(events, latest)
+        assert all(ns(e["t"]) >= acted for e in got), got
+        # The last call may be out still (or its run not yet written).
+        assert len(ran) <= len(got) <= len(ran) + 1, (
+            f"{len(got)} calls, {len(ran)} runs: {summary(rs)}")
+        print(f"  {latest}: {counted} held ticks passed over in one record, the latest ran once")
+
+    @s.check
     def delete_the_jobs():
         delete(skip)
         delete(stage)
+        delete(latest)
 
     return s
 
@@ -689,6 +920,7 @@ PHASES = {
     "retries": (retries_phase, 1),
     "timeout": (timeout_phase, 1),
     "grpc": (grpc_phase, 1),
+    "overlap": (overlap_phase, 1),
     "restart-setup": (restart_setup, 2),
     "restart-verify": (restart_verify, 4),
     "down-setup": (down_setup, 1),

@@ -6,6 +6,8 @@ name tells it how to answer, so one app serves every scenario:
     fail-*        500, always
     flaky<N>-*    500 for the first N calls of that name, then 200 (e.g. `flaky2-x`)
     hang-*        no answer for HANG_SECONDS (jobsd's `policy.timeout` gives up first), then 200
+    slow<S>-*     200 after S seconds (a whole number; e.g. `slow3-skip`): a handler slower
+                  than its schedule, for `policy.overlap`
     anything else 200
     GET /healthz  200, not recorded (jobsd's app health probes, every second)
 
@@ -18,6 +20,11 @@ so a delivery jobsd saw answered is always in the log (a hanging one is logged o
 
     {"t": <arrival, time.time()>, "method", "path", "name": <decoded name after /job/ or null>,
      "status": <the status answered, or "hang">, "pid": <this process>}
+
+A `slow<S>-*` call's line has one more member, `"inflight"`: how many calls of that name were
+in flight on its arrival, itself included (so 1 when none overlapped it). A call counts as in
+flight until just before its answer is written: jobsd cannot send the next call of a job it
+runs one at a time before it has read that answer, so such a job always shows 1.
 """
 
 import argparse
@@ -32,9 +39,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HANG_SECONDS = 60.0
 FLAKY = re.compile(r"^flaky(\d+)-")
+SLOW = re.compile(r"^slow(\d+)-")
 LOCK = threading.Lock()
 LOG = None  # the open events file
 CALLS = {}  # name -> calls so far (for flaky<N>-*)
+INFLIGHT = {}  # name -> calls in flight now (for slow<S>-*)
 
 
 def record(event: dict) -> None:
@@ -52,6 +61,8 @@ def answer_for(name):
         return 500
     if name.startswith("hang-"):
         return "hang"
+    if SLOW.match(name):
+        return 200
     m = FLAKY.match(name)
     if m:
         with LOCK:
@@ -85,13 +96,26 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "POST" and path.startswith("/job/"):
             name = urllib.parse.unquote(path[len("/job/"):], errors="strict")
         status = answer_for(name)
-        record({"t": t, "method": self.command, "path": self.path, "name": name,
-                "status": status, "pid": os.getpid()})
-        if status == "hang":
-            # jobsd cancels the call (closes the connection) at its timeout; the answer after
-            # the sleep then goes nowhere, which is fine.
-            time.sleep(HANG_SECONDS)
-            status = 200
+        event = {"t": t, "method": self.command, "path": self.path, "name": name,
+                 "status": status, "pid": os.getpid()}
+        slow = SLOW.match(name or "")
+        if slow:
+            with LOCK:
+                INFLIGHT[name] = INFLIGHT.get(name, 0) + 1
+                event["inflight"] = INFLIGHT[name]
+        try:
+            record(event)
+            if slow:
+                time.sleep(int(slow.group(1)))
+            elif status == "hang":
+                # jobsd cancels the call (closes the connection) at its timeout; the answer
+                # after the sleep then goes nowhere, which is fine.
+                time.sleep(HANG_SECONDS)
+                status = 200
+        finally:
+            if slow:
+                with LOCK:
+                    INFLIGHT[name] -= 1
         try:
             self._reply(status)
         except OSError:

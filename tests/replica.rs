@@ -709,7 +709,7 @@ async fn jobsd_creates_are_checked_and_kept_as_the_embedded_scheduler_does() {
         },
         JobExtras {
             policy: Some(jv1::JobPolicy {
-                overlap: "skip".into(),
+                overlap: "sometimes".into(),
                 ..Default::default()
             }),
             ..Default::default()

@@ -470,16 +470,19 @@ fn http_body(name: &str) -> String {
     )
 }
 
-/// The body of a create on jobsd's route: [`http_body`] plus labels, a tick policy and an
-/// exponential failure policy (~400 bytes).
+/// The body of a create on jobsd's route: [`http_body`] plus labels, a full tick policy and an
+/// exponential failure policy with a dead-letter job (~560 bytes).
 fn jobsd_body(name: &str) -> String {
     let dapr = http_body(name);
     format!(
         concat!(
             r#"{},"labels":{{"team":"billing","tier":"1"}},"#,
-            r#""policy":{{"timeout":"30s","jitter":"5s","dst":{{"gap":"shift","repeat":"first"}}}},"#,
+            r#""policy":{{"catchUp":"window","catchUpWindow":"10m","whileTargetDown":"skip","#,
+            r#""overlap":"bufferOne","timeout":"30s","jitter":"5s","#,
+            r#""dst":{{"gap":"shift","repeat":"first"}}}},"#,
             r#""failurePolicy":{{"exponential":{{"initialInterval":"1s","multiplier":2,"#,
-            r#""maxInterval":"1m","jitter":0.2,"maxRetries":5}}}}}}"#
+            r#""maxInterval":"1m","jitter":0.2,"maxRetries":5}},"#,
+            r#""onExhausted":"deadLetter","deadLetterJob":"dead-letters"}}}}"#
         ),
         &dapr[..dapr.len() - 1]
     )

@@ -343,8 +343,7 @@ impl Engine {
             plan.failure_policy = handling.policy;
             plan.set_on_exhausted(handling.on_exhausted);
         }
-        plan.seed = policies::seed_of(&key);
-        policies::apply_tick_policy(&mut plan, &tick_policy);
+        policies::apply_tick_policy(&mut plan, &tick_policy, policies::seed_of(&key));
         let mut stored = convert::stored_job(job, metadata, &plan, fastrand::u64(..));
         stored.labels = extras.labels.into_iter().collect();
         stored.traceparent = extras.traceparent.unwrap_or_default();

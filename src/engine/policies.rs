@@ -250,15 +250,21 @@ pub fn stored_tick_policy(stored: &store::StoredJob) -> Result<TickPolicy, Strin
         .map_or(Ok(TickPolicy::default()), tick_policy)
 }
 
-/// Puts a job's tick policy into its plan (the plan's `seed` already set): DST handling, the
-/// jitter offset and the attempt timeout.
-pub fn apply_tick_policy(plan: &mut schedule::Plan, policy: &TickPolicy) {
-    plan.dst = policy.dst;
-    plan.offset = policy.offset(plan.seed);
-    plan.timeout = policy.timeout;
-    plan.while_target_down = policy.while_target_down;
-    plan.catch_up = policy.catch_up;
-    plan.overlap = policy.overlap;
+/// Puts a job's tick policy into its plan, with `seed` (the job's, [`seed_of`]) for its
+/// jitter offset and retry jitter. A job with Dapr's behaviour in every setting keeps none.
+pub fn apply_tick_policy(plan: &mut schedule::Plan, policy: &TickPolicy, seed: u64) {
+    let seeded = matches!(plan.failure_policy, FailurePolicy::Exponential(_));
+    if policy.is_default() && !seeded && plan.policy.is_none() {
+        return;
+    }
+    let p = plan.policy_mut();
+    p.seed = seed;
+    p.dst = policy.dst;
+    p.offset = policy.offset(seed);
+    p.timeout = policy.timeout;
+    p.while_target_down = policy.while_target_down;
+    p.catch_up = policy.catch_up;
+    p.overlap = policy.overlap;
 }
 
 /// A fixed per-job seed (FNV-1a of the key): the job's jitter and retry jitter.

@@ -507,7 +507,7 @@ impl Runner {
             // The job was overwritten or deleted while its trigger was out.
             return;
         }
-        if matches!(entry.plan.overlap, Overlap::Allow(_)) {
+        if matches!(entry.plan.policy().overlap, Overlap::Allow(_)) {
             self.overlapping_result(key, attempt);
             return;
         }
@@ -529,7 +529,7 @@ impl Runner {
                 return;
             }
             TriggerResult::Undeliverable
-                if entry.plan.while_target_down == WhileTargetDown::Skip =>
+                if entry.plan.policy().while_target_down == WhileTargetDown::Skip =>
             {
                 // `whileTargetDown: skip`: the tick is not held; the schedule moves on.
                 let step = entry.plan.skip_tick(&entry.counter);
@@ -572,7 +572,7 @@ impl Runner {
         let now = self.clock.now();
         // `overlap: skip | bufferOne`: the ticks that fell due while this one ran (its retries
         // included) are passed over; `bufferOne` keeps the latest of them, to run now.
-        let keep = match entry.plan.overlap {
+        let keep = match entry.plan.policy().overlap {
             Overlap::Skip => Some(Keep::After(now)),
             Overlap::BufferOne => Some(Keep::Latest(now)),
             Overlap::Serial | Overlap::Allow(_) => None,

@@ -17,5 +17,5 @@ pub use cron::Schedule;
 pub use job::{JobSpec, Rule, ValidationError, point_in_time, validate};
 pub use job_policy::{CatchUp, OnExhausted, Overlap, TickPolicy, WhileTargetDown};
 pub use name::NameError;
-pub use plan::{Begin, Counter, Keep, Outcome, Plan, Step};
+pub use plan::{Begin, Counter, Keep, Outcome, Plan, PlanPolicy, Step};
 pub use policy::FailurePolicy;

@@ -31,7 +31,16 @@ pub struct Plan {
     pub expiration: Option<DateTime<Utc>>,
     /// What a failed attempt leads to (the Scheduler default when the user gave none).
     pub failure_policy: FailurePolicy,
-    /// Chooses the job's deterministic jitter (a hash of its key; 0 until set).
+    /// jobsd's per-job settings; `None` — Dapr's behaviour in every one — for most jobs, so
+    /// that a job without policies pays one pointer, not ~100 bytes, of memory.
+    pub policy: Option<Box<PlanPolicy>>,
+}
+
+/// jobsd's per-job settings of a plan (`"policy"` and `failurePolicy.onExhausted`); each
+/// default is Dapr's behaviour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanPolicy {
+    /// Chooses the job's deterministic jitter (a hash of its key).
     pub seed: u64,
     /// How a `TZ=` schedule treats local times a DST change skips or repeats (Dapr's:
     /// skip and twice, see [`DstPolicy`]).
@@ -47,10 +56,26 @@ pub struct Plan {
     pub catch_up: super::CatchUp,
     /// A tick due while an earlier one is in flight (`policy.overlap`).
     pub overlap: super::Overlap,
-    /// What a tick whose failure policy is spent leads to (`failurePolicy.onExhausted`), when
-    /// not Dapr's `drop` ([`Plan::on_exhausted`]). Boxed: every job's plan stays in memory,
-    /// and few jobs have one.
-    pub exhausted: Option<Box<super::OnExhausted>>,
+    /// What a tick whose failure policy is spent leads to (`failurePolicy.onExhausted`).
+    pub exhausted: super::OnExhausted,
+}
+
+/// Dapr's behaviour in every setting.
+static DAPR_POLICY: PlanPolicy = PlanPolicy {
+    seed: 0,
+    dst: DstPolicy::DAPR,
+    offset: TimeDelta::zero(),
+    timeout: None,
+    while_target_down: super::WhileTargetDown::Stage,
+    catch_up: super::CatchUp::All,
+    overlap: super::Overlap::Serial,
+    exhausted: super::OnExhausted::Drop,
+};
+
+impl Default for PlanPolicy {
+    fn default() -> Self {
+        DAPR_POLICY.clone()
+    }
 }
 
 /// Which of the ticks due by some instant a [`Plan::pass_over`] leaves to run.
@@ -113,14 +138,7 @@ impl Plan {
             begin,
             expiration,
             failure_policy,
-            seed: 0,
-            dst: DstPolicy::DAPR,
-            offset: TimeDelta::zero(),
-            timeout: None,
-            while_target_down: super::WhileTargetDown::Stage,
-            catch_up: super::CatchUp::All,
-            overlap: super::Overlap::Serial,
-            exhausted: None,
+            policy: None,
         }
     }
 
@@ -141,16 +159,26 @@ impl Plan {
         ))
     }
 
+    /// jobsd's per-job settings (Dapr's behaviour when the job has none).
+    pub fn policy(&self) -> &PlanPolicy {
+        self.policy.as_deref().unwrap_or(&DAPR_POLICY)
+    }
+
+    /// jobsd's per-job settings, to change them (allocated on first use).
+    pub fn policy_mut(&mut self) -> &mut PlanPolicy {
+        self.policy.get_or_insert_with(Box::default)
+    }
+
     /// What a tick whose failure policy is spent leads to.
     pub fn on_exhausted(&self) -> &super::OnExhausted {
-        self.exhausted
-            .as_deref()
-            .unwrap_or(&super::OnExhausted::Drop)
+        &self.policy().exhausted
     }
 
     /// Sets what a tick whose failure policy is spent leads to.
     pub fn set_on_exhausted(&mut self, on_exhausted: super::OnExhausted) {
-        self.exhausted = (on_exhausted != super::OnExhausted::Drop).then(|| Box::new(on_exhausted));
+        if on_exhausted != super::OnExhausted::Drop || self.policy.is_some() {
+            self.policy_mut().exhausted = on_exhausted;
+        }
     }
 
     /// Nominal time of the next tick for this counter, or `None` when the job is finished:
@@ -167,8 +195,8 @@ impl Plan {
             },
             Some(schedule) => match (counter.last_trigger, self.begin) {
                 (None, Begin::DueTime(due)) => Some(due),
-                (None, Begin::Start(start)) => schedule.next_with(start, &self.dst),
-                (Some(last), _) => schedule.next_with(last, &self.dst),
+                (None, Begin::Start(start)) => schedule.next_with(start, &self.policy().dst),
+                (Some(last), _) => schedule.next_with(last, &self.policy().dst),
             },
         }?;
         if self.expiration.is_some_and(|exp| tick > exp) {
@@ -194,7 +222,8 @@ impl Plan {
         let at = if attempts == 0 {
             tick
         } else {
-            self.failure_policy.retry_at(tick, attempts, self.seed)?
+            self.failure_policy
+                .retry_at(tick, attempts, self.policy().seed)?
         };
         Some(
             at.checked_add_signed(self.offset_at(tick))
@@ -205,19 +234,20 @@ impl Plan {
     /// The jitter offset of the tick at `tick`: [`Plan::offset`], cut to a millisecond before
     /// the schedule's next tick when the ticks are closer than that.
     fn offset_at(&self, tick: DateTime<Utc>) -> TimeDelta {
-        if self.offset <= TimeDelta::zero() {
+        let offset = self.policy().offset;
+        if offset <= TimeDelta::zero() {
             return TimeDelta::zero();
         }
         let room = self
             .schedule
             .as_ref()
-            .and_then(|s| s.next_with(tick, &self.dst))
+            .and_then(|s| s.next_with(tick, &self.policy().dst))
             .map(|next| next - tick);
         match room {
-            Some(room) if room <= self.offset => {
+            Some(room) if room <= offset => {
                 (room - TimeDelta::milliseconds(1)).max(TimeDelta::zero())
             }
-            _ => self.offset,
+            _ => offset,
         }
     }
 
@@ -229,7 +259,7 @@ impl Plan {
                 let attempts = counter.attempts.saturating_add(1);
                 let retry = self.next_tick(counter).is_some_and(|tick| {
                     self.failure_policy
-                        .retry_at(tick, attempts, self.seed)
+                        .retry_at(tick, attempts, self.policy().seed)
                         .is_some()
                 });
                 if retry {
@@ -280,7 +310,7 @@ impl Plan {
     /// tick due by `now`; `none` skips ticks more than [`Plan::MISSED_AFTER`] before `now`;
     /// `window(w)` those more than `w` before it.
     pub fn catch_up(&self, counter: &Counter, now: DateTime<Utc>) -> Option<(Counter, u32)> {
-        let keep = match self.catch_up {
+        let keep = match self.policy().catch_up {
             super::CatchUp::All => return None,
             super::CatchUp::Latest => Keep::Latest(now),
             super::CatchUp::None => Keep::From(now - Self::MISSED_AFTER),

@@ -15,7 +15,7 @@ impl Runner {
             let Some(entry) = self.jobs.get(&key) else {
                 continue;
             };
-            if matches!(entry.plan.overlap, Overlap::Allow(_)) {
+            if matches!(entry.plan.policy().overlap, Overlap::Allow(_)) {
                 self.fire_overlapping(key, now);
                 continue;
             }
@@ -58,7 +58,7 @@ impl Runner {
             created_by: entry.created_by.clone(),
         };
         let generation = entry.generation;
-        let timeout = entry.plan.timeout;
+        let timeout = entry.plan.policy().timeout;
         let outlet = self.outlet.clone();
         self.in_sink += 1;
         let fired = outlet.metrics.fired(now - at);

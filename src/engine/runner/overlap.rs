@@ -45,7 +45,7 @@ impl Runner {
                 hand_out.push((execution.tick, at, attempt));
             }
         }
-        if running(&entry.overlapping) < most(entry.plan.overlap)
+        if running(&entry.overlapping) < most(entry.plan.policy().overlap)
             && let Some(overlapping) = entry.overlapping.as_mut()
             && let Some(tick) = entry.plan.next_tick(&overlapping.cursor)
             && let Some(at) = entry.plan.fire_time(&overlapping.cursor)
@@ -103,7 +103,7 @@ impl Runner {
                 .retry_time(tick, attempt.attempt)
                 .map(|at| (at, attempt.attempt + 1)),
             TriggerResult::Undeliverable
-                if entry.plan.while_target_down == WhileTargetDown::Skip =>
+                if entry.plan.policy().while_target_down == WhileTargetDown::Skip =>
             {
                 self.outlet.metrics.skipped(Skip::TargetDown);
                 run.outcome = RunOutcome::Skipped.into();
@@ -195,7 +195,7 @@ impl Runner {
             .iter()
             .filter_map(|e| e.again.map(|(at, _)| at))
             .min();
-        let next = (running(&entry.overlapping) < most(entry.plan.overlap))
+        let next = (running(&entry.overlapping) < most(entry.plan.policy().overlap))
             .then(|| entry.plan.fire_time(&overlapping.cursor))
             .flatten();
         match again.into_iter().chain(next).min() {

@@ -11,12 +11,12 @@ impl Runner {
         let Some(entry) = self.jobs.get(key) else {
             return;
         };
-        if matches!(entry.plan.overlap, Overlap::Allow(_)) {
+        if matches!(entry.plan.policy().overlap, Overlap::Allow(_)) {
             // Its held executions go again now.
             self.requeue_overlapping(key);
             return;
         }
-        if entry.plan.while_target_down == WhileTargetDown::Latest {
+        if entry.plan.policy().while_target_down == WhileTargetDown::Latest {
             // The held tick goes too when a later one is due, even in the middle of its
             // retries.
             let held = Counter {

@@ -363,7 +363,7 @@ mod properties {
 #[test]
 fn jitter_offset_moves_every_attempt_but_never_past_the_next_tick() {
     let mut p = plan(|s| s.schedule = Some("@every 10s".into()));
-    p.offset = TimeDelta::seconds(3);
+    p.policy_mut().offset = TimeDelta::seconds(3);
     let c = Counter::default();
     assert_eq!(
         p.next_tick(&c),
@@ -377,7 +377,7 @@ fn jitter_offset_moves_every_attempt_but_never_past_the_next_tick() {
         Some(secs(14)),
         "retry 1 s after the tick, plus 3 s"
     );
-    p.offset = TimeDelta::seconds(25);
+    p.policy_mut().offset = TimeDelta::seconds(25);
     assert_eq!(
         p.fire_time(&c),
         Some(secs(20) - TimeDelta::milliseconds(1)),
@@ -390,7 +390,7 @@ fn catch_up_passes_over_missed_ticks_by_policy() {
     let mut p = plan(|s| s.schedule = Some("@every 10s".into()));
     let c = Counter::default(); // next tick at 10 s
     assert_eq!(p.catch_up(&c, secs(95)), None, "all: every tick runs");
-    p.catch_up = crate::schedule::CatchUp::Latest;
+    p.policy_mut().catch_up = crate::schedule::CatchUp::Latest;
     let (after, n) = p.catch_up(&c, secs(95)).unwrap();
     assert_eq!(n, 8, "10..80 passed over");
     assert_eq!(p.next_tick(&after), Some(secs(90)));
@@ -400,7 +400,7 @@ fn catch_up_passes_over_missed_ticks_by_policy() {
         None,
         "on time: nothing to pass over"
     );
-    p.catch_up = crate::schedule::CatchUp::Window(TimeDelta::seconds(30));
+    p.policy_mut().catch_up = crate::schedule::CatchUp::Window(TimeDelta::seconds(30));
     let (after, n) = p.catch_up(&c, secs(95)).unwrap();
     assert_eq!((n, p.next_tick(&after)), (6, Some(secs(70))));
     let retry = Counter { attempts: 1, ..c };
@@ -460,7 +460,7 @@ fn pass_over_past_the_last_tick_finishes_the_job() {
 #[test]
 fn catch_up_none_runs_a_tick_less_than_ten_seconds_late() {
     let mut p = plan(|s| s.schedule = Some("@every 1m".into()));
-    p.catch_up = crate::schedule::CatchUp::None;
+    p.policy_mut().catch_up = crate::schedule::CatchUp::None;
     let c = Counter::default();
     assert_eq!(p.catch_up(&c, secs(69)), None, "9 s late: runs");
     let (after, n) = p.catch_up(&c, secs(71)).unwrap();

@@ -162,7 +162,10 @@ mod tests {
         );
         let restored = plan_of("k", &stored).unwrap();
         assert_eq!(restored, plan);
-        assert!(restored.policy.is_none(), "a job without policies keeps none in memory");
+        assert!(
+            restored.policy.is_none(),
+            "a job without policies keeps none in memory"
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@ use tonic::Code;
 use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
-use super::{Error, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler};
+use super::{
+    Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
+};
 
 impl From<engine::Error> for Error {
     /// The code Dapr's Scheduler answers for each engine error: go-etcd-cron's plain errors
@@ -44,6 +46,23 @@ impl Scheduler for Engine {
         extras: JobExtras,
     ) -> Result<(), Error> {
         Ok(Engine::schedule_job_with(self, req, extras).await?)
+    }
+
+    async fn schedule_job_guarded(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+        conditions: Conditions,
+    ) -> Result<Guarded, Error> {
+        Ok(Engine::schedule_job_guarded(self, req, extras, &conditions).await?)
+    }
+
+    async fn delete_job_guarded(
+        &self,
+        req: sv1::DeleteJobRequest,
+        if_match: IfMatch,
+    ) -> Result<Guarded, Error> {
+        Ok(Engine::delete_job_guarded(self, req, &if_match).await?)
     }
 
     async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {

@@ -174,6 +174,7 @@ pub fn view_to_wire(v: JobView) -> jsv1::JobView {
         status: Some(status_to_wire(v.status)),
         policy: v.policy,
         failure_policy: v.failure_policy,
+        etag: v.etag,
     }
 }
 
@@ -186,6 +187,7 @@ pub fn view_from_wire(v: jsv1::JobView) -> JobView {
         status: status_from_wire(v.status.unwrap_or_default()),
         policy: v.policy,
         failure_policy: v.failure_policy,
+        etag: v.etag,
     }
 }
 

@@ -93,14 +93,14 @@ impl DaprApi {
     }
 
     /// Without metadata `idempotency-key` and `if-match`, daprd's answer; with them, as
-    /// [`conditions`](super::conditions) says.
+    /// [`conditions`](super::jobsd::conditions) says.
     async fn schedule(
         &self,
         request: Request<rv1::ScheduleJobRequest>,
     ) -> Result<Response<rv1::ScheduleJobResponse>, Status> {
         self.authorize(&request)?;
         let traceparent = traceparent(&request);
-        let Some(conditions) = super::conditions::from_metadata(request.metadata())? else {
+        let Some(conditions) = super::jobsd::conditions::from_metadata(request.metadata())? else {
             self.state
                 .schedule_job_traced(request.into_inner(), traceparent)
                 .await?;
@@ -114,7 +114,7 @@ impl DaprApi {
             .state
             .schedule_job_guarded(request.into_inner(), extras, conditions)
             .await?;
-        Ok(super::conditions::grpc_response(
+        Ok(super::jobsd::conditions::grpc_response(
             rv1::ScheduleJobResponse {},
             &applied,
         ))

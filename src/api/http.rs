@@ -138,7 +138,7 @@ async fn schedule_job(
 }
 
 /// Without `Idempotency-Key` and `If-Match`, daprd's answer; with them, as
-/// [`conditions`](super::conditions) says.
+/// [`conditions`](super::jobsd::conditions) says.
 async fn schedule_job_inner(
     state: &ApiState,
     uri: &Uri,
@@ -146,7 +146,7 @@ async fn schedule_job_inner(
     body: Body,
     traceparent: Option<String>,
 ) -> Result<Response, ApiError> {
-    let conditions = super::conditions::from_headers(headers)?;
+    let conditions = super::jobsd::conditions::from_headers(headers)?;
     let bytes = read_body(body, state.body_limit()).await?;
     let req = parse_schedule_request(state, uri, &bytes)?;
     let Some(conditions) = conditions else {
@@ -158,7 +158,7 @@ async fn schedule_job_inner(
         ..Default::default()
     };
     let applied = state.schedule_job_guarded(req, extras, conditions).await?;
-    Ok(super::conditions::http_response(&applied))
+    Ok(super::jobsd::conditions::http_response(&applied))
 }
 
 /// `GET …/jobs/{name}`: 200 with the job's protojson.

@@ -7,7 +7,6 @@
 //! the [`Scheduler`] seam, which the embedded engine or a remote replica answers.
 
 pub mod actors;
-pub mod conditions;
 pub mod error;
 pub mod grpc;
 pub mod http;

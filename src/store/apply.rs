@@ -5,10 +5,13 @@ use std::ops::Bound;
 
 use prost::Message;
 
+mod guarded;
+
+pub(crate) use guarded::record_time;
+
 use super::{
     DeadLetter, DeadLetterAt, Error, FinishedJob, GuardedWrite, LoadedJob, Op, OpResult, PageItem,
-    Paused, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun, guarded, run_key,
-    runs_prefix,
+    Paused, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
 };
 
 /// One of the tables.

@@ -305,7 +305,7 @@ impl Store for Memory {
                 .idempotency
                 .range::<str, _>((start, Bound::Unbounded))
                 .take(limit)
-                .map(|(k, v)| Ok((k.clone(), super::guarded::record_time(k, v)?)))
+                .map(|(k, v)| Ok((k.clone(), apply::record_time(k, v)?)))
                 .collect()
         })
     }

@@ -18,7 +18,6 @@
 
 mod apply;
 pub(crate) mod etcd;
-mod guarded;
 mod memory;
 mod redb;
 mod wal;

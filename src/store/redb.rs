@@ -442,7 +442,7 @@ impl Store for Redb {
                 .map(|entry| {
                     let (k, v) = entry.map_err(Error::io)?;
                     let key = k.value().to_owned();
-                    let at = super::guarded::record_time(&key, v.value())?;
+                    let at = apply::record_time(&key, v.value())?;
                     Ok((key, at))
                 })
                 .collect()

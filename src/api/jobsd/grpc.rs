@@ -3,10 +3,11 @@
 
 use tonic::{Request, Response, Status};
 
+use super::conditions;
 use super::{DEFAULT_RUNS, MAX_RUNS, bad_request};
+use crate::api::ApiState;
 use crate::api::grpc::{authorize, traceparent};
 use crate::api::scheduler_to_runtime_job;
-use crate::api::{ApiState, conditions};
 use crate::proto::jobsd_api::{self as jv1, jobs_server::JobsServer};
 use crate::scheduler::{JobExtras, JobView, views_wire};
 

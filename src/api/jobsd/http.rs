@@ -22,8 +22,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 
+use super::conditions;
 use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, json, policy_json};
-use crate::api::conditions;
 use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::http_request::{parse_schedule_request, query_params};
 use crate::api::{ApiError, ApiState};

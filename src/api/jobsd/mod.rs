@@ -1,6 +1,7 @@
 //! jobsd's own API beside Dapr's (`/jobsd/v1/…`): jobs with labels, their status and run
 //! history, and filtered, paged lists. Dapr's routes and bodies are untouched by it.
 
+pub mod conditions;
 pub mod grpc;
 pub mod http;
 mod json;

@@ -138,7 +138,7 @@ pub(super) async fn page_idempotency(
     records
         .into_iter()
         .map(|(key, value)| {
-            let at = crate::store::guarded::record_time(&key, &value)?;
+            let at = apply::record_time(&key, &value)?;
             Ok((key, at))
         })
         .collect()

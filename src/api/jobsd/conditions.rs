@@ -25,8 +25,8 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use tonic::metadata::MetadataMap;
 
-use super::jobsd::bad_request;
-use super::{ApiError, ApiState, with_timeout};
+use super::bad_request;
+use crate::api::{ApiError, ApiState, with_timeout};
 use crate::proto::{runtime as rv1, scheduler as sv1};
 use crate::scheduler::guard::{self, IDEMPOTENCY_KEY, IF_MATCH};
 use crate::scheduler::{Conditions, Guarded, IfMatch, JobExtras};

@@ -1,15 +1,15 @@
-//! The meaning of [`Op::Guarded`](super::Op::Guarded) and
-//! [`Op::ForgetIdempotency`](super::Op::ForgetIdempotency): a job write under its client's
+//! The meaning of [`Op::Guarded`](crate::store::Op::Guarded) and
+//! [`Op::ForgetIdempotency`](crate::store::Op::ForgetIdempotency): a job write under its client's
 //! `If-Match` and `Idempotency-Key`, checked and applied in one step of the store's single
 //! writer (or one etcd compare-and-swap txn), so that nothing comes between check and write.
 
 use prost::Message;
 use prost_types::Timestamp;
 
-use super::apply::{Table, Tables, Undo, corrupt, delete_job, generation_of, put_job};
-use super::{Error, GuardedWrite, IdempotencyRecord, IfMatch, OpResult};
+use super::{Table, Tables, Undo, corrupt, delete_job, generation_of, put_job};
+use crate::store::{Error, GuardedWrite, IdempotencyRecord, IfMatch, OpResult};
 
-/// Applies [`Op::Guarded`](super::Op::Guarded): `job` (encoded) is put, or with `None` the
+/// Applies [`Op::Guarded`](crate::store::Op::Guarded): `job` (encoded) is put, or with `None` the
 /// job is deleted.
 pub(super) fn apply<T: Tables>(
     tables: &mut T,
@@ -49,7 +49,7 @@ pub(super) fn apply<T: Tables>(
     Ok(result)
 }
 
-/// Applies [`Op::ForgetIdempotency`](super::Op::ForgetIdempotency).
+/// Applies [`Op::ForgetIdempotency`](crate::store::Op::ForgetIdempotency).
 pub(super) fn forget<T: Tables>(
     tables: &mut T,
     key: &str,

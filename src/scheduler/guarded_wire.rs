@@ -61,3 +61,41 @@ pub fn from_wire(response: jsv1::GuardedResponse) -> Guarded {
         Ok(Outcome::PreconditionFailed) | Err(_) => Guarded::PreconditionFailed(response.message),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_round_trip_and_an_unknown_one_is_a_refusal() {
+        for outcome in [
+            Guarded::Written {
+                etag: "\"a\"".into(),
+            },
+            Guarded::Replayed {
+                etag: "\"b\"".into(),
+            },
+            Guarded::PreconditionFailed("If-Match: no".into()),
+            Guarded::KeyReused("Idempotency-Key: no".into()),
+        ] {
+            assert_eq!(from_wire(to_wire(outcome.clone())), outcome);
+        }
+        let future = jsv1::GuardedResponse {
+            outcome: 99,
+            etag: "\"c\"".into(),
+            message: "later".into(),
+        };
+        assert_eq!(
+            from_wire(future),
+            Guarded::PreconditionFailed("later".into())
+        );
+        let conditions = Conditions {
+            idempotency_key: Some("k".into()),
+            if_match: Some(IfMatch::Any),
+        };
+        let (key, if_match) = conditions_to_wire(&conditions);
+        assert_eq!(conditions_from_wire(&key, &if_match), Ok(conditions));
+        assert_eq!(conditions_from_wire("", ""), Ok(Conditions::default()));
+        assert!(conditions_from_wire("", "bare").is_err());
+    }
+}

@@ -616,4 +616,65 @@ mod tests {
         let (records, _) = read_records(&path).unwrap();
         assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [6]);
     }
+
+    #[test]
+    fn guarded_writes_round_trip_puts_of_empty_jobs_and_deletes_apart() {
+        let before = prost_types::Timestamp {
+            seconds: 1_800_000_000,
+            nanos: 7,
+        };
+        let write = super::super::GuardedWrite {
+            key: "k".into(),
+            create_only: true,
+            if_match: Some(super::super::IfMatch {
+                any: false,
+                generations: vec![3, 4],
+            }),
+            idempotency: Some(super::super::IdempotencyClaim {
+                key: "app||ns||a||key".into(),
+                ..Default::default()
+            }),
+        };
+        let ops = [
+            Prepared::Guarded {
+                write: Box::new(write.clone()),
+                job: Some(Vec::new()),
+            },
+            Prepared::Guarded {
+                write: Box::new(write.clone()),
+                job: None,
+            },
+            Prepared::ForgetIdempotency {
+                key: "app||ns||a||key".into(),
+                before,
+            },
+        ];
+        let mut buf = Vec::new();
+        put_u32(&mut buf, 1);
+        put_u32(&mut buf, ops.len());
+        for op in &ops {
+            encode_op(&mut buf, op);
+        }
+        let requests = decode_payload(&buf).unwrap();
+        match requests[0].as_slice() {
+            [
+                Prepared::Guarded {
+                    write: a,
+                    job: Some(put),
+                },
+                Prepared::Guarded {
+                    write: b,
+                    job: None,
+                },
+                Prepared::ForgetIdempotency { key, before: at },
+            ] => {
+                assert_eq!(
+                    (**a == write, put.is_empty(), **b == write),
+                    (true, true, true)
+                );
+                assert_eq!((key.as_str(), *at), ("app||ns||a||key", before));
+            }
+            other => panic!("{} ops decoded", other.len()),
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! jobsd's own API beside Dapr's (`/jobsd/v1/…`): jobs with labels, their status and run
-//! history, and filtered, paged lists. Dapr's routes and bodies are untouched by it.
+//! history, and filtered, paged lists. Dapr's routes and bodies are untouched by it, but for
+//! the `Idempotency-Key` and `If-Match` headers their creates also take ([`conditions`]).
 
 pub mod conditions;
 pub mod grpc;

@@ -9,7 +9,10 @@
 //! This module is a leaf: it imports the protos and the pure `schedule` name rules, nothing
 //! with I/O.
 
+pub mod context;
 pub mod keys;
+
+pub use context::TriggerKind;
 
 use std::sync::Arc;
 
@@ -34,6 +37,12 @@ pub struct Trigger {
     /// received from a Scheduler replica carries the time it arrived (the wire has none).
     /// Delivery logs how late it went out against this time.
     pub scheduled_at: chrono::DateTime<chrono::Utc>,
+    /// The nominal time of the execution (the tick, without retry intervals): the
+    /// `Jobsd-Scheduled-Time` an app is told. `None` for a trigger received from a Dapr
+    /// Scheduler, whose wire does not carry it.
+    pub tick: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why the execution runs: a tick of the schedule, run now by hand, or a backfill.
+    pub kind: TriggerKind,
     /// The execution this trigger is an attempt of: one per job tick, the same on every
     /// retry of that tick (see [`ExecutionId::for_tick`]).
     pub execution_id: ExecutionId,
@@ -61,6 +70,26 @@ impl ExecutionId {
         let name = format!(
             "{key}@{}",
             tick.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+        );
+        ExecutionId(uuid::Uuid::new_v5(&EXECUTION_NAMESPACE, name.as_bytes()))
+    }
+
+    /// The execution of `key` at nominal time `tick` started for `kind`: a scheduled tick is
+    /// [`ExecutionId::for_tick`]; a manual run or a backfilled tick gets an id of its own, so
+    /// re-running a past tick never reuses the id the scheduled run of that tick had (an app
+    /// keying its work by execution id would otherwise take it for a duplicate).
+    pub fn for_execution(
+        key: &str,
+        tick: chrono::DateTime<chrono::Utc>,
+        kind: TriggerKind,
+    ) -> Self {
+        if kind == TriggerKind::Schedule {
+            return Self::for_tick(key, tick);
+        }
+        let name = format!(
+            "{key}@{}#{}",
+            tick.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
+            kind.as_str()
         );
         ExecutionId(uuid::Uuid::new_v5(&EXECUTION_NAMESPACE, name.as_bytes()))
     }
@@ -218,5 +247,13 @@ mod tests {
         );
         assert_eq!(a.to_string().len(), 36);
         assert_eq!(a.as_bytes()[6] >> 4, 5, "a version 5 UUID");
+        assert_eq!(
+            ExecutionId::for_execution("app||default||myapp||j", t, TriggerKind::Schedule),
+            a
+        );
+        let manual = ExecutionId::for_execution("app||default||myapp||j", t, TriggerKind::Manual);
+        let backfill =
+            ExecutionId::for_execution("app||default||myapp||j", t, TriggerKind::Backfill);
+        assert!(manual != a && backfill != a && manual != backfill);
     }
 }

@@ -55,9 +55,13 @@ fn trigger_for(
         }
         _ => format!("app||default||myapp||{name}"),
     };
+    // A second attempt of the tick at 07:00: the execution context says so.
+    let tick = chrono::DateTime::parse_from_rfc3339(CONTEXT_TICK)
+        .unwrap()
+        .to_utc();
     Trigger {
-        execution_id: jobsd::trigger::ExecutionId::for_tick(&key, chrono::Utc::now()),
-        attempt: 1,
+        execution_id: jobsd::trigger::ExecutionId::for_tick(&key, tick),
+        attempt: 2,
         created_by: None,
         key: Arc::from(key),
         name: Arc::from(name),
@@ -69,7 +73,27 @@ fn trigger_for(
             concurrency_key: None,
         }),
         scheduled_at: chrono::Utc::now(),
+        tick: Some(tick),
+        kind: jobsd::trigger::TriggerKind::Schedule,
     }
+}
+
+/// The nominal time of the test triggers.
+const CONTEXT_TICK: &str = "2026-03-08T07:00:00Z";
+
+/// Asserts `get` (a header or metadata lookup) gives jobsd's execution context of the test
+/// triggers: the execution, attempt 2, the nominal time, a retry.
+fn assert_context<'a>(
+    get: impl Fn(&str) -> Option<&'a str>,
+    execution: jobsd::trigger::ExecutionId,
+) {
+    assert_eq!(
+        get("jobsd-execution-id"),
+        Some(execution.to_string().as_str())
+    );
+    assert_eq!(get("jobsd-attempt"), Some("2"));
+    assert_eq!(get("jobsd-scheduled-time"), Some(CONTEXT_TICK));
+    assert_eq!(get("jobsd-trigger"), Some("retry"));
 }
 
 /// Asserts `tp` is `00-<execution id hex>-<16 hex, not all zero>-01`.
@@ -350,6 +374,8 @@ async fn http_bodies_follow_daprd_rules() {
         // execution id as trace id.
         let tp = seen.header("traceparent").expect("traceparent");
         assert_traceparent(tp, execution);
+        // And jobsd's execution context.
+        assert_context(|h| seen.header(h), execution);
         assert_eq!(seen.method, "POST", "{name}");
         assert_eq!(seen.path, format!("/job/{name}"));
         assert_eq!(seen.body, want, "{name}: got {:?}", seen.text());
@@ -637,7 +663,7 @@ async fn http_client_opens_no_more_connections_than_its_bound() {
     let tasks: Vec<_> = (0..40)
         .map(|i| {
             let http = http.clone();
-            tokio::spawn(async move { http.call(&format!("slow-{i}"), None, None).await })
+            tokio::spawn(async move { http.call(&format!("slow-{i}"), None, None, &[]).await })
         })
         .collect();
     app.wait_in_flight(4).await;
@@ -706,6 +732,8 @@ struct SeenEvent {
     request: JobEventRequest,
     token: Option<String>,
     traceparent: Option<String>,
+    /// jobsd's execution-context metadata (`jobsd-*`).
+    context: std::collections::HashMap<String, String>,
 }
 
 #[derive(Default)]
@@ -741,6 +769,18 @@ impl GrpcApp {
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let context = req
+            .metadata()
+            .iter()
+            .filter_map(|kv| match kv {
+                tonic::metadata::KeyAndValueRef::Ascii(k, v)
+                    if k.as_str().starts_with("jobsd-") =>
+                {
+                    Some((k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                }
+                _ => None,
+            })
+            .collect();
         let request = req.into_inner();
         let name = request.name.clone();
         self.seen.lock().expect("lock").push(SeenEvent {
@@ -748,6 +788,7 @@ impl GrpcApp {
             request,
             token,
             traceparent,
+            context,
         });
         match name.as_str() {
             "notfound" => Err(tonic::Status::not_found("no such job")),
@@ -859,6 +900,7 @@ async fn grpc_sends_job_event_requests_like_daprd() {
         );
         let seen = app.seen().last().cloned().expect("an event");
         assert_traceparent(seen.traceparent.as_deref().expect("traceparent"), execution);
+        assert_context(|k| seen.context.get(k).map(String::as_str), execution);
         assert_eq!(seen.rpc, "OnJobEvent");
         assert_eq!(seen.request.name, name);
         assert_eq!(

@@ -405,6 +405,7 @@ impl ActorRuntime {
         let trace = TraceParent::for_attempt(&trigger.execution_id);
         let mut headers = json_headers();
         headers.insert(TRACEPARENT, trace.header_value());
+        delivery::http::insert_context(&mut headers, &crate::trigger::context::headers(trigger));
         let _turn = self.turn(&actor).await;
         let started = self.inner.spans.as_ref().map(Spans::begin);
         let answer = app

@@ -340,9 +340,10 @@ impl Delivery {
         };
         let call = self.metrics.call();
         let data = trigger.data.as_ref();
+        let context = crate::trigger::context::headers(trigger);
         let result = match channel {
-            Channel::Http(http) => http.call(&trigger.name, data, Some(trace)).await,
-            Channel::Grpc(grpc) => grpc.call(&trigger.name, data, Some(trace)).await,
+            Channel::Http(http) => http.call(&trigger.name, data, Some(trace), &context).await,
+            Channel::Grpc(grpc) => grpc.call(&trigger.name, data, Some(trace), &context).await,
         };
         // Counted as daprd counts: the calls the app answered. An HTTP call that never got
         // an answer is daprd's channel error, counted nowhere; a gRPC app's channel turns

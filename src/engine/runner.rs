@@ -19,7 +19,7 @@ use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Keep, Outcome, Overlap, Plan, WhileTargetDown};
 use crate::store::{LoadedJob, Op, OpResult, RunOutcome, Store, StoredRun};
-use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerResult, keys};
+use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerKind, TriggerResult, keys};
 
 mod exhausted;
 mod fire;

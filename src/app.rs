@@ -528,6 +528,7 @@ fn api_state(
         namespace: cfg.namespace.clone(),
         api_token: cfg.api_token.clone(),
         max_body_size: cfg.max_body_size,
+        max_backfill_ticks: cfg.max_backfill_ticks,
         mode,
         scheduler_hosts,
         actors,

@@ -8,6 +8,7 @@ mod dead_letter;
 mod error;
 pub mod history;
 pub mod labels;
+mod manual;
 mod pause;
 pub mod policies;
 mod queue;
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use dead_letter::check_dead_letter;
 pub use error::Error;
+pub use manual::DEFAULT_MAX_BACKFILL_TICKS;
 pub use runner::Stats;
 use runner::{Command, Runner};
 pub use views::{

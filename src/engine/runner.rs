@@ -23,6 +23,7 @@ use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerKind, TriggerRes
 
 mod exhausted;
 mod fire;
+mod manual;
 mod overlap;
 mod skips;
 mod writes;
@@ -31,6 +32,7 @@ use skips::skip_reason;
 
 use exhausted::{ByHand, DeadLetterJob};
 pub use exhausted::{PauseReply, paused_by_hand};
+pub use manual::{ExtraRefused, ExtraRequest};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -92,6 +94,17 @@ pub enum Command {
         paused: Option<crate::store::Paused>,
         /// Gets the write's result, or `None` when the loop does not fire that version.
         reply: PauseReply,
+    },
+    /// Run executions by hand beside the job's schedule (run now, backfill).
+    Extra(Box<ExtraRequest>),
+    /// The sink answered a hand-started execution.
+    ExtraDone {
+        /// Job key.
+        key: Arc<str>,
+        /// The version it was for.
+        generation: u64,
+        /// The attempt, with what the sink said.
+        attempt: Box<Attempt>,
     },
     /// Jobs this loop now fires (a cluster replica took over their partitions), with their
     /// stored progress.
@@ -207,6 +220,8 @@ pub struct Runner {
     /// Jobs this loop creates itself (dead letters) reach it through the store's watch, as
     /// every write does on a cluster replica, instead of being tracked at once.
     watched: bool,
+    /// Executions started by hand (run now, backfill), per job that has some.
+    extras: HashMap<Arc<str>, Box<manual::ExtraQueue>>,
 }
 
 impl Runner {
@@ -242,6 +257,7 @@ impl Runner {
             disowning: Vec::new(),
             history,
             watched: false,
+            extras: HashMap::new(),
         }
     }
 
@@ -320,11 +336,12 @@ impl Runner {
     pub async fn run(mut self, stop: CancellationToken) {
         tracing::info!(jobs = self.jobs.len(), "trigger loop started");
         loop {
+            self.start_extras();
             self.fire_due();
             let flush_at = self.flush();
             // While the sink is full, due jobs wait for answers, not for the clock.
             let next = if self.in_sink < self.capacity {
-                self.jobs.next_due()
+                self.next_due()
             } else {
                 None
             };
@@ -439,7 +456,7 @@ impl Runner {
                     outstanding: self.in_sink
                         + usize::from(self.writing)
                         + usize::from(!self.pending.is_empty()),
-                    next_due: self.jobs.next_due(),
+                    next_due: self.next_due(),
                 });
             }
             Command::Inspect(key, reply) => {
@@ -451,6 +468,12 @@ impl Runner {
                 paused,
                 reply,
             } => self.set_paused(key, generation, paused, reply),
+            Command::Extra(req) => self.queue_extras(*req),
+            Command::ExtraDone {
+                key,
+                generation,
+                attempt,
+            } => self.extra_done(key, generation, *attempt),
             Command::Adopt(jobs) => {
                 let finished = self.adopt(jobs);
                 if !finished.is_empty() {
@@ -496,6 +519,14 @@ impl Runner {
                     }
                 }
             }
+        }
+    }
+
+    /// The earliest time something is due: a queued tick or a hand-started execution.
+    fn next_due(&self) -> Option<DateTime<Utc>> {
+        match (self.jobs.next_due(), self.extras_next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 

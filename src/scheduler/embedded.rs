@@ -19,6 +19,8 @@ impl From<engine::Error> for Error {
             }
             engine::Error::AlreadyExists(_) => Code::AlreadyExists,
             engine::Error::NotFound(_) => Code::NotFound,
+            engine::Error::Busy(_) => Code::Aborted,
+            engine::Error::Unavailable(_) => Code::Unavailable,
             engine::Error::Store(_) => Code::Internal,
         };
         Error::new(code, err.to_string())
@@ -83,6 +85,26 @@ impl Scheduler for Engine {
 
     async fn resume_job(&self, metadata: sv1::JobMetadata, name: String) -> Result<(), Error> {
         Ok(Engine::resume_job(self, &metadata, &name).await?)
+    }
+
+    async fn trigger_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        overlap: Option<crate::schedule::Overlap>,
+    ) -> Result<crate::trigger::ExecutionId, Error> {
+        Ok(Engine::trigger_job(self, &metadata, &name, overlap).await?)
+    }
+
+    async fn backfill_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        range: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+        overlap: Option<crate::schedule::Overlap>,
+        limit: usize,
+    ) -> Result<Vec<(chrono::DateTime<chrono::Utc>, crate::trigger::ExecutionId)>, Error> {
+        Ok(Engine::backfill_job(self, &metadata, &name, range, overlap, limit).await?)
     }
 
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {

@@ -84,6 +84,15 @@ fn pause_unavailable() -> Error {
     )
 }
 
+/// What a scheduler that cannot run jobs by hand answers.
+fn by_hand_unavailable() -> Error {
+    Error::new(
+        tonic::Code::FailedPrecondition,
+        "running a job by hand (trigger, backfill) needs jobsd's embedded scheduler; \
+         it is not available with --scheduler-host-address",
+    )
+}
+
 /// grpc-go's name of a status code (`codes.Code.String()`).
 pub fn go_code_name(code: tonic::Code) -> &'static str {
     use tonic::Code::*;
@@ -211,6 +220,32 @@ pub trait Scheduler: Send + Sync + 'static {
     async fn resume_job(&self, metadata: sv1::JobMetadata, name: String) -> Result<(), Error> {
         let _ = (metadata, name);
         Err(pause_unavailable())
+    }
+
+    /// Runs job `name` of the metadata's owner once now, beside its schedule (`overlap`
+    /// overrides the job's overlap policy for it); gives the execution's id.
+    async fn trigger_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        overlap: Option<crate::schedule::Overlap>,
+    ) -> Result<crate::trigger::ExecutionId, Error> {
+        let _ = (metadata, name, overlap);
+        Err(by_hand_unavailable())
+    }
+
+    /// Runs every nominal tick of job `name`'s schedule in `range` (`[start, end)`) once, in
+    /// order, at most `limit` of them; gives each tick with its execution id.
+    async fn backfill_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        range: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+        overlap: Option<crate::schedule::Overlap>,
+        limit: usize,
+    ) -> Result<Vec<(chrono::DateTime<chrono::Utc>, crate::trigger::ExecutionId)>, Error> {
+        let _ = (metadata, name, range, overlap, limit);
+        Err(by_hand_unavailable())
     }
 
     /// Deletes a job; deleting a missing job succeeds.

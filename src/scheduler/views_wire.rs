@@ -137,6 +137,7 @@ pub fn run_to_wire(r: Run) -> jv1::Run {
         http_status: r.run.http_status,
         grpc_code: r.run.grpc_code,
         error: r.run.error,
+        trigger: r.run.trigger,
     }
 }
 
@@ -154,6 +155,7 @@ pub fn run_from_wire(r: jv1::Run) -> Run {
             http_status: r.http_status,
             grpc_code: r.grpc_code,
             error: r.error,
+            trigger: r.trigger,
         },
     }
 }
@@ -297,6 +299,7 @@ mod tests {
                     http_status: 503,
                     grpc_code: Some(14),
                     error: "e".into(),
+                    trigger: "backfill".into(),
                 },
             };
             let wire = run_to_wire(run.clone());

@@ -3,7 +3,7 @@
 
 use tonic::{Request, Response, Status};
 
-use super::{DEFAULT_RUNS, MAX_RUNS, bad_request};
+use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, steer};
 use crate::api::ApiState;
 use crate::api::grpc::{authorize, traceparent};
 use crate::api::scheduler_to_runtime_job;
@@ -108,6 +108,48 @@ impl jv1::jobs_server::Jobs for JobsApi {
         authorize(&self.state, &request)?;
         self.state.resume_job(request.into_inner().name).await?;
         Ok(Response::new(jv1::ResumeJobResponse {}))
+    }
+
+    async fn trigger_job(
+        &self,
+        request: Request<jv1::TriggerJobRequest>,
+    ) -> Result<Response<jv1::TriggerJobResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let overlap = steer::overlap_of(&req.overlap)?;
+        let id = self.state.trigger_job(req.name, overlap).await?;
+        Ok(Response::new(jv1::TriggerJobResponse {
+            execution_id: id.to_string(),
+            scheduled_time: None,
+        }))
+    }
+
+    async fn backfill_job(
+        &self,
+        request: Request<jv1::BackfillJobRequest>,
+    ) -> Result<Response<jv1::BackfillJobResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let time = |field: &str, t: Option<prost_types::Timestamp>| {
+            t.and_then(|t| {
+                chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?)
+            })
+            .ok_or_else(|| bad_request(format!("{field}: a valid timestamp is required")))
+        };
+        let range = (time("start", req.start)?, time("end", req.end)?);
+        let overlap = steer::overlap_of(&req.overlap)?;
+        let runs = self.state.backfill_job(req.name, range, overlap).await?;
+        let executions = runs
+            .into_iter()
+            .map(|(tick, id)| jv1::BackfillExecution {
+                scheduled_time: Some(prost_types::Timestamp {
+                    seconds: tick.timestamp(),
+                    nanos: i32::try_from(tick.timestamp_subsec_nanos()).unwrap_or(0),
+                }),
+                execution_id: id.to_string(),
+            })
+            .collect();
+        Ok(Response::new(jv1::BackfillJobResponse { executions }))
     }
 
     async fn list_runs(

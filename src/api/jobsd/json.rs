@@ -76,6 +76,12 @@ fn run(r: &Run) -> Value {
     let mut m = Map::new();
     m.insert("seq".into(), r.seq.into());
     m.insert("executionId".into(), r.run.execution_id.clone().into());
+    let trigger = if r.run.trigger.is_empty() {
+        "schedule"
+    } else {
+        r.run.trigger.as_str()
+    };
+    m.insert("trigger".into(), trigger.into());
     m.insert("nominalTime".into(), time(stamp(r.run.nominal.as_ref())));
     m.insert("attempt".into(), r.run.attempt.into());
     m.insert("started".into(), time(started));

@@ -5,6 +5,7 @@ pub mod grpc;
 pub mod http;
 mod json;
 mod policy_json;
+mod steer;
 
 use std::sync::Arc;
 
@@ -44,6 +45,8 @@ fn view_error(err: scheduler::Error) -> ApiError {
         tonic::Code::FailedPrecondition => {
             (StatusCode::PRECONDITION_FAILED, "ERR_JOBSD_UNSUPPORTED")
         }
+        tonic::Code::Aborted => (StatusCode::CONFLICT, "ERR_JOBSD_BUSY"),
+        tonic::Code::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "ERR_JOBSD_UNAVAILABLE"),
         _ => (
             StatusCode::INTERNAL_SERVER_ERROR,
             super::error::reason::INTERNAL,

@@ -12,6 +12,9 @@ impl Runner {
             let Some((key, at)) = self.jobs.pop_due(now) else {
                 break;
             };
+            if self.hold_for_extras(&key, at) {
+                continue;
+            }
             let Some(entry) = self.jobs.get(&key) else {
                 continue;
             };
@@ -69,6 +72,7 @@ impl Runner {
                 execution_id,
                 tick,
                 attempt,
+                kind: TriggerKind::Schedule,
                 started,
                 finished: outlet.clock.now(),
                 report,

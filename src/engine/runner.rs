@@ -23,6 +23,7 @@ use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerResult, keys};
 
 mod exhausted;
 mod fire;
+mod lease;
 mod overlap;
 mod skips;
 mod writes;
@@ -31,6 +32,8 @@ use skips::skip_reason;
 
 use exhausted::{ByHand, DeadLetterJob};
 pub use exhausted::{PauseReply, paused_by_hand};
+pub use lease::Call;
+use lease::LeaseWrite;
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -105,6 +108,8 @@ pub enum Command {
         /// Answered once nothing of them is in flight any more.
         reply: oneshot::Sender<()>,
     },
+    /// An app's heartbeat, complete or fail of a held execution (async completion).
+    Execution(Box<Call>),
 }
 
 /// A snapshot of the trigger loop.
@@ -120,6 +125,8 @@ pub struct Stats {
     pub outstanding: usize,
     /// The earliest queued fire time.
     pub next_due: Option<DateTime<Utc>>,
+    /// Executions held under a lease (async completion).
+    pub held: usize,
 }
 
 /// A written result.
@@ -145,6 +152,8 @@ pub struct Persisted {
     dead_letter: Option<Box<DeadLetterJob>>,
     /// A pause or resume by hand: only it is written, the entry's progress is left alone.
     by_hand: Option<ByHand>,
+    /// What the result does to held executions (async completion), and who waits for it.
+    lease: Option<Box<LeaseWrite>>,
     /// What the store answered for this result's op (`None` until written).
     written: Option<Result<OpResult, crate::store::Error>>,
 }
@@ -165,6 +174,7 @@ impl Persisted {
             pause: None,
             dead_letter: None,
             by_hand: None,
+            lease: None,
             written: None,
         }
     }
@@ -207,6 +217,11 @@ pub struct Runner {
     /// Jobs this loop creates itself (dead letters) reach it through the store's watch, as
     /// every write does on a cluster replica, instead of being tracked at once.
     watched: bool,
+    /// Executions held under a lease (async completion).
+    leases: lease::Leases,
+    /// While a held execution's end is applied: what the result recording its run also does
+    /// (release the hold, answer the app), taken by the first run pushed.
+    ending: Option<Box<LeaseWrite>>,
 }
 
 impl Runner {
@@ -242,6 +257,8 @@ impl Runner {
             disowning: Vec::new(),
             history,
             watched: false,
+            leases: lease::Leases::default(),
+            ending: None,
         }
     }
 
@@ -299,6 +316,7 @@ impl Runner {
                 .unwrap_or_default();
             let generation = loaded.job.generation;
             let paused = loaded.counter.as_ref().is_some_and(|c| c.paused.is_some());
+            let held = loaded.counter.map(|c| c.held).unwrap_or_default();
             let at = plan.fire_time(&counter);
             if at.is_none() {
                 self.jobs.remove(&key);
@@ -311,7 +329,10 @@ impl Runner {
             }
             let mut entry = self.entry_of(&key, loaded.job, plan, counter);
             entry.paused = paused;
-            self.jobs.insert(key, entry, at);
+            self.jobs.insert(key.clone(), entry, at);
+            if !held.is_empty() {
+                self.restore_held(&key, held);
+            }
         }
         finished
     }
@@ -320,14 +341,16 @@ impl Runner {
     pub async fn run(mut self, stop: CancellationToken) {
         tracing::info!(jobs = self.jobs.len(), "trigger loop started");
         loop {
+            self.expire_leases();
             self.fire_due();
-            let flush_at = self.flush();
+            let flush_at = earlier(self.flush(), self.leases.early_deadline());
             // While the sink is full, due jobs wait for answers, not for the clock.
             let next = if self.in_sink < self.capacity {
                 self.jobs.next_due()
             } else {
                 None
             };
+            let next = earlier(next, self.leases.next_deadline());
             let clock = self.clock.clone();
             let sleep = async move {
                 match next {
@@ -410,13 +433,16 @@ impl Runner {
                     return;
                 }
                 let entry = self.entry_of(&key, *job, *plan, counter);
+                self.leases.forget(&key, false);
                 self.jobs.insert(key, entry, at);
             }
             Command::Remove(key) => {
                 self.jobs.remove(&key);
+                self.leases.forget(&key, false);
             }
             Command::RemovePrefix(prefix) => {
                 self.jobs.remove_prefix(&prefix);
+                self.leases.forget(&prefix, true);
             }
             Command::Release(prefix) => {
                 for key in self.jobs.unstage_prefix(&prefix) {
@@ -429,8 +455,11 @@ impl Runner {
                 attempt,
             } => {
                 self.in_sink = self.in_sink.saturating_sub(1);
-                self.apply_result(key, generation, *attempt);
+                if let Some(attempt) = self.unless_held(&key, generation, *attempt) {
+                    self.apply_result(key, generation, attempt);
+                }
             }
+            Command::Execution(call) => self.execution_call(*call),
             Command::Sync(reply) => {
                 let _ = reply.send(Stats {
                     jobs: self.jobs.len(),
@@ -440,6 +469,7 @@ impl Runner {
                         + usize::from(self.writing)
                         + usize::from(!self.pending.is_empty()),
                     next_due: self.jobs.next_due(),
+                    held: self.leases.len(),
                 });
             }
             Command::Inspect(key, reply) => {
@@ -477,6 +507,7 @@ impl Runner {
             Command::Persisted(done) => {
                 self.writing = false;
                 for mut p in done {
+                    lease::lease_written(&mut p);
                     if self.after_write(&mut p) || p.record_only || p.detached {
                         continue;
                     }
@@ -516,7 +547,10 @@ impl Runner {
         }
         let run = attempt.run(&key);
         let outcome = match attempt.report.result {
-            TriggerResult::Success => Outcome::Success,
+            // A 202 is a 2xx; held executions come here only once the app ended them.
+            TriggerResult::Success | TriggerResult::Accepted | TriggerResult::Held => {
+                Outcome::Success
+            }
             TriggerResult::Failed => Outcome::Failed,
             TriggerResult::Cancel => {
                 // The target wants no more of it: the job is finished and deleted.
@@ -656,6 +690,14 @@ impl Runner {
         for (_, reply) in done {
             let _ = reply.send(());
         }
+    }
+}
+
+/// The earlier of two optional instants.
+fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

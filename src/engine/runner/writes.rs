@@ -9,6 +9,11 @@ impl Runner {
         if self.pending.is_empty() {
             self.pending_since = Some(Instant::now());
         }
+        let mut result = result;
+        if result.run.is_some() && result.lease.is_none() {
+            // The run of a held execution's end: it also releases the hold.
+            result.lease = self.ending.take();
+        }
         self.pending.push(result);
     }
 
@@ -61,7 +66,11 @@ impl Runner {
         let now = self.clock.now();
         let ops = batch
             .iter_mut()
-            .map(|p| match (p.run.take(), p.next) {
+            .map(|p| {
+                if let Some(op) = lease::lease_only_op(p) {
+                    return op;
+                }
+                let mut op = match (p.run.take(), p.next) {
                 _ if p.by_hand.is_some() => Op::SetPaused {
                     key: p.key.to_string(),
                     generation: p.generation,
@@ -87,6 +96,9 @@ impl Runner {
                     key: p.key.to_string(),
                     generation: p.generation,
                 },
+                };
+                lease::release_with(p, &mut op);
+                op
             })
             .collect();
         let store = self.store.clone();

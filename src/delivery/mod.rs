@@ -490,7 +490,8 @@ impl Delivery {
                     TriggerResult::Accepted
                 };
                 Report {
-                    http_status: Some(202).filter(|_| matches!(self.channel, Some(Channel::Http(_)))),
+                    http_status: Some(202)
+                        .filter(|_| matches!(self.channel, Some(Channel::Http(_)))),
                     ..result.into()
                 }
             }

@@ -91,13 +91,19 @@ impl Engine {
     ) -> Result<HeldExecution, Error> {
         let owner = keys::owner_prefix(keys::check_metadata(Some(metadata))?)?;
         let parsed = ExecutionId::parse(id).ok_or_else(|| {
-            Error::BadRequest(format!("executionId: {id:?} is not an execution id (a UUID)"))
+            Error::BadRequest(format!(
+                "executionId: {id:?} is not an execution id (a UUID)"
+            ))
         })?;
-        let not_held = || {
-            Error::ExecutionNotFound(format!("execution {id} is not held (unknown or ended)"))
-        };
+        let not_held =
+            || Error::ExecutionNotFound(format!("execution {id} is not held (unknown or ended)"));
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let Some(tx) = self.inner.loop_tx.as_ref().filter(|_| !self.inner.following) else {
+        let Some(tx) = self
+            .inner
+            .loop_tx
+            .as_ref()
+            .filter(|_| !self.inner.following)
+        else {
             return Err(not_held());
         };
         tx.send(Command::Execution(Box::new(Call {

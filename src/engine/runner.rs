@@ -127,6 +127,8 @@ pub struct Stats {
     pub next_due: Option<DateTime<Utc>>,
     /// Executions held under a lease (async completion).
     pub held: usize,
+    /// When the first of their leases runs out.
+    pub next_lease: Option<DateTime<Utc>>,
 }
 
 /// A written result.
@@ -470,6 +472,7 @@ impl Runner {
                         + usize::from(!self.pending.is_empty()),
                     next_due: self.jobs.next_due(),
                     held: self.leases.len(),
+                    next_lease: self.leases.next_deadline(),
                 });
             }
             Command::Inspect(key, reply) => {

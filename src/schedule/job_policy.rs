@@ -392,8 +392,14 @@ mod tests {
         assert_eq!(lease_length("lease", "1s"), Ok(Some(MIN_LEASE)));
         assert_eq!(lease_length("lease", "24h"), Ok(Some(MAX_LEASE)));
         for (text, want) in [
-            ("999ms", "policy.lease: \"999ms\" must be between 1s and 24h"),
-            ("24h1s", "policy.lease: \"24h1s\" must be between 1s and 24h"),
+            (
+                "999ms",
+                "policy.lease: \"999ms\" must be between 1s and 24h",
+            ),
+            (
+                "24h1s",
+                "policy.lease: \"24h1s\" must be between 1s and 24h",
+            ),
             ("0s", "policy.lease: \"0s\" must be more than 0"),
         ] {
             assert_eq!(lease_length("policy.lease", text).unwrap_err(), want);

@@ -303,6 +303,16 @@ mod tests {
             paused_at: None,
             paused_reason: None,
             paused_note: None,
+            held: vec![HeldExecution {
+                execution_id: crate::trigger::ExecutionId::for_tick("app||ns||a||j", t),
+                // A status does not carry the job's name: the view fills it in.
+                name: String::new(),
+                attempt: 2,
+                nominal: t,
+                started: t + chrono::TimeDelta::seconds(1),
+                lease_until: Some(t + chrono::TimeDelta::minutes(5)),
+                ended: None,
+            }],
         };
         assert_eq!(status_from_wire(status_to_wire(status.clone())), status);
         let paused = JobStatus {

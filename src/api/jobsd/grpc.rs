@@ -5,11 +5,11 @@ use tonic::{Request, Response, Status};
 
 use super::executions::{execution_to_wire, fail_call, heartbeat_call};
 use super::{DEFAULT_RUNS, MAX_RUNS, bad_request};
-use crate::scheduler::ExecutionCall;
 use crate::api::ApiState;
 use crate::api::grpc::{authorize, traceparent};
 use crate::api::scheduler_to_runtime_job;
 use crate::proto::jobsd_api::{self as jv1, jobs_server::JobsServer};
+use crate::scheduler::ExecutionCall;
 use crate::scheduler::{JobExtras, JobView, views_wire};
 
 /// The `jobsd.v1.Jobs` implementation over the shared job operations.
@@ -135,7 +135,10 @@ impl jv1::jobs_server::Jobs for JobsApi {
             .execution_call(id, ExecutionCall::Complete)
             .await?;
         let (execution, name) = execution_to_wire(held);
-        Ok(Response::new(jv1::CompleteExecutionResponse { execution, name }))
+        Ok(Response::new(jv1::CompleteExecutionResponse {
+            execution,
+            name,
+        }))
     }
 
     async fn fail_execution(
@@ -149,7 +152,10 @@ impl jv1::jobs_server::Jobs for JobsApi {
             .execution_call(req.execution_id, fail_call(req.error))
             .await?;
         let (execution, name) = execution_to_wire(held);
-        Ok(Response::new(jv1::FailExecutionResponse { execution, name }))
+        Ok(Response::new(jv1::FailExecutionResponse {
+            execution,
+            name,
+        }))
     }
 
     async fn list_runs(

@@ -184,7 +184,13 @@ impl Leases {
         let ids: Vec<ExecutionId> = self
             .by_key
             .range::<str, _>((Bound::Included(key), Bound::Unbounded))
-            .take_while(|(k, _)| if prefix { k.starts_with(key) } else { &***k == key })
+            .take_while(|(k, _)| {
+                if prefix {
+                    k.starts_with(key)
+                } else {
+                    &***k == key
+                }
+            })
             .flat_map(|(_, ids)| ids.iter().copied())
             .collect();
         for id in ids {
@@ -249,7 +255,12 @@ impl Runner {
             _ => false,
         };
         if hold {
-            self.hold(key.clone(), generation, attempt, lease.unwrap_or(DEFAULT_LEASE));
+            self.hold(
+                key.clone(),
+                generation,
+                attempt,
+                lease.unwrap_or(DEFAULT_LEASE),
+            );
             return None;
         }
         for call in self.leases.take_early(attempt.execution_id) {
@@ -303,7 +314,12 @@ impl Runner {
             reply,
         } = call;
         let Some(lease) = self.leases.held.get(&id) else {
-            if let Some(ended) = self.leases.ended.get(&id).filter(|e| e.key.starts_with(&owner)) {
+            if let Some(ended) = self
+                .leases
+                .ended
+                .get(&id)
+                .filter(|e| e.key.starts_with(&owner))
+            {
                 let _ = reply.send(repeated(&ended.view, &what));
             } else if self.in_sink > 0 {
                 // Its answer may still be on its way to the loop.
@@ -387,7 +403,11 @@ impl Runner {
         self.apply_result(key.clone(), generation, attempt);
         if let Some(left) = self.ending.take() {
             // No run was recorded (the job changed meanwhile): still let go of the record.
-            if self.jobs.get(&key).is_some_and(|e| e.generation == generation) {
+            if self
+                .jobs
+                .get(&key)
+                .is_some_and(|e| e.generation == generation)
+            {
                 self.push_result(Persisted {
                     lease: Some(left),
                     record_only: true,

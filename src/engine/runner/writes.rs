@@ -71,31 +71,31 @@ impl Runner {
                     return op;
                 }
                 let mut op = match (p.run.take(), p.next) {
-                _ if p.by_hand.is_some() => Op::SetPaused {
-                    key: p.key.to_string(),
-                    generation: p.generation,
-                    paused: p.by_hand.as_ref().and_then(|b| b.paused.clone()),
-                },
-                (Some(run), next) => Recorded {
-                    key: &p.key,
-                    generation: p.generation,
-                    progress: (!p.record_only).then_some(&p.counter),
-                    finish: next.is_none() && !p.record_only && !p.detached,
-                    dropped: p.dropped,
-                    run,
-                    skipped_ticks: p.skipped_ticks,
-                    pause: p.pause.clone(),
-                    dead_letter: p.dead_letter.as_ref().map(|d| d.record.clone()),
-                }
-                .op(&self.history, now),
-                (None, Some(_)) => Op::PutCounter {
-                    key: p.key.to_string(),
-                    counter: convert::stored_counter(&p.counter, p.generation),
-                },
-                (None, None) => Op::FinishJob {
-                    key: p.key.to_string(),
-                    generation: p.generation,
-                },
+                    _ if p.by_hand.is_some() => Op::SetPaused {
+                        key: p.key.to_string(),
+                        generation: p.generation,
+                        paused: p.by_hand.as_ref().and_then(|b| b.paused.clone()),
+                    },
+                    (Some(run), next) => Recorded {
+                        key: &p.key,
+                        generation: p.generation,
+                        progress: (!p.record_only).then_some(&p.counter),
+                        finish: next.is_none() && !p.record_only && !p.detached,
+                        dropped: p.dropped,
+                        run,
+                        skipped_ticks: p.skipped_ticks,
+                        pause: p.pause.clone(),
+                        dead_letter: p.dead_letter.as_ref().map(|d| d.record.clone()),
+                    }
+                    .op(&self.history, now),
+                    (None, Some(_)) => Op::PutCounter {
+                        key: p.key.to_string(),
+                        counter: convert::stored_counter(&p.counter, p.generation),
+                    },
+                    (None, None) => Op::FinishJob {
+                        key: p.key.to_string(),
+                        generation: p.generation,
+                    },
                 };
                 lease::release_with(p, &mut op);
                 op

@@ -24,6 +24,7 @@ use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerResult, keys};
 mod exhausted;
 mod fire;
 mod lease;
+mod leases;
 mod overlap;
 mod skips;
 mod writes;
@@ -32,8 +33,8 @@ use skips::skip_reason;
 
 use exhausted::{ByHand, DeadLetterJob};
 pub use exhausted::{PauseReply, paused_by_hand};
-pub use lease::Call;
 use lease::LeaseWrite;
+pub use lease::{Call, Ending, ExecutionCall, HeldExecution};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -220,7 +221,7 @@ pub struct Runner {
     /// every write does on a cluster replica, instead of being tracked at once.
     watched: bool,
     /// Executions held under a lease (async completion).
-    leases: lease::Leases,
+    leases: leases::Leases,
     /// While a held execution's end is applied: what the result recording its run also does
     /// (release the hold, answer the app), taken by the first run pushed.
     ending: Option<Box<LeaseWrite>>,
@@ -259,7 +260,7 @@ impl Runner {
             disowning: Vec::new(),
             history,
             watched: false,
-            leases: lease::Leases::default(),
+            leases: leases::Leases::default(),
             ending: None,
         }
     }

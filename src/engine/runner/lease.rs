@@ -12,19 +12,18 @@
 //! again with its deadline (one already past fails at once), and its tick is not handed out
 //! while it is held.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::ops::Bound;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
-use tokio::sync::oneshot;
+use chrono::TimeDelta;
 use tokio::time::Instant;
 
+use super::leases::Lease;
+pub use super::leases::{Call, CallReply, Ending, ExecutionCall, HeldExecution};
 use super::{Persisted, Runner};
 use crate::engine::Error;
-use crate::engine::convert::{instant, timestamp};
-use crate::engine::executions::{Ending, ExecutionCall, HeldExecution};
+use crate::engine::convert::instant;
 use crate::engine::history::{Attempt, bounded};
 use crate::engine::queue::{Execution, Overlapping};
 use crate::schedule::job_policy::{DEFAULT_LEASE, MAX_CONCURRENT, MIN_LEASE};
@@ -37,190 +36,8 @@ use crate::trigger::{ExecutionId, Report, TriggerResult};
 /// the loop.
 const EARLY_GRACE: Duration = Duration::from_secs(2);
 
-/// Ended executions remembered (id, owner, how), so that a complete or fail sent again
-/// answers as the first did.
-const REMEMBERED: usize = 16_384;
-
 /// The error of an attempt whose lease ran out.
 pub const LEASE_EXPIRED: &str = "lease expired";
-
-/// Where a call on an execution is answered.
-pub type CallReply = oneshot::Sender<Result<HeldExecution, Error>>;
-
-/// An app's call on a held execution, on its way to the loop.
-pub struct Call {
-    /// The execution.
-    pub id: ExecutionId,
-    /// The caller's owner prefix: only executions of its jobs are visible to it.
-    pub owner: String,
-    /// What it asks.
-    pub call: ExecutionCall,
-    /// Answered once the change is written.
-    pub reply: CallReply,
-}
-
-/// One held execution.
-struct Lease {
-    /// Its job.
-    key: Arc<str>,
-    /// The job version it was handed out for.
-    generation: u64,
-    /// Where the job's name starts in `key`.
-    name_at: u32,
-    /// The attempt as the app took it (its answer: held).
-    attempt: Attempt,
-    /// When the lease runs out.
-    until: DateTime<Utc>,
-    /// What a heartbeat without a length extends it by.
-    length: TimeDelta,
-}
-
-impl Lease {
-    fn view(&self) -> HeldExecution {
-        let at = usize::try_from(self.name_at).unwrap_or(0);
-        HeldExecution {
-            execution_id: self.attempt.execution_id,
-            name: self.key.get(at..).unwrap_or(&self.key).to_owned(),
-            attempt: self.attempt.attempt,
-            nominal: self.attempt.tick,
-            started: self.attempt.started,
-            lease_until: Some(self.until),
-            ended: None,
-        }
-    }
-
-    /// The record kept in the job's counter.
-    fn record(&self) -> store::HeldExecution {
-        store::HeldExecution {
-            execution_id: self.attempt.execution_id.as_bytes().to_vec(),
-            nominal: Some(timestamp(self.attempt.tick)),
-            attempt: self.attempt.attempt,
-            started: Some(timestamp(self.attempt.started)),
-            lease_until: Some(timestamp(self.until)),
-            lease_nanos: self.length.num_nanoseconds().unwrap_or(i64::MAX),
-            kind: String::new(),
-        }
-    }
-}
-
-/// An execution that ended, remembered for calls repeated on it.
-struct Ended {
-    /// Its job.
-    key: Arc<str>,
-    /// How it was when it ended.
-    view: HeldExecution,
-}
-
-/// The held executions of a loop.
-#[derive(Default)]
-pub(super) struct Leases {
-    /// By id.
-    held: HashMap<ExecutionId, Lease>,
-    /// `(deadline, id)`, earliest first.
-    deadlines: BTreeSet<(DateTime<Utc>, ExecutionId)>,
-    /// Ids by job key, so that a deleted or replaced job lets its executions go.
-    by_key: BTreeMap<Arc<str>, Vec<ExecutionId>>,
-    /// Calls that came before the answer that holds their execution, with the (real)
-    /// instant they give up.
-    early: Vec<(Call, Instant)>,
-    /// Recently ended executions, and their order (oldest first) to forget them.
-    ended: HashMap<ExecutionId, Ended>,
-    ended_order: VecDeque<ExecutionId>,
-}
-
-impl Leases {
-    /// Executions held.
-    pub(super) fn len(&self) -> usize {
-        self.held.len()
-    }
-
-    /// The earliest lease deadline.
-    pub(super) fn next_deadline(&self) -> Option<DateTime<Utc>> {
-        self.deadlines.first().map(|(at, _)| *at)
-    }
-
-    /// When the first early call gives up.
-    pub(super) fn early_deadline(&self) -> Option<Instant> {
-        self.early.iter().map(|(_, at)| *at).min()
-    }
-
-    fn insert(&mut self, lease: Lease) {
-        let id = lease.attempt.execution_id;
-        self.remove(id);
-        // Held again (a retry): how an earlier attempt ended no longer answers for it.
-        self.ended.remove(&id);
-        self.deadlines.insert((lease.until, id));
-        self.by_key.entry(lease.key.clone()).or_default().push(id);
-        self.held.insert(id, lease);
-    }
-
-    fn remove(&mut self, id: ExecutionId) -> Option<Lease> {
-        let lease = self.held.remove(&id)?;
-        self.deadlines.remove(&(lease.until, id));
-        if let Some(ids) = self.by_key.get_mut(&lease.key) {
-            ids.retain(|i| *i != id);
-            if ids.is_empty() {
-                self.by_key.remove(&lease.key);
-            }
-        }
-        Some(lease)
-    }
-
-    fn extend(&mut self, id: ExecutionId, until: DateTime<Utc>, length: TimeDelta) {
-        if let Some(lease) = self.held.get_mut(&id) {
-            self.deadlines.remove(&(lease.until, id));
-            lease.until = until;
-            lease.length = length;
-            self.deadlines.insert((until, id));
-        }
-    }
-
-    /// Lets go of the executions of job `key` (`prefix`: of every job under it): deleted or
-    /// replaced, their results would be ignored anyway.
-    pub(super) fn forget(&mut self, key: &str, prefix: bool) {
-        if self.by_key.is_empty() {
-            return;
-        }
-        let ids: Vec<ExecutionId> = self
-            .by_key
-            .range::<str, _>((Bound::Included(key), Bound::Unbounded))
-            .take_while(|(k, _)| {
-                if prefix {
-                    k.starts_with(key)
-                } else {
-                    &***k == key
-                }
-            })
-            .flat_map(|(_, ids)| ids.iter().copied())
-            .collect();
-        for id in ids {
-            self.remove(id);
-        }
-    }
-
-    fn take_early(&mut self, id: ExecutionId) -> Vec<Call> {
-        if self.early.is_empty() {
-            return Vec::new();
-        }
-        let (mine, rest) = std::mem::take(&mut self.early)
-            .into_iter()
-            .partition(|(call, _)| call.id == id);
-        self.early = rest;
-        mine.into_iter().map(|(call, _)| call).collect()
-    }
-
-    fn remember(&mut self, key: Arc<str>, view: HeldExecution) {
-        let id = view.execution_id;
-        if self.ended.insert(id, Ended { key, view }).is_none() {
-            self.ended_order.push_back(id);
-        }
-        while self.ended_order.len() > REMEMBERED {
-            if let Some(old) = self.ended_order.pop_front() {
-                self.ended.remove(&old);
-            }
-        }
-    }
-}
 
 /// What a written result does to held executions, and who waits for it.
 pub(super) struct LeaseWrite {

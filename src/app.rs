@@ -477,6 +477,7 @@ pub(crate) fn sample_engine(metrics: &Metrics, engine: &Engine, clock: Arc<dyn C
                 staged: s.staged,
                 queued: s.queued,
                 overdue,
+                held: s.held,
             });
         })
     }));

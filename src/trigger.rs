@@ -99,6 +99,12 @@ impl ExecutionId {
         self.0.as_bytes()
     }
 
+    /// The id whose 16 bytes ([`ExecutionId::as_bytes`]) are `bytes`; `None` for another
+    /// length.
+    pub fn from_slice(bytes: &[u8]) -> Option<Self> {
+        uuid::Uuid::from_slice(bytes).ok().map(ExecutionId)
+    }
+
     /// Parses the hyphenated form [`std::fmt::Display`] prints.
     pub fn parse(s: &str) -> Option<Self> {
         uuid::Uuid::try_parse(s).ok().map(ExecutionId)
@@ -133,6 +139,16 @@ pub enum TriggerResult {
     /// reminder with `X-DaprReminderCancel`): the job is deleted. Dapr's wire has no such
     /// ack, so it travels as `SUCCESS` and the sidecar deletes the reminder itself.
     Cancel,
+    /// The target took it and will say later how it went (async completion: HTTP `202` with
+    /// `Jobsd-Async: true`, or gRPC response metadata `jobsd-async: true`). The execution
+    /// stays in flight under a lease until the app completes or fails it through jobsd's API,
+    /// or the lease runs out (a failed attempt). Dapr's wire has no such ack: a sidecar that
+    /// cannot hold executions (remote mode) fails the attempt instead.
+    Held,
+    /// The target answered a plain HTTP `202 Accepted`: held like [`TriggerResult::Held`]
+    /// when the job's policy opts in (`policy.lease`), otherwise the success every 2xx is
+    /// to Dapr.
+    Accepted,
 }
 
 impl TriggerResult {
@@ -140,10 +156,10 @@ impl TriggerResult {
     /// ack: a sidecar that could not deliver answers `FAILED`, as daprd does.
     pub fn to_wire(self) -> sv1::WatchJobsRequestResultStatus {
         match self {
-            TriggerResult::Success | TriggerResult::Cancel => {
+            TriggerResult::Success | TriggerResult::Cancel | TriggerResult::Accepted => {
                 sv1::WatchJobsRequestResultStatus::Success
             }
-            TriggerResult::Failed | TriggerResult::Undeliverable => {
+            TriggerResult::Failed | TriggerResult::Undeliverable | TriggerResult::Held => {
                 sv1::WatchJobsRequestResultStatus::Failed
             }
         }
@@ -225,6 +241,9 @@ mod tests {
         assert_eq!(TriggerResult::Failed.to_wire(), Wire::Failed);
         assert_eq!(TriggerResult::Undeliverable.to_wire(), Wire::Failed);
         assert_eq!(TriggerResult::Cancel.to_wire(), Wire::Success);
+        // Dapr's plain reading of a 202; an explicit async answer cannot be held over the wire.
+        assert_eq!(TriggerResult::Accepted.to_wire(), Wire::Success);
+        assert_eq!(TriggerResult::Held.to_wire(), Wire::Failed);
         for r in [TriggerResult::Success, TriggerResult::Failed] {
             assert_eq!(TriggerResult::from_wire(r.to_wire() as i32), Some(r));
         }

@@ -228,9 +228,10 @@ impl HttpApp {
 }
 
 /// Answers `/job/status-<code>` with that code, holds `/job/slow…` until the test opens the
-/// gate, fails the first two `/job/flaky…` with 503, and answers 200 otherwise; `/healthz`
-/// follows `healthy`.
-async fn job_handler(State(app): State<Arc<HttpApp>>, req: Request) -> StatusCode {
+/// gate, fails the first two `/job/flaky…` with 503, answers `/job/async…` with 202 and
+/// `Jobsd-Async: true`, and 200 otherwise; `/healthz` follows `healthy`.
+async fn job_handler(State(app): State<Arc<HttpApp>>, req: Request) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let (parts, body) = req.into_parts();
     let body = body
         .collect()
@@ -252,12 +253,16 @@ async fn job_handler(State(app): State<Arc<HttpApp>>, req: Request) -> StatusCod
         app.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
     if path.starts_with("/job/flaky") && app.flaky.fetch_add(1, Ordering::SeqCst) < 2 {
-        return StatusCode::SERVICE_UNAVAILABLE;
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    if path.starts_with("/job/async") {
+        return (StatusCode::ACCEPTED, [("jobsd-async", "true")]).into_response();
     }
     path.strip_prefix("/job/status-")
         .and_then(|c| c.parse::<u16>().ok())
         .and_then(|c| StatusCode::from_u16(c).ok())
         .unwrap_or(StatusCode::OK)
+        .into_response()
 }
 
 async fn healthz(State(app): State<Arc<HttpApp>>) -> StatusCode {
@@ -468,7 +473,9 @@ async fn http_status_codes_map_to_results() {
     let cases = [
         (200, TriggerResult::Success),
         (204, TriggerResult::Success),
-        (202, TriggerResult::Success),
+        // A plain 202: Dapr's success unless the job opts in to async completion (the
+        // engine decides, by `policy.lease`).
+        (202, TriggerResult::Accepted),
         (404, TriggerResult::Success),
         (400, TriggerResult::Failed),
         (500, TriggerResult::Failed),
@@ -479,8 +486,10 @@ async fn http_status_codes_map_to_results() {
         let result = deliver(&sink, &format!("status-{code}")).await;
         assert_eq!(result, want, "status {code}");
     }
+    // An explicit async answer holds the execution.
+    assert_eq!(deliver(&sink, "async-x").await, TriggerResult::Held);
     let stats = sink.stats();
-    assert_eq!(stats.accepted, 3);
+    assert_eq!(stats.accepted, 4);
     assert_eq!(stats.not_found, 1);
     assert_eq!(stats.failed, 4);
     assert_eq!(stats.undeliverable, 0);
@@ -794,6 +803,12 @@ impl GrpcApp {
             "notfound" => Err(tonic::Status::not_found("no such job")),
             "internal" => Err(tonic::Status::internal("boom")),
             "unregistered" => Err(tonic::Status::unimplemented("no handler")),
+            "async" => {
+                let mut resp = tonic::Response::new(JobEventResponse {});
+                resp.metadata_mut()
+                    .insert("jobsd-async", "true".parse().expect("ascii"));
+                Ok(resp)
+            }
             _ => Ok(tonic::Response::new(JobEventResponse {})),
         }
     }
@@ -941,8 +956,10 @@ async fn grpc_status_codes_map_to_results() {
         .await
         .expect_err("internal fails");
     assert_eq!(err.grpc_code(), Some(tonic::Code::Internal as i32));
+    // OK with `jobsd-async: true` metadata: the app completes it later.
+    assert_eq!(deliver(&sink, "async").await, TriggerResult::Held);
     let stats = sink.stats();
-    assert_eq!((stats.accepted, stats.not_found, stats.failed), (1, 1, 2));
+    assert_eq!((stats.accepted, stats.not_found, stats.failed), (2, 1, 2));
 }
 
 #[tokio::test]
@@ -953,8 +970,9 @@ async fn grpc_falls_back_to_alpha_when_the_app_has_no_app_callback() {
         assert_eq!(deliver(&sink, name).await, TriggerResult::Success);
     }
     assert_eq!(deliver(&sink, "internal").await, TriggerResult::Failed);
+    assert_eq!(deliver(&sink, "async").await, TriggerResult::Held);
     let seen = app.seen();
-    assert_eq!(seen.len(), 4);
+    assert_eq!(seen.len(), 5);
     assert!(seen.iter().all(|e| e.rpc == "OnJobEventAlpha1"));
     assert_eq!(seen[0].request.method, "job/a");
     // The fallback carries the trace context too.

@@ -446,7 +446,8 @@ impl ActorRuntime {
                 trace: &trace,
                 started,
                 outcome: match result {
-                    TriggerResult::Success => "success",
+                    TriggerResult::Success | TriggerResult::Accepted => "success",
+                    TriggerResult::Held => "held",
                     TriggerResult::Cancel => "cancel",
                     TriggerResult::Failed => "failed",
                     TriggerResult::Undeliverable => "undeliverable",

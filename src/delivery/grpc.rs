@@ -69,9 +69,10 @@ impl Grpc {
         })
     }
 
-    /// Sends one job to the app: OK → accepted, `NotFound` → [`Ack::NotFound`], any other
-    /// status (including `Unimplemented` from both rpcs) → an error. `trace` goes out as the
-    /// `traceparent` metadata.
+    /// Sends one job to the app: OK → accepted (with response metadata `jobsd-async: true` →
+    /// [`Ack::Later`]), `NotFound` → [`Ack::NotFound`], any other status (including
+    /// `Unimplemented` from both rpcs) → an error. `trace` goes out as the `traceparent`
+    /// metadata.
     pub async fn call(
         &self,
         name: &str,
@@ -108,7 +109,8 @@ impl Grpc {
             other => other,
         };
         match result {
-            Ok(()) => Ok(Ack::Accepted),
+            Ok(true) => Ok(Ack::Later { asked: true }),
+            Ok(false) => Ok(Ack::Accepted),
             Err(s) if s.code() == Code::NotFound => Ok(Ack::NotFound),
             Err(s) => Err(status_error(&s)),
         }
@@ -126,22 +128,24 @@ impl Grpc {
             .map_err(|s| status_error(&s))
     }
 
-    async fn stable(&self, req: JobEventRequest, extra: &Extra<'_>) -> Result<(), Status> {
+    /// `OnJobEvent`; whether the answer asks for async completion.
+    async fn stable(&self, req: JobEventRequest, extra: &Extra<'_>) -> Result<bool, Status> {
         AppCallbackClient::new(self.channel.clone())
             .max_decoding_message_size(self.max_message)
             .max_encoding_message_size(self.max_message)
             .on_job_event(self.request(req, extra))
             .await
-            .map(|_| ())
+            .map(|r| asks_async(r.metadata()))
     }
 
-    async fn alpha(&self, req: JobEventRequest, extra: &Extra<'_>) -> Result<(), Status> {
+    /// `OnJobEventAlpha1`; whether the answer asks for async completion.
+    async fn alpha(&self, req: JobEventRequest, extra: &Extra<'_>) -> Result<bool, Status> {
         AppCallbackAlphaClient::new(self.channel.clone())
             .max_decoding_message_size(self.max_message)
             .max_encoding_message_size(self.max_message)
             .on_job_event_alpha1(self.request(req, extra))
             .await
-            .map(|_| ())
+            .map(|r| asks_async(r.metadata()))
     }
 
     fn request<T>(&self, message: T, extra: &Extra<'_>) -> Request<T> {
@@ -166,6 +170,11 @@ impl Grpc {
 struct Extra<'a> {
     trace: Option<&'a AsciiMetadataValue>,
     context: &'a [(MetadataKey<Ascii>, AsciiMetadataValue)],
+}
+
+/// Whether response metadata carries `jobsd-async: true`.
+fn asks_async(metadata: &tonic::metadata::MetadataMap) -> bool {
+    super::says_async(metadata.get(super::ASYNC_HEADER).map(|v| v.as_bytes()))
 }
 
 /// A status as a delivery error; transport failures arrive as `Unavailable` with the cause

@@ -102,9 +102,10 @@ impl Http {
         })
     }
 
-    /// Sends one job to the app: 2xx → accepted, 404 → [`Ack::NotFound`], any other status
-    /// or a transport failure → an error. `trace` goes out as the `traceparent` header,
-    /// `context` (jobsd's execution-context headers) as they are.
+    /// Sends one job to the app: 2xx → accepted (`202` → [`Ack::Later`], asked with a
+    /// `Jobsd-Async: true` header), 404 → [`Ack::NotFound`], any other status or a transport
+    /// failure → an error. `trace` goes out as the `traceparent` header, `context` (jobsd's
+    /// execution-context headers) as they are.
     pub async fn call(
         &self,
         name: &str,
@@ -123,12 +124,17 @@ impl Http {
             headers.insert(TRACEPARENT_HEADER, trace.header_value());
         }
         insert_context(headers, context);
-        let status = self
-            .conns
-            .send(req, self.max_drain, Keep::Status)
-            .await?
-            .status;
-        if status.is_success() {
+        let answer = self.conns.send(req, self.max_drain, Keep::Status).await?;
+        let status = answer.status;
+        if status == StatusCode::ACCEPTED {
+            let asked = super::says_async(
+                answer
+                    .headers
+                    .get(super::ASYNC_HEADER)
+                    .map(HeaderValue::as_bytes),
+            );
+            Ok(Ack::Later { asked })
+        } else if status.is_success() {
             Ok(Ack::Accepted)
         } else if status == StatusCode::NOT_FOUND {
             Ok(Ack::NotFound)

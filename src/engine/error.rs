@@ -39,6 +39,14 @@ pub enum Error {
     /// the job): `Unavailable`.
     #[error("{0}")]
     Unavailable(String),
+    /// No execution of the caller's app is held under that id (unknown, ended, or another
+    /// app's): `NotFound`.
+    #[error("{0}")]
+    ExecutionNotFound(String),
+    /// The held execution already ended otherwise (completed, failed, lease expired, or it
+    /// was never held): `Aborted` (HTTP 409).
+    #[error("{0}")]
+    ExecutionEnded(String),
     /// The store failed (Scheduler: `Internal`).
     #[error("store: {0}")]
     Store(#[from] store::Error),

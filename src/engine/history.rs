@@ -59,7 +59,8 @@ impl Attempt {
     /// ([`execution_id_of`]), which keeps each run record ~40 bytes smaller.
     pub fn run(&self, key: &str) -> StoredRun {
         let outcome = match self.report.result {
-            TriggerResult::Success => RunOutcome::Success,
+            TriggerResult::Success | TriggerResult::Accepted => RunOutcome::Success,
+            TriggerResult::Held => RunOutcome::Running,
             TriggerResult::Failed if self.report.timed_out => RunOutcome::TimedOut,
             TriggerResult::Failed => RunOutcome::Failed,
             TriggerResult::Cancel => RunOutcome::Cancelled,
@@ -150,6 +151,9 @@ impl Recorded<'_> {
             skipped_ticks: self.skipped_ticks,
             pause: self.pause,
             dead_letter: self.dead_letter,
+            // A held execution's end releases it: set by the loop (`runner::lease`).
+            hold: None,
+            release: Vec::new(),
         }))
     }
 }

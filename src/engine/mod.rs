@@ -6,6 +6,7 @@
 pub mod convert;
 mod dead_letter;
 mod error;
+pub mod executions;
 pub mod history;
 pub mod labels;
 mod manual;
@@ -26,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 pub use dead_letter::check_dead_letter;
 pub use error::Error;
 pub use manual::DEFAULT_MAX_BACKFILL_TICKS;
+pub use executions::{Ending, ExecutionCall, HeldExecution};
 pub use runner::Stats;
 use runner::{Command, Runner};
 pub use views::{

@@ -6,7 +6,9 @@ use tonic::Code;
 use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
-use super::{Error, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler};
+use super::{
+    Error, ExecutionCall, HeldExecution, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
+};
 
 impl From<engine::Error> for Error {
     /// The code Dapr's Scheduler answers for each engine error: go-etcd-cron's plain errors
@@ -18,7 +20,8 @@ impl From<engine::Error> for Error {
                 Code::Unknown
             }
             engine::Error::AlreadyExists(_) => Code::AlreadyExists,
-            engine::Error::NotFound(_) => Code::NotFound,
+            engine::Error::NotFound(_) | engine::Error::ExecutionNotFound(_) => Code::NotFound,
+            engine::Error::ExecutionEnded(_) => Code::Aborted,
             engine::Error::Busy(_) => Code::Aborted,
             engine::Error::Unavailable(_) => Code::Unavailable,
             engine::Error::Store(_) => Code::Internal,
@@ -105,6 +108,19 @@ impl Scheduler for Engine {
         limit: usize,
     ) -> Result<Vec<(chrono::DateTime<chrono::Utc>, crate::trigger::ExecutionId)>, Error> {
         Ok(Engine::backfill_job(self, &metadata, &name, range, overlap, limit).await?)
+    }
+
+    fn holds_executions(&self) -> bool {
+        true
+    }
+
+    async fn execution_call(
+        &self,
+        metadata: sv1::JobMetadata,
+        id: String,
+        call: ExecutionCall,
+    ) -> Result<HeldExecution, Error> {
+        Ok(Engine::execution_call(self, &metadata, &id, call).await?)
     }
 
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {

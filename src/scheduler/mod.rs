@@ -18,7 +18,8 @@ pub use crate::engine::check_dead_letter;
 pub use crate::engine::labels::check as check_labels;
 pub use crate::engine::policies::{check_together, failure_handling, tick_policy};
 pub use crate::engine::{
-    JobExtras, JobState, JobStatus, JobView, ListFilter, ListPage, MAX_RUNS, Run, RunOutcome,
+    Ending, ExecutionCall, HeldExecution, JobExtras, JobState, JobStatus, JobView, ListFilter,
+    ListPage, MAX_RUNS, Run, RunOutcome,
 };
 use crate::proto::scheduler as sv1;
 
@@ -90,6 +91,15 @@ fn by_hand_unavailable() -> Error {
         tonic::Code::FailedPrecondition,
         "running a job by hand (trigger, backfill) needs jobsd's embedded scheduler; \
          it is not available with --scheduler-host-address",
+    )
+}
+
+/// What a scheduler that cannot hold executions answers (async completion).
+fn executions_unavailable() -> Error {
+    Error::new(
+        tonic::Code::FailedPrecondition,
+        "async completion (held executions, heartbeat, complete, fail) needs jobsd's embedded \
+         scheduler; it is not available with --scheduler-host-address",
     )
 }
 
@@ -246,6 +256,26 @@ pub trait Scheduler: Send + Sync + 'static {
     ) -> Result<Vec<(chrono::DateTime<chrono::Utc>, crate::trigger::ExecutionId)>, Error> {
         let _ = (metadata, name, range, overlap, limit);
         Err(by_hand_unavailable())
+    }
+
+    /// Whether executions an app answers "later" are held here (async completion): only
+    /// jobsd's embedded scheduler holds them.
+    fn holds_executions(&self) -> bool {
+        false
+    }
+
+    /// Applies an app's heartbeat, complete or fail to the held execution `id` of the
+    /// metadata's owner, answering with the execution after the call: `NotFound` when none
+    /// is held under that id for this owner, `Aborted` when it ended otherwise. Only jobsd's
+    /// embedded scheduler holds executions.
+    async fn execution_call(
+        &self,
+        metadata: sv1::JobMetadata,
+        id: String,
+        call: ExecutionCall,
+    ) -> Result<HeldExecution, Error> {
+        let _ = (metadata, id, call);
+        Err(executions_unavailable())
     }
 
     /// Deletes a job; deleting a missing job succeeds.

@@ -29,7 +29,8 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 pub use crate::proto::store::{
-    DeadLetter, FinishedJob, Paused, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
+    DeadLetter, FinishedJob, HeldExecution, Paused, ResultRecord, RunOutcome, StoredCounter,
+    StoredJob, StoredRun,
 };
 pub use etcd::{Change, Etcd};
 pub use memory::Memory;

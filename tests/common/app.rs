@@ -1,5 +1,7 @@
 //! A real HTTP app for the sidecar tests: records every `POST /job/{name}` and answers the
 //! status configured per name, optionally after a delay; `GET /healthz` answers `healthy`.
+//! Names starting with [`ASYNC_PREFIX`] answer `202` with `Jobsd-Async: true` (async
+//! completion: the test completes them through jobsd's API).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -13,6 +15,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+
+/// Jobs whose name starts with this answer `202 Accepted` with `Jobsd-Async: true`.
+pub const ASYNC_PREFIX: &str = "async-";
 
 /// What an app received: job name and body.
 pub type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
@@ -101,7 +106,8 @@ async fn job(
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Bytes,
-) -> StatusCode {
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     app.started.lock().unwrap().push(name.clone());
     let context = headers
         .iter()
@@ -121,14 +127,13 @@ async fn job(
         .lock()
         .unwrap()
         .push((name.clone(), body.to_vec()));
-    let code = app
-        .status
-        .lock()
+    let code = app.status.lock().unwrap().get(&name).copied();
+    if code.is_none() && name.starts_with(ASYNC_PREFIX) {
+        return (StatusCode::ACCEPTED, [("jobsd-async", "true")]).into_response();
+    }
+    StatusCode::from_u16(code.unwrap_or(200))
         .unwrap()
-        .get(&name)
-        .copied()
-        .unwrap_or(200);
-    StatusCode::from_u16(code).unwrap()
+        .into_response()
 }
 
 async fn healthz(State(app): State<HttpApp>) -> StatusCode {

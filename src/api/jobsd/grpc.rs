@@ -3,11 +3,13 @@
 
 use tonic::{Request, Response, Status};
 
+use super::executions::{execution_to_wire, fail_call, heartbeat_call};
 use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, steer};
 use crate::api::ApiState;
 use crate::api::grpc::{authorize, traceparent};
 use crate::api::scheduler_to_runtime_job;
 use crate::proto::jobsd_api::{self as jv1, jobs_server::JobsServer};
+use crate::scheduler::ExecutionCall;
 use crate::scheduler::{JobExtras, JobView, views_wire};
 
 /// The `jobsd.v1.Jobs` implementation over the shared job operations.
@@ -150,6 +152,52 @@ impl jv1::jobs_server::Jobs for JobsApi {
             })
             .collect();
         Ok(Response::new(jv1::BackfillJobResponse { executions }))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<jv1::HeartbeatRequest>,
+    ) -> Result<Response<jv1::HeartbeatResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let call = heartbeat_call(&req.lease)?;
+        let held = self.state.execution_call(req.execution_id, call).await?;
+        let (execution, name) = execution_to_wire(held);
+        Ok(Response::new(jv1::HeartbeatResponse { execution, name }))
+    }
+
+    async fn complete_execution(
+        &self,
+        request: Request<jv1::CompleteExecutionRequest>,
+    ) -> Result<Response<jv1::CompleteExecutionResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let id = request.into_inner().execution_id;
+        let held = self
+            .state
+            .execution_call(id, ExecutionCall::Complete)
+            .await?;
+        let (execution, name) = execution_to_wire(held);
+        Ok(Response::new(jv1::CompleteExecutionResponse {
+            execution,
+            name,
+        }))
+    }
+
+    async fn fail_execution(
+        &self,
+        request: Request<jv1::FailExecutionRequest>,
+    ) -> Result<Response<jv1::FailExecutionResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let held = self
+            .state
+            .execution_call(req.execution_id, fail_call(req.error))
+            .await?;
+        let (execution, name) = execution_to_wire(held);
+        Ok(Response::new(jv1::FailExecutionResponse {
+            execution,
+            name,
+        }))
     }
 
     async fn list_runs(

@@ -58,6 +58,13 @@ pub fn view(view: &JobView) -> Result<String, ApiError> {
             "pausedAt": time(s.paused_at),
             "pausedReason": s.paused_reason,
             "pausedNote": s.paused_note,
+            "held": s.held.iter().map(|h| json!({
+                "executionId": h.execution_id.to_string(),
+                "attempt": h.attempt,
+                "nominalTime": time(Some(h.nominal)),
+                "started": time(Some(h.started)),
+                "leaseUntil": time(h.lease_until),
+            })).collect::<Vec<_>>(),
         },
     });
     // `job` first, spliced in as Dapr's encoder wrote it.

@@ -1,6 +1,7 @@
 //! jobsd's own API beside Dapr's (`/jobsd/v1/…`): jobs with labels, their status and run
 //! history, and filtered, paged lists. Dapr's routes and bodies are untouched by it.
 
+pub mod executions;
 pub mod grpc;
 pub mod http;
 mod json;
@@ -84,6 +85,7 @@ impl ApiState {
             .transpose()
             .map_err(bad_request)?;
         scheduler::check_together(&tick, handling.as_ref()).map_err(bad_request)?;
+        self.check_lease_policy(tick.lease.is_some())?;
         if let (Some(handling), Some(job)) = (&handling, &req.job) {
             scheduler::check_dead_letter(&self.job_metadata(), &job.name, &handling.on_exhausted)
                 .map_err(bad_request)?;

@@ -305,7 +305,12 @@ impl Runner {
             return;
         };
         let done = match attempt.report.result {
-            TriggerResult::Success | TriggerResult::Cancel => true,
+            // A run by hand is not held under a lease (async completion is for scheduled
+            // executions): an app that takes it for later has taken it.
+            TriggerResult::Success
+            | TriggerResult::Cancel
+            | TriggerResult::Held
+            | TriggerResult::Accepted => true,
             TriggerResult::Undeliverable => {
                 // Not an attempt: it goes again once the target can take it.
                 head.attempts -= 1;

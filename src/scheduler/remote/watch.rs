@@ -269,7 +269,17 @@ async fn deliver(
         name: job.name.clone(),
         metadata: job.metadata.clone(),
     };
+    let name = job.name.clone();
     let result = ctx.sink.deliver(trigger(job, ctx.clock.as_ref())).await;
+    if result == TriggerResult::Held {
+        // Holding would need the Scheduler to wait for an ack it cannot be told about; the
+        // attempt fails (its failure policy decides) rather than being taken as done.
+        tracing::error!(
+            job = %name,
+            "the app answered Jobsd-Async (async completion), which needs jobsd's embedded \
+             scheduler and is not available with --scheduler-host-address; the attempt fails"
+        );
+    }
     if result == TriggerResult::Cancel {
         tokio::spawn(async move {
             if let Err(e) = client(channel).delete_job(cancel_request).await {

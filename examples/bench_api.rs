@@ -9,6 +9,8 @@
 //!   clients (default 16), each on its own keep-alive HTTP/1.1 connection.
 //! - `grpc`: the same over `Dapr/ScheduleJob`, `-c` tasks sharing 1 HTTP/2 channel, then `-c`
 //!   channels (`--channels 1,16` to choose); the better is named.
+//! - `jobsd-http`: the same creates on `POST /jobsd/v1/jobs/<name>` with labels and every
+//!   policy; `--idempotency-key` sends each with its own `Idempotency-Key` (the job's name).
 //! - `both` (default): `http` then `grpc`.
 //! - `healthz` / `grpc-health`: the same load on `GET /v1.0/healthz` / `grpc.health.v1` —
 //!   the transport's ceiling on this machine, with no JSON, validation or store.
@@ -140,6 +142,10 @@ struct LoadArgs {
     /// Print progress every this many seconds (0: only for `--fill`).
     #[arg(long, default_value_t = 0)]
     progress_secs: u64,
+    /// With `--mode jobsd-http`: send every create with its own `Idempotency-Key` (the job's
+    /// name), to measure what keeping the keys costs.
+    #[arg(long)]
+    idempotency_key: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -226,6 +232,8 @@ fn main() -> Result<()> {
 enum Call {
     HttpCreate,
     JobsdCreate,
+    /// `JobsdCreate` with an `Idempotency-Key`.
+    JobsdCreateKeyed,
     GrpcCreate,
     HttpHealthz,
     GrpcHealth,
@@ -236,6 +244,7 @@ impl Call {
         match self {
             Call::HttpCreate => "http",
             Call::JobsdCreate => "jobsd-http",
+            Call::JobsdCreateKeyed => "jobsd-http-idempotency-key",
             Call::GrpcCreate => "grpc",
             Call::HttpHealthz => "http-healthz",
             Call::GrpcHealth => "grpc-health",
@@ -367,7 +376,11 @@ async fn load(args: LoadArgs) -> Result<()> {
         plan.push((
             "jobsd-http".into(),
             RunSpec {
-                call: Call::JobsdCreate,
+                call: if args.idempotency_key {
+                    Call::JobsdCreateKeyed
+                } else {
+                    Call::JobsdCreate
+                },
                 run_id: format!("{run_id}j"),
                 ..base.clone()
             },
@@ -520,10 +533,15 @@ impl Client {
                     Call::HttpHealthz => http::Request::get("/v1.0/healthz")
                         .header(http::header::HOST, addr.to_string())
                         .body(Full::new(Bytes::new())),
-                    Call::JobsdCreate => http::Request::post(format!("/jobsd/v1/jobs/{name}"))
-                        .header(http::header::HOST, addr.to_string())
-                        .header(http::header::CONTENT_TYPE, "application/json")
-                        .body(Full::new(Bytes::from(jobsd_body(&name)))),
+                    Call::JobsdCreate | Call::JobsdCreateKeyed => {
+                        let mut request = http::Request::post(format!("/jobsd/v1/jobs/{name}"))
+                            .header(http::header::HOST, addr.to_string())
+                            .header(http::header::CONTENT_TYPE, "application/json");
+                        if call == Call::JobsdCreateKeyed {
+                            request = request.header("Idempotency-Key", name.as_str());
+                        }
+                        request.body(Full::new(Bytes::from(jobsd_body(&name))))
+                    }
                     _ => http::Request::post(format!("/v1.0/jobs/{name}"))
                         .header(http::header::HOST, addr.to_string())
                         .header(http::header::CONTENT_TYPE, "application/json")

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 use common::app::{self, HttpApp};
+use common::dapr_scheduler::DaprScheduler;
 use common::replica::Rep;
 use common::running::Running;
 use common::{
@@ -20,16 +21,12 @@ use common::{
 use jobsd::app::Sidecar;
 use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
-use jobsd::engine::Engine;
 use jobsd::proto::jobsd_api as jv1;
 use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
 use jobsd::proto::scheduler as sv1;
-use jobsd::replica::pool::Pool;
-use jobsd::replica::server::SchedulerService;
 use jobsd::scheduler::cannot_travel;
 use jobsd::store;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
 /// A sidecar of `myapp` in remote mode, in front of the replicas at `hosts` and the app at `app`.
@@ -853,62 +850,6 @@ async fn bad_jobsd_settings_get_the_embedded_answer_and_nothing_is_stored() {
     side.stop().await;
     embedded.stop().await;
     rep.stop().await;
-}
-
-/// A Dapr Scheduler: Dapr's Scheduler service (jobsd's, over an engine that never fires) and
-/// nothing of jobsd's beside it.
-struct DaprScheduler {
-    engine: Engine,
-    address: String,
-    /// Kept so that WatchHosts keeps its stream open.
-    _hosts: tokio::sync::watch::Sender<Vec<String>>,
-    stop: CancellationToken,
-    server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
-}
-
-impl DaprScheduler {
-    async fn start() -> DaprScheduler {
-        let engine = Engine::new(
-            Arc::new(store::Memory::new()),
-            Arc::new(ManualClock::new(t0())),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap().to_string();
-        let (hosts_tx, hosts) = tokio::sync::watch::channel(vec![address.clone()]);
-        let stop = CancellationToken::new();
-        let service =
-            SchedulerService::new(engine.clone(), Arc::new(Pool::new()), hosts, stop.clone());
-        let server = tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(service.into_server())
-                .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(listener),
-                    stop.clone().cancelled_owned(),
-                ),
-        );
-        DaprScheduler {
-            engine,
-            address,
-            _hosts: hosts_tx,
-            stop,
-            server,
-        }
-    }
-
-    async fn exists(&self, name: &str) -> bool {
-        self.engine
-            .get_job(sv1::GetJobRequest {
-                name: name.into(),
-                metadata: Some(app_metadata("myapp")),
-            })
-            .await
-            .is_ok()
-    }
-
-    async fn stop(self) {
-        self.stop.cancel();
-        self.server.await.unwrap().unwrap();
-    }
 }
 
 #[tokio::test]

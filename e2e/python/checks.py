@@ -10,11 +10,11 @@ import urllib.parse
 import urllib.request
 
 
-def request(url: str, method: str, body=None, timeout: float = 15):
-    """(status, headers, body bytes) of a request; `body` is sent as JSON. An HTTP error
-    status is an answer like any other, not an exception."""
+def request(url: str, method: str, body=None, timeout: float = 15, headers=None):
+    """(status, headers, body bytes) of a request; `body` is sent as JSON, with `headers`
+    (a dict) beside it. An HTTP error status is an answer like any other, not an exception."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     if data is not None:
         req.add_header("Content-Type", "application/json")
     try:

@@ -92,13 +92,32 @@ impl DaprApi {
         authorize(&self.state, request)
     }
 
-    async fn schedule(&self, request: Request<rv1::ScheduleJobRequest>) -> Result<(), Status> {
+    /// Without metadata `idempotency-key` and `if-match`, daprd's answer; with them, as
+    /// [`conditions`](super::jobsd::conditions) says.
+    async fn schedule(
+        &self,
+        request: Request<rv1::ScheduleJobRequest>,
+    ) -> Result<Response<rv1::ScheduleJobResponse>, Status> {
         self.authorize(&request)?;
         let traceparent = traceparent(&request);
-        Ok(self
+        let Some(conditions) = super::jobsd::conditions::from_metadata(request.metadata())? else {
+            self.state
+                .schedule_job_traced(request.into_inner(), traceparent)
+                .await?;
+            return Ok(Response::new(rv1::ScheduleJobResponse {}));
+        };
+        let extras = crate::scheduler::JobExtras {
+            traceparent,
+            ..Default::default()
+        };
+        let applied = self
             .state
-            .schedule_job_traced(request.into_inner(), traceparent)
-            .await?)
+            .schedule_job_guarded(request.into_inner(), extras, conditions)
+            .await?;
+        Ok(super::jobsd::conditions::grpc_response(
+            rv1::ScheduleJobResponse {},
+            &applied,
+        ))
     }
 
     async fn get(&self, request: Request<rv1::GetJobRequest>) -> Result<rv1::Job, Status> {
@@ -137,8 +156,7 @@ impl rv1::dapr_server::Dapr for DaprApi {
         &self,
         request: Request<rv1::ScheduleJobRequest>,
     ) -> Result<Response<rv1::ScheduleJobResponse>, Status> {
-        self.schedule(request).await?;
-        Ok(Response::new(rv1::ScheduleJobResponse {}))
+        self.schedule(request).await
     }
 
     async fn get_job_alpha1(
@@ -178,8 +196,7 @@ impl rv1::dapr_server::Dapr for DaprApi {
         &self,
         request: Request<rv1::ScheduleJobRequest>,
     ) -> Result<Response<rv1::ScheduleJobResponse>, Status> {
-        self.schedule(request).await?;
-        Ok(Response::new(rv1::ScheduleJobResponse {}))
+        self.schedule(request).await
     }
 
     async fn get_job(

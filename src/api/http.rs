@@ -132,21 +132,34 @@ async fn schedule_job(
     body: Body,
 ) -> Response {
     let traceparent = trace::valid(headers.get(TRACEPARENT).map(HeaderValue::as_bytes));
-    match schedule_job_inner(&state, &uri, body, traceparent).await {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+    match schedule_job_inner(&state, &uri, &headers, body, traceparent).await {
+        Ok(response) => response,
         Err(e) => e.into_response(),
     }
 }
 
+/// Without `Idempotency-Key` and `If-Match`, daprd's answer; with them, as
+/// [`conditions`](super::jobsd::conditions) says.
 async fn schedule_job_inner(
     state: &ApiState,
     uri: &Uri,
+    headers: &HeaderMap,
     body: Body,
     traceparent: Option<String>,
-) -> Result<(), ApiError> {
+) -> Result<Response, ApiError> {
+    let conditions = super::jobsd::conditions::from_headers(headers)?;
     let bytes = read_body(body, state.body_limit()).await?;
     let req = parse_schedule_request(state, uri, &bytes)?;
-    state.schedule_job_traced(req, traceparent).await
+    let Some(conditions) = conditions else {
+        state.schedule_job_traced(req, traceparent).await?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let extras = crate::scheduler::JobExtras {
+        traceparent,
+        ..Default::default()
+    };
+    let applied = state.schedule_job_guarded(req, extras, conditions).await?;
+    Ok(super::jobsd::conditions::http_response(&applied))
 }
 
 /// `GET …/jobs/{name}`: 200 with the job's protojson.

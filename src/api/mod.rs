@@ -139,6 +139,22 @@ impl ApiState {
         req: rv1::ScheduleJobRequest,
         extras: scheduler::JobExtras,
     ) -> Result<(), ApiError> {
+        let request = self.scheduler_request(req)?;
+        let job_name = request.name.clone();
+        let jobsd_settings = scheduler::untravelled_field(&extras).is_some();
+        let scheduler = Arc::clone(&self.scheduler);
+        with_timeout(async move { scheduler.schedule_job_with(request, extras).await })
+            .await
+            .map_err(|e| self.schedule_error(&job_name, jobsd_settings, e))
+    }
+
+    /// The Scheduler request of a `ScheduleJob`, after daprd's checks: `Job is empty`,
+    /// `Name is empty`, `Schedule is empty` (by presence, so an empty string passes); the job
+    /// is copied as-is.
+    fn scheduler_request(
+        &self,
+        req: rv1::ScheduleJobRequest,
+    ) -> Result<sv1::ScheduleJobRequest, ApiError> {
         let Some(job) = req.job else {
             return Err(ApiError::job_empty(&self.app_id, &self.namespace));
         };
@@ -149,26 +165,24 @@ impl ApiState {
             return Err(ApiError::schedule_empty(&self.app_id, &self.namespace));
         }
         let (name, job) = runtime_to_scheduler_job(job);
-        let job_name = name.clone();
-        let jobsd_settings = scheduler::untravelled_field(&extras).is_some();
-        let request = sv1::ScheduleJobRequest {
+        Ok(sv1::ScheduleJobRequest {
             name,
             job: Some(job),
             metadata: Some(self.job_metadata()),
             overwrite: req.overwrite,
-        };
-        let scheduler = Arc::clone(&self.scheduler);
-        with_timeout(async move { scheduler.schedule_job_with(request, extras).await })
-            .await
-            .map_err(|e| {
-                tracing::debug!(job = %job_name, error = %e, "scheduling job failed");
-                // jobsd's settings refused by the scheduler (a replica checking them, or a Dapr
-                // Scheduler that cannot keep them) answer as this API's own checks of them.
-                if jobsd_settings && e.code == tonic::Code::InvalidArgument {
-                    return jobsd::bad_request(e.message);
-                }
-                ApiError::schedule_job(&e, &self.app_id, &self.namespace)
-            })
+        })
+    }
+
+    /// What a failed `ScheduleJob` of job `name` answers: daprd's error, except that
+    /// jobsd's own refusals (`InvalidArgument` when the create carried jobsd's settings or
+    /// conditions: a replica checking them, or a Dapr Scheduler that cannot keep them)
+    /// answer as this API's own checks of them.
+    fn schedule_error(&self, name: &str, jobsd_request: bool, e: scheduler::Error) -> ApiError {
+        tracing::debug!(job = %name, error = %e, "scheduling job failed");
+        if jobsd_request && e.code == tonic::Code::InvalidArgument {
+            return jobsd::bad_request(e.message);
+        }
+        ApiError::schedule_job(&e, &self.app_id, &self.namespace)
     }
 
     /// `GetJob`: `Name is empty`, else the stored job under the asked name. Any Scheduler

@@ -7,6 +7,7 @@ pub mod convert;
 mod dead_letter;
 mod error;
 pub mod executions;
+pub mod guard;
 pub mod history;
 pub mod labels;
 mod manual;
@@ -65,6 +66,18 @@ impl JobExtras {
             && self.policy.is_none()
             && self.failure_policy.is_none()
     }
+}
+
+/// A create checked and ready to store.
+struct NewJob {
+    /// The composed key.
+    key: String,
+    /// The record, with a new generation.
+    stored: StoredJob,
+    /// Its trigger plan.
+    plan: schedule::Plan,
+    /// Replace a job of the same key (else create-only).
+    overwrite: bool,
 }
 
 /// How an engine runs, beyond its store, clock and sink; the default is what tests and tools
@@ -138,6 +151,7 @@ impl Engine {
         if let Some(retention) = history.finished_retention {
             sweep::spawn(store.clone(), clock.clone(), retention, stop.clone());
         }
+        guard::spawn_sweep(store.clone(), clock.clone(), stop.clone());
         let loaded = runner.load().await?;
         tracing::info!(jobs = loaded, "jobs restored");
         let task = tokio::spawn(runner.run(stop));
@@ -176,6 +190,7 @@ impl Engine {
         if let Some(retention) = options.history.finished_retention {
             sweep::spawn(store.clone(), clock.clone(), retention, stop.clone());
         }
+        guard::spawn_sweep(store.clone(), clock.clone(), stop.clone());
         let mut runner = Runner::new(
             store.clone(),
             clock.clone(),
@@ -317,6 +332,40 @@ impl Engine {
         req: sv1::ScheduleJobRequest,
         extras: JobExtras,
     ) -> Result<(), Error> {
+        let new = self.prepare_job(req, extras)?;
+        let _guard = self.lock(&new.key).await;
+        let results = self
+            .write(vec![Op::PutJob {
+                key: new.key.clone(),
+                job: new.stored.clone(),
+                create_only: !new.overwrite,
+            }])
+            .await?;
+        match results.first() {
+            Some(OpResult::AlreadyExists) => Err(Error::AlreadyExists(new.key)),
+            _ => {
+                self.created(new);
+                Ok(())
+            }
+        }
+    }
+
+    /// Tells the loop and the metrics of a job just stored (under its key's lock).
+    fn created(&self, new: NewJob) {
+        self.inner.metrics.created();
+        self.notify(Command::Upsert {
+            key: new.key.into(),
+            job: Box::new(new.stored),
+            plan: Box::new(new.plan),
+        });
+    }
+
+    /// Checks a create (Dapr's rules, jobsd's settings) and builds the record to store.
+    fn prepare_job(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+    ) -> Result<NewJob, Error> {
         let key = keys::job_key(keys::check_metadata(req.metadata.as_ref())?, &req.name)?;
         // Present: checked just above.
         let metadata = req.metadata.unwrap_or_default();
@@ -353,26 +402,12 @@ impl Engine {
         stored.traceparent = extras.traceparent.unwrap_or_default();
         stored.policy = policy;
         stored.failure_policy = extras.failure_policy.filter(policies::needs_storing);
-        let _guard = self.lock(&key).await;
-        let results = self
-            .write(vec![Op::PutJob {
-                key: key.clone(),
-                job: stored.clone(),
-                create_only: !req.overwrite,
-            }])
-            .await?;
-        match results.first() {
-            Some(OpResult::AlreadyExists) => Err(Error::AlreadyExists(key)),
-            _ => {
-                self.inner.metrics.created();
-                self.notify(Command::Upsert {
-                    key: key.into(),
-                    job: Box::new(stored),
-                    plan: Box::new(plan),
-                });
-                Ok(())
-            }
-        }
+        Ok(NewJob {
+            key,
+            stored,
+            plan,
+            overwrite: req.overwrite,
+        })
     }
 
     /// The stored job (Scheduler `GetJob`); `NotFound` when there is none.

@@ -111,6 +111,9 @@ pub struct JobView {
     pub policy: Option<crate::proto::jobsd_api::JobPolicy>,
     /// jobsd's failure policy, when it has one (else Dapr's, in `job`, decides).
     pub failure_policy: Option<crate::proto::jobsd_api::FailurePolicy>,
+    /// The etag of the job's definition (see [`super::guard`]): the same until it is
+    /// overwritten, whatever its progress.
+    pub etag: String,
 }
 
 /// One attempt in a job's history.
@@ -436,6 +439,7 @@ fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
     };
     JobView {
         name,
+        etag: super::guard::etag(item.job.generation),
         job: item.job.job.unwrap_or_default(),
         labels: item.job.labels.into_iter().collect(),
         status,

@@ -10,10 +10,11 @@ use tonic::{Request, Response, Status};
 
 use super::pool::Pool;
 use super::server;
+use crate::engine::guard::IfMatch;
 use crate::engine::{Engine, JobExtras, MAX_PAGE_SIZE, MAX_RUNS};
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_server::JobsServer};
-use crate::scheduler::views_wire;
+use crate::scheduler::{guarded_wire, views_wire};
 
 /// jobsd's service over the replica's engine.
 #[derive(Clone)]
@@ -35,6 +36,16 @@ fn invalid(message: String) -> Status {
     Status::invalid_argument(message)
 }
 
+/// jobsd's settings of a create as the request carries them.
+fn extras_of(req: &jsv1::ScheduleJobRequest) -> JobExtras {
+    JobExtras {
+        labels: req.labels.clone().into_iter().collect(),
+        traceparent: (!req.traceparent.is_empty()).then(|| req.traceparent.clone()),
+        policy: req.policy.clone(),
+        failure_policy: req.failure_policy.clone(),
+    }
+}
+
 #[tonic::async_trait]
 impl jsv1::jobs_server::Jobs for JobsService {
     async fn schedule_job(
@@ -42,17 +53,40 @@ impl jsv1::jobs_server::Jobs for JobsService {
         request: Request<jsv1::ScheduleJobRequest>,
     ) -> Result<Response<jsv1::ScheduleJobResponse>, Status> {
         let req = request.into_inner();
-        let extras = JobExtras {
-            labels: req.labels.into_iter().collect(),
-            traceparent: (!req.traceparent.is_empty()).then_some(req.traceparent),
-            policy: req.policy,
-            failure_policy: req.failure_policy,
-        };
+        let extras = extras_of(&req);
         // A missing job is an empty request: the engine refuses it as the Scheduler service
         // refuses one without metadata.
         let job = req.job.unwrap_or_default();
         server::create(&self.engine, &self.pool, job, extras).await?;
         Ok(Response::new(jsv1::ScheduleJobResponse {}))
+    }
+
+    async fn schedule_job_guarded(
+        &self,
+        request: Request<jsv1::GuardedScheduleJobRequest>,
+    ) -> Result<Response<jsv1::GuardedResponse>, Status> {
+        let req = request.into_inner();
+        let conditions = guarded_wire::conditions_from_wire(&req.idempotency_key, &req.if_match)
+            .map_err(invalid)?;
+        let create = req.create.unwrap_or_default();
+        let extras = extras_of(&create);
+        let job = create.job.unwrap_or_default();
+        let outcome =
+            server::create_guarded(&self.engine, &self.pool, job, extras, &conditions).await?;
+        Ok(Response::new(guarded_wire::to_wire(outcome)))
+    }
+
+    async fn delete_job_guarded(
+        &self,
+        request: Request<jsv1::GuardedDeleteJobRequest>,
+    ) -> Result<Response<jsv1::GuardedResponse>, Status> {
+        let req = request.into_inner();
+        let if_match = IfMatch::parse(&req.if_match).map_err(invalid)?;
+        let outcome = self
+            .engine
+            .delete_job_guarded(req.delete.unwrap_or_default(), &if_match)
+            .await?;
+        Ok(Response::new(guarded_wire::to_wire(outcome)))
     }
 
     async fn get_job(

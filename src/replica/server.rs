@@ -180,6 +180,24 @@ pub(super) async fn create(
     Ok(())
 }
 
+/// [`create`] under its client's conditions; counted only when written.
+pub(super) async fn create_guarded(
+    engine: &Engine,
+    pool: &Pool,
+    request: sv1::ScheduleJobRequest,
+    extras: JobExtras,
+    conditions: &crate::engine::guard::Conditions,
+) -> Result<crate::engine::guard::Guarded, Status> {
+    let kind = request.metadata.as_ref().map_or(JobType::Unknown, job_type);
+    let outcome = engine
+        .schedule_job_guarded(request, extras, conditions)
+        .await?;
+    if matches!(outcome, crate::engine::guard::Guarded::Written { .. }) {
+        pool.metrics().created(kind);
+    }
+    Ok(outcome)
+}
+
 /// gRPC health (`grpc.health.v1`, overall and for the Scheduler service) and reflection, to
 /// serve beside the Scheduler on the same port.
 pub struct HealthAndReflection {

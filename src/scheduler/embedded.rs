@@ -7,7 +7,8 @@ use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
 use super::{
-    Error, ExecutionCall, HeldExecution, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
+    Conditions, Error, ExecutionCall, Guarded, HeldExecution, IfMatch, JobExtras, JobView, ListFilter,
+    ListPage, Run, Scheduler,
 };
 
 impl From<engine::Error> for Error {
@@ -49,6 +50,23 @@ impl Scheduler for Engine {
         extras: JobExtras,
     ) -> Result<(), Error> {
         Ok(Engine::schedule_job_with(self, req, extras).await?)
+    }
+
+    async fn schedule_job_guarded(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+        conditions: Conditions,
+    ) -> Result<Guarded, Error> {
+        Ok(Engine::schedule_job_guarded(self, req, extras, &conditions).await?)
+    }
+
+    async fn delete_job_guarded(
+        &self,
+        req: sv1::DeleteJobRequest,
+        if_match: IfMatch,
+    ) -> Result<Guarded, Error> {
+        Ok(Engine::delete_job_guarded(self, req, &if_match).await?)
     }
 
     async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {

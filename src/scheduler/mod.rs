@@ -7,6 +7,7 @@
 //! `jobsd.scheduler.v1.Jobs` instead.
 
 mod embedded;
+pub mod guarded_wire;
 pub mod remote;
 pub mod views_wire;
 
@@ -15,6 +16,7 @@ use std::fmt;
 pub use remote::{Connections, Remote, RemoteConfig};
 
 pub use crate::engine::check_dead_letter;
+pub use crate::engine::guard::{self, Conditions, Guarded, IfMatch};
 pub use crate::engine::labels::check as check_labels;
 pub use crate::engine::policies::{check_together, failure_handling, tick_policy};
 pub use crate::engine::{
@@ -178,6 +180,34 @@ pub trait Scheduler: Send + Sync + 'static {
         req: sv1::ScheduleJobRequest,
         extras: JobExtras,
     ) -> Result<(), Error>;
+
+    /// `schedule_job_with` under the client's `conditions` (`Idempotency-Key`, `If-Match`;
+    /// the rules are [`guard`]'s): a refusal of a condition is an answer ([`Guarded`]), every
+    /// other failure is `schedule_job_with`'s. A scheduler that cannot check them refuses the
+    /// request with [`untravelled`] naming the header, storing nothing, rather than dropping
+    /// the condition.
+    async fn schedule_job_guarded(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+        conditions: Conditions,
+    ) -> Result<Guarded, Error> {
+        let _ = (req, extras);
+        Err(untravelled(
+            conditions.first_header().unwrap_or(guard::IF_MATCH),
+        ))
+    }
+
+    /// `delete_job` only if the job meets `if_match`; refused as `schedule_job_guarded` by a
+    /// scheduler that cannot check it.
+    async fn delete_job_guarded(
+        &self,
+        req: sv1::DeleteJobRequest,
+        if_match: IfMatch,
+    ) -> Result<Guarded, Error> {
+        let _ = (req, if_match);
+        Err(untravelled(guard::IF_MATCH))
+    }
 
     /// The job as stored (original dueTime/ttl strings, default failure policy filled in);
     /// `NotFound` with `job not found: <name>` when there is none.

@@ -209,6 +209,7 @@ pub fn view_to_wire(v: JobView) -> jsv1::JobView {
         status: Some(status_to_wire(v.status)),
         policy: v.policy,
         failure_policy: v.failure_policy,
+        etag: v.etag,
     }
 }
 
@@ -225,6 +226,7 @@ pub fn view_from_wire(v: jsv1::JobView) -> JobView {
         status,
         policy: v.policy,
         failure_policy: v.failure_policy,
+        etag: v.etag,
     }
 }
 

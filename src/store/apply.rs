@@ -5,9 +5,13 @@ use std::ops::Bound;
 
 use prost::Message;
 
+mod guarded;
+
+pub(crate) use guarded::record_time;
+
 use super::{
-    DeadLetter, DeadLetterAt, Error, FinishedJob, LoadedJob, Op, OpResult, PageItem, Paused,
-    ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
+    DeadLetter, DeadLetterAt, Error, FinishedJob, GuardedWrite, LoadedJob, Op, OpResult, PageItem,
+    Paused, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
 };
 
 /// One of the tables.
@@ -21,6 +25,8 @@ pub(crate) enum Table {
     Runs,
     /// `FinishedJob`s.
     Finished,
+    /// `IdempotencyRecord`s under `<owner prefix><Idempotency-Key>`.
+    Idempotency,
 }
 
 impl Table {
@@ -31,6 +37,7 @@ impl Table {
             Table::Counters => "counters",
             Table::Runs => "runs",
             Table::Finished => "finished",
+            Table::Idempotency => "idempotency",
         }
     }
 }
@@ -127,6 +134,16 @@ pub(crate) enum Prepared {
         key: String,
         before: prost_types::Timestamp,
     },
+    /// [`Op::Guarded`], the job encoded.
+    Guarded {
+        write: Box<GuardedWrite>,
+        job: Option<Vec<u8>>,
+    },
+    /// [`Op::ForgetIdempotency`].
+    ForgetIdempotency {
+        key: String,
+        before: prost_types::Timestamp,
+    },
 }
 
 impl Prepared {
@@ -161,6 +178,11 @@ impl Prepared {
                 paused,
             },
             Op::DeleteFinished { key, before } => Prepared::DeleteFinished { key, before },
+            Op::Guarded { write, job } => Prepared::Guarded {
+                write,
+                job: job.map(|job| job.encode_to_vec()),
+            },
+            Op::ForgetIdempotency { key, before } => Prepared::ForgetIdempotency { key, before },
         }
     }
 
@@ -172,7 +194,11 @@ impl Prepared {
             }
             Prepared::DeleteJob { key }
             | Prepared::FinishJob { key, .. }
-            | Prepared::DeleteFinished { key, .. } => key.len(),
+            | Prepared::DeleteFinished { key, .. }
+            | Prepared::ForgetIdempotency { key, .. } => key.len(),
+            Prepared::Guarded { write, job } => {
+                write.encoded_len() + write.key.len() + job.as_ref().map_or(0, Vec::len)
+            }
             Prepared::DeletePrefix { prefix } => prefix.len(),
             Prepared::RecordResult(record) => record.key.len() * 2 + record.encoded_len(),
             Prepared::SetPaused { key, paused, .. } => {
@@ -190,6 +216,8 @@ impl Prepared {
                 | Prepared::RecordResult(_)
                 | Prepared::SetPaused { .. }
                 | Prepared::DeleteFinished { .. }
+                | Prepared::Guarded { .. }
+                | Prepared::ForgetIdempotency { .. }
         )
     }
 }
@@ -248,12 +276,7 @@ fn apply_op<T: Tables>(
             value,
             create_only,
         } => put_job(tables, &key, value, create_only, undo),
-        Prepared::DeleteJob { key } => {
-            let removed = tables.remove(Table::Jobs, &key, undo.as_deref_mut())?;
-            tables.remove(Table::Counters, &key, undo.as_deref_mut())?;
-            forget_history(tables, &key, undo)?;
-            Ok(OpResult::Deleted(u64::from(removed)))
-        }
+        Prepared::DeleteJob { key } => delete_job(tables, &key, undo),
         Prepared::DeletePrefix { prefix } => {
             let removed = tables.remove_prefix(Table::Jobs, &prefix, undo.as_deref_mut())?;
             tables.remove_prefix(Table::Counters, &prefix, undo.as_deref_mut())?;
@@ -320,11 +343,25 @@ fn apply_op<T: Tables>(
                 _ => Ok(OpResult::Deleted(0)),
             }
         }
+        Prepared::Guarded { write, job } => guarded::apply(tables, *write, job, undo),
+        Prepared::ForgetIdempotency { key, before } => guarded::forget(tables, &key, &before, undo),
     }
 }
 
+/// Applies [`Op::DeleteJob`].
+pub(super) fn delete_job<T: Tables>(
+    tables: &mut T,
+    key: &str,
+    mut undo: Option<&mut Undo>,
+) -> Result<OpResult, Error> {
+    let removed = tables.remove(Table::Jobs, key, undo.as_deref_mut())?;
+    tables.remove(Table::Counters, key, undo.as_deref_mut())?;
+    forget_history(tables, key, undo)?;
+    Ok(OpResult::Deleted(u64::from(removed)))
+}
+
 /// Applies [`Op::PutJob`].
-fn put_job<T: Tables>(
+pub(super) fn put_job<T: Tables>(
     tables: &mut T,
     key: &str,
     value: Vec<u8>,
@@ -541,12 +578,16 @@ struct CounterGeneration {
 }
 
 /// The generation of the record under `key`, if there is one.
-fn generation_of<T: Tables>(tables: &mut T, table: Table, key: &str) -> Result<Option<u64>, Error> {
+pub(super) fn generation_of<T: Tables>(
+    tables: &mut T,
+    table: Table,
+    key: &str,
+) -> Result<Option<u64>, Error> {
     let decoded = tables.with_value(table, key, |bytes| match table {
         Table::Jobs => JobGeneration::decode(bytes).map(|g| g.generation),
         Table::Counters => CounterGeneration::decode(bytes).map(|g| g.generation),
         // Only jobs and counters carry generations.
-        Table::Runs | Table::Finished => Ok(0),
+        Table::Runs | Table::Finished | Table::Idempotency => Ok(0),
     })?;
     decoded
         .transpose()
@@ -554,7 +595,7 @@ fn generation_of<T: Tables>(tables: &mut T, table: Table, key: &str) -> Result<O
 }
 
 /// The error for an undecodable record.
-fn corrupt(table: Table, key: &str, source: prost::DecodeError) -> Error {
+pub(super) fn corrupt(table: Table, key: &str, source: prost::DecodeError) -> Error {
     Error::Corrupt {
         table: table.name(),
         key: key.to_owned(),

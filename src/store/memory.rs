@@ -33,6 +33,8 @@ struct MemTables {
     runs: BTreeMap<String, Vec<u8>>,
     /// `finished`.
     finished: BTreeMap<String, Vec<u8>>,
+    /// `idempotency`.
+    idempotency: BTreeMap<String, Vec<u8>>,
 }
 
 impl Memory {
@@ -74,6 +76,7 @@ impl MemTables {
             Table::Counters => &mut self.counters,
             Table::Runs => &mut self.runs,
             Table::Finished => &mut self.finished,
+            Table::Idempotency => &mut self.idempotency,
         }
     }
 }
@@ -289,6 +292,22 @@ impl Store for Memory {
             let _ = tx.send(last).await;
         });
         Ok(scan)
+    }
+
+    async fn page_idempotency(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, prost_types::Timestamp)>, Error> {
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.with(|tables| {
+            tables
+                .idempotency
+                .range::<str, _>((start, Bound::Unbounded))
+                .take(limit)
+                .map(|(k, v)| Ok((k.clone(), apply::record_time(k, v)?)))
+                .collect()
+        })
     }
 
     async fn close(&self) -> Result<(), Error> {

@@ -29,8 +29,8 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 pub use crate::proto::store::{
-    DeadLetter, FinishedJob, HeldExecution, Paused, ResultRecord, RunOutcome, StoredCounter,
-    StoredJob, StoredRun,
+    DeadLetter, FinishedJob, GuardedWrite, HeldExecution, IdempotencyClaim, IdempotencyRecord,
+    IfMatch, Paused, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
 };
 pub use etcd::{Change, Etcd};
 pub use memory::Memory;
@@ -141,6 +141,27 @@ pub enum Op {
         /// Cut-off.
         before: prost_types::Timestamp,
     },
+    /// A put (`job` given, as [`Op::PutJob`]) or delete (as [`Op::DeleteJob`]) under the
+    /// conditions of [`GuardedWrite`], checked in the same commit. An idempotency record of
+    /// the key that has not expired answers `Replayed(its generation)` when it is of the same
+    /// request (same name and fingerprint) and `KeyReused` when not, and nothing is written;
+    /// else an `If-Match` the job does not meet (missing, or of another generation) answers
+    /// `PreconditionFailed`; else the write's own result, and a put that is `Done` records
+    /// the claim.
+    Guarded {
+        /// The conditions and the key.
+        write: Box<GuardedWrite>,
+        /// The job to put (its `generation` new); `None`: delete.
+        job: Option<Box<StoredJob>>,
+    },
+    /// Forgets idempotency record `key` if it was written before `before` (the expiry sweep).
+    /// Result: `Deleted(0 or 1)`.
+    ForgetIdempotency {
+        /// Key in the `idempotency` table.
+        key: String,
+        /// Cut-off.
+        before: prost_types::Timestamp,
+    },
 }
 
 impl fmt::Debug for Op {
@@ -194,6 +215,18 @@ impl fmt::Debug for Op {
                 .field("key", key)
                 .field("before", before)
                 .finish(),
+            Op::Guarded { write, job } => f
+                .debug_struct("Guarded")
+                .field("key", &write.key)
+                .field("generation", &job.as_ref().map(|j| j.generation))
+                .field("if_match", &write.if_match)
+                .field("idempotent", &write.idempotency.is_some())
+                .finish(),
+            Op::ForgetIdempotency { key, before } => f
+                .debug_struct("ForgetIdempotency")
+                .field("key", key)
+                .field("before", before)
+                .finish(),
         }
     }
 }
@@ -211,6 +244,13 @@ pub enum OpResult {
     Deleted(u64),
     /// `RecordResult` with a dead-letter job: applied, and where the job went.
     DeadLettered(DeadLetterAt),
+    /// `Guarded`: the job did not meet the `If-Match`; nothing changed.
+    PreconditionFailed,
+    /// `Guarded`: the same request came before under its idempotency key, and stored the
+    /// job version with this generation; nothing changed.
+    Replayed(u64),
+    /// `Guarded`: another request came before under its idempotency key; nothing changed.
+    KeyReused,
 }
 
 /// Where the dead-letter job of a [`ResultRecord`] was created.
@@ -373,6 +413,18 @@ pub trait Store: Send + Sync + 'static {
             std::io::ErrorKind::Unsupported,
             "this store does not page jobs",
         )))
+    }
+
+    /// Up to `limit` idempotency records (keys of the `idempotency` table and when each was
+    /// written), in key order, after `after` when given: what the expiry sweep reads. Stores
+    /// that keep none have none.
+    async fn page_idempotency(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, prost_types::Timestamp)>, Error> {
+        let _ = (after, limit);
+        Ok(Vec::new())
     }
 
     /// Stops accepting writes, waits until every write already submitted is durable and

@@ -54,6 +54,8 @@ const COUNTERS: TableDefinition<&str, &[u8]> = TableDefinition::new("counters");
 const RUNS: TableDefinition<&str, &[u8]> = TableDefinition::new("runs");
 /// `finished`: job key → encoded `FinishedJob` (finished jobs kept for jobsd's views).
 const FINISHED: TableDefinition<&str, &[u8]> = TableDefinition::new("finished");
+/// `idempotency`: `<owner prefix><Idempotency-Key>` → encoded `IdempotencyRecord`.
+const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
 /// `meta`: bookkeeping of the store itself ([`APPLIED_SEQ`]).
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// `meta` key: the last write-ahead-log batch this durable state holds.
@@ -421,6 +423,34 @@ impl Store for Redb {
             .map_err(Error::io)?
     }
 
+    async fn page_idempotency(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, prost_types::Timestamp)>, Error> {
+        let txn = self.begin_read().await?;
+        let after = after.map(str::to_owned);
+        tokio::task::spawn_blocking(move || {
+            let table = open_table(&txn, IDEMPOTENCY)?;
+            let start = after
+                .as_deref()
+                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+            table
+                .range::<&str>((start, std::ops::Bound::Unbounded))
+                .map_err(Error::io)?
+                .take(limit)
+                .map(|entry| {
+                    let (k, v) = entry.map_err(Error::io)?;
+                    let key = k.value().to_owned();
+                    let at = apply::record_time(&key, v.value())?;
+                    Ok((key, at))
+                })
+                .collect()
+        })
+        .await
+        .map_err(Error::io)?
+    }
+
     async fn scan(&self, prefix: &str, page_size: usize) -> Result<JobScan, Error> {
         // The snapshot is taken now, not when the blocking thread gets to run.
         let txn = self.begin_read().await?;
@@ -546,6 +576,7 @@ fn recover(db: &Database, options: &RedbOptions, wal_path: &Path) -> Result<(u64
             counters: txn.open_table(COUNTERS).map_err(Error::io)?,
             runs: txn.open_table(RUNS).map_err(Error::io)?,
             finished: txn.open_table(FINISHED).map_err(Error::io)?,
+            idempotency: txn.open_table(IDEMPOTENCY).map_err(Error::io)?,
         };
         // Past every seq in the file, so no leftover record can ever pass for a new one.
         let newest = records.iter().map(|r| r.seq).max().unwrap_or(0);
@@ -895,6 +926,7 @@ fn apply_batch(
         counters: txn.open_table(COUNTERS).map_err(Error::io)?,
         runs: txn.open_table(RUNS).map_err(Error::io)?,
         finished: txn.open_table(FINISHED).map_err(Error::io)?,
+        idempotency: txn.open_table(IDEMPOTENCY).map_err(Error::io)?,
     };
     for req in batch.iter_mut() {
         let ops = std::mem::take(&mut req.ops);
@@ -915,6 +947,8 @@ struct RedbTables<'txn> {
     runs: ::redb::Table<'txn, &'static str, &'static [u8]>,
     /// `finished`.
     finished: ::redb::Table<'txn, &'static str, &'static [u8]>,
+    /// `idempotency`.
+    idempotency: ::redb::Table<'txn, &'static str, &'static [u8]>,
 }
 
 impl<'txn> RedbTables<'txn> {
@@ -925,6 +959,7 @@ impl<'txn> RedbTables<'txn> {
             Table::Counters => &mut self.counters,
             Table::Runs => &mut self.runs,
             Table::Finished => &mut self.finished,
+            Table::Idempotency => &mut self.idempotency,
         }
     }
 }

@@ -648,6 +648,7 @@ suite!(
     closed_store_refuses_everything,
 );
 
+mod guarded;
 mod held;
 mod history;
 mod pause;

@@ -226,6 +226,10 @@ const FINISH_JOB: u8 = 5;
 const RECORD_RESULT: u8 = 6;
 const DELETE_FINISHED: u8 = 7;
 const SET_PAUSED: u8 = 8;
+// Issue 13 (conditional writes); numbered apart from the others so that parallel additions
+// do not collide.
+const GUARDED: u8 = 20;
+const FORGET_IDEMPOTENCY: u8 = 21;
 
 fn put_u32(buf: &mut Vec<u8>, n: usize) {
     // Lengths come from in-memory strings and a batch bounded far below 4 GiB.
@@ -297,8 +301,19 @@ fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
         Prepared::DeleteFinished { key, before } => {
             buf.push(DELETE_FINISHED);
             put_bytes(buf, key.as_bytes());
-            buf.extend_from_slice(&before.seconds.to_le_bytes());
-            buf.extend_from_slice(&before.nanos.to_le_bytes());
+            put_time(buf, before);
+        }
+        Prepared::Guarded { write, job } => {
+            buf.push(GUARDED);
+            put_bytes(buf, &prost::Message::encode_to_vec(&**write));
+            // A flag, not an empty value: a put of an empty job is still a put.
+            buf.push(u8::from(job.is_some()));
+            put_bytes(buf, job.as_deref().unwrap_or_default());
+        }
+        Prepared::ForgetIdempotency { key, before } => {
+            buf.push(FORGET_IDEMPOTENCY);
+            put_bytes(buf, key.as_bytes());
+            put_time(buf, before);
         }
     }
 }
@@ -382,15 +397,40 @@ fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
         }
         DELETE_FINISHED => {
             let key = take_string(p)?;
-            let seconds = i64::from_le_bytes(take(p, 8)?.try_into().ok()?);
-            let nanos = i32::from_le_bytes(take(p, 4)?.try_into().ok()?);
-            Prepared::DeleteFinished {
-                key,
-                before: prost_types::Timestamp { seconds, nanos },
+            let before = take_time(p)?;
+            Prepared::DeleteFinished { key, before }
+        }
+        GUARDED => {
+            let write = <super::GuardedWrite as prost::Message>::decode(take_bytes(p)?).ok()?;
+            let put = match take(p, 1)?[0] {
+                0 => false,
+                1 => true,
+                _ => return None,
+            };
+            let job = take_bytes(p)?.to_vec();
+            Prepared::Guarded {
+                write: Box::new(write),
+                job: put.then_some(job),
             }
+        }
+        FORGET_IDEMPOTENCY => {
+            let key = take_string(p)?;
+            let before = take_time(p)?;
+            Prepared::ForgetIdempotency { key, before }
         }
         _ => return None,
     })
+}
+
+fn put_time(buf: &mut Vec<u8>, t: &prost_types::Timestamp) {
+    buf.extend_from_slice(&t.seconds.to_le_bytes());
+    buf.extend_from_slice(&t.nanos.to_le_bytes());
+}
+
+fn take_time(p: &mut &[u8]) -> Option<prost_types::Timestamp> {
+    let seconds = i64::from_le_bytes(take(p, 8)?.try_into().ok()?);
+    let nanos = i32::from_le_bytes(take(p, 4)?.try_into().ok()?);
+    Some(prost_types::Timestamp { seconds, nanos })
 }
 
 fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {

@@ -5,6 +5,7 @@
 pub mod actor_app;
 pub mod app;
 pub mod clockwork;
+pub mod dapr_scheduler;
 pub mod replica;
 pub mod running;
 

@@ -3,6 +3,7 @@
 
 use tonic::{Request, Response, Status};
 
+use super::conditions;
 use super::executions::{execution_to_wire, fail_call, heartbeat_call};
 use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, steer};
 use crate::api::ApiState;
@@ -34,6 +35,7 @@ fn view(view: JobView) -> jv1::JobView {
         status: Some(views_wire::status_to_wire(view.status)),
         policy: view.policy,
         failure_policy: view.failure_policy,
+        etag: view.etag,
     }
 }
 
@@ -45,6 +47,7 @@ impl jv1::jobs_server::Jobs for JobsApi {
     ) -> Result<Response<jv1::ScheduleJobResponse>, Status> {
         authorize(&self.state, &request)?;
         let traceparent = traceparent(&request);
+        let conditions = conditions::from_metadata(request.metadata())?;
         let req = request.into_inner();
         let dapr = crate::proto::runtime::ScheduleJobRequest {
             job: req.job,
@@ -56,8 +59,20 @@ impl jv1::jobs_server::Jobs for JobsApi {
             policy: req.policy,
             failure_policy: req.failure_policy,
         };
-        self.state.schedule_job_with(dapr, extras).await?;
-        Ok(Response::new(jv1::ScheduleJobResponse {}))
+        let Some(conditions) = conditions else {
+            self.state.schedule_job_with(dapr, extras).await?;
+            return Ok(Response::new(jv1::ScheduleJobResponse::default()));
+        };
+        self.state.check_extras(&dapr, &extras)?;
+        let applied = self
+            .state
+            .schedule_job_guarded(dapr, extras, conditions)
+            .await?;
+        let etag = applied.etag.clone();
+        Ok(conditions::grpc_response(
+            jv1::ScheduleJobResponse { etag },
+            &applied,
+        ))
     }
 
     async fn get_job(
@@ -76,7 +91,15 @@ impl jv1::jobs_server::Jobs for JobsApi {
         request: Request<jv1::DeleteJobRequest>,
     ) -> Result<Response<jv1::DeleteJobResponse>, Status> {
         authorize(&self.state, &request)?;
-        self.state.delete_job(request.into_inner().name).await?;
+        let if_match =
+            conditions::delete_condition(conditions::from_metadata(request.metadata())?)?;
+        let name = request.into_inner().name;
+        match if_match {
+            None => self.state.delete_job(name).await?,
+            Some(if_match) => {
+                self.state.delete_job_guarded(name, if_match).await?;
+            }
+        }
         Ok(Response::new(jv1::DeleteJobResponse {}))
     }
 

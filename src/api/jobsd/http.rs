@@ -1,10 +1,12 @@
 //! jobsd's HTTP routes:
 //!
 //! - `POST /jobsd/v1/jobs/{name}`: a Dapr job body (same fields, parsing, validation, errors,
-//!   `overwrite`) plus `"labels"`, a string map; 204.
-//! - `GET /jobsd/v1/jobs/{name}`: `{"job", "labels", "policy", "status"}`; the job active or
-//!   finished (kept for `--finished-retention`).
-//! - `DELETE /jobsd/v1/jobs/{name}`: the job, its history and finished record; 204.
+//!   `overwrite`) plus `"labels"`, a string map; 204. `Idempotency-Key` and `If-Match` as in
+//!   [`conditions`].
+//! - `GET /jobsd/v1/jobs/{name}`: `{"job", "labels", "policy", "status", "etag"}` and the
+//!   `ETag` header; the job active or finished (kept for `--finished-retention`).
+//! - `DELETE /jobsd/v1/jobs/{name}`: the job, its history and finished record; 204. With
+//!   `If-Match`, only if the job meets it (412 otherwise).
 //! - `GET /jobsd/v1/jobs/{name}/runs?limit=&before=`: the run history, newest first.
 //! - `POST /jobsd/v1/jobs/{name}/pause` with an optional `{"note": "..."}`: no tick fires
 //!   until it is resumed; 204.
@@ -20,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 
+use super::conditions;
 use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, json, policy_json, steer};
 use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::http_request::{parse_schedule_request, query_params};
@@ -82,12 +85,18 @@ async fn create(State(state): State<Shared>, uri: Uri, headers: HeaderMap, body:
     let traceparent = trace::valid(headers.get(TRACEPARENT).map(HeaderValue::as_bytes));
     respond(
         async {
+            let conditions = conditions::from_headers(&headers)?;
             let bytes = read_body(body, state.body_limit()).await?;
             let (rest, mut extras) = split_body(&bytes)?;
             let req = parse_schedule_request(&state, &uri, rest.as_deref().unwrap_or(&bytes))?;
             extras.traceparent = traceparent;
-            state.schedule_job_with(req, extras).await?;
-            Ok(StatusCode::NO_CONTENT.into_response())
+            let Some(conditions) = conditions else {
+                state.schedule_job_with(req, extras).await?;
+                return Ok(StatusCode::NO_CONTENT.into_response());
+            };
+            state.check_extras(&req, &extras)?;
+            let applied = state.schedule_job_guarded(req, extras, conditions).await?;
+            Ok(conditions::http_response(&applied))
         }
         .await,
     )
@@ -97,16 +106,29 @@ async fn get_view(State(state): State<Shared>, Path(name): Path<String>) -> Resp
     respond(
         async {
             let view = state.job_view(name).await?;
-            Ok(json_response(json::view(&view)?))
+            let mut response = json_response(json::view(&view)?);
+            if let Ok(etag) = HeaderValue::from_str(&view.etag) {
+                response.headers_mut().insert(http::header::ETAG, etag);
+            }
+            Ok(response)
         }
         .await,
     )
 }
 
-async fn delete(State(state): State<Shared>, Path(name): Path<String>) -> Response {
+async fn delete(
+    State(state): State<Shared>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     respond(
         async {
-            state.delete_job(name).await?;
+            match conditions::delete_condition(conditions::from_headers(&headers)?)? {
+                None => state.delete_job(name).await?,
+                Some(if_match) => {
+                    state.delete_job_guarded(name, if_match).await?;
+                }
+            }
             Ok(StatusCode::NO_CONTENT.into_response())
         }
         .await,

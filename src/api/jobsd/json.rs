@@ -25,6 +25,7 @@ pub fn view(view: &JobView) -> Result<String, ApiError> {
     let s = &view.status;
     let rest = json!({
         "name": view.name,
+        "etag": view.etag,
         "labels": view.labels,
         "policy": view.policy.as_ref().map_or(Value::Null, super::policy_json::policy_to_json),
         "failurePolicy": view

@@ -1,6 +1,7 @@
 //! jobsd's own API beside Dapr's (`/jobsd/v1/…`): jobs with labels, their status and run
 //! history, and filtered, paged lists. Dapr's routes and bodies are untouched by it.
 
+pub mod conditions;
 pub mod executions;
 pub mod grpc;
 pub mod http;
@@ -68,6 +69,16 @@ impl ApiState {
         req: rv1::ScheduleJobRequest,
         extras: JobExtras,
     ) -> Result<(), ApiError> {
+        self.check_extras(&req, &extras)?;
+        self.schedule_job_extras(req, extras).await
+    }
+
+    /// jobsd's settings of a create, checked as the engine checks them.
+    pub(crate) fn check_extras(
+        &self,
+        req: &rv1::ScheduleJobRequest,
+        extras: &JobExtras,
+    ) -> Result<(), ApiError> {
         // Checked here, before any hop, so that a bad value is refused with the same answer
         // whichever scheduler is behind; the scheduler checks them again where it stores them.
         scheduler::check_labels(&extras.labels).map_err(bad_request)?;
@@ -90,7 +101,7 @@ impl ApiState {
             scheduler::check_dead_letter(&self.job_metadata(), &job.name, &handling.on_exhausted)
                 .map_err(bad_request)?;
         }
-        self.schedule_job_extras(req, extras).await
+        Ok(())
     }
 
     /// The job `name` of this app, with labels and status.

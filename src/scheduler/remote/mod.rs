@@ -30,8 +30,8 @@ use tokio_util::task::TaskTracker;
 use tonic::transport::Channel;
 
 use super::{
-    Error, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler, untravelled,
-    untravelled_field, views_wire,
+    Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
+    guard, guarded_wire, untravelled, untravelled_field, views_wire,
 };
 use crate::clock::Clock;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
@@ -294,6 +294,50 @@ impl Scheduler for Remote {
         })
     }
 
+    async fn schedule_job_guarded(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+        conditions: Conditions,
+    ) -> Result<Guarded, Error> {
+        let header = conditions.first_header().unwrap_or(guard::IF_MATCH);
+        let (idempotency_key, if_match) = guarded_wire::conditions_to_wire(&conditions);
+        let req = jsv1::GuardedScheduleJobRequest {
+            create: Some(jsv1::ScheduleJobRequest {
+                job: Some(req),
+                labels: extras.labels.into_iter().collect(),
+                policy: extras.policy,
+                failure_policy: extras.failure_policy,
+                traceparent: extras.traceparent.unwrap_or_default(),
+            }),
+            idempotency_key,
+            if_match,
+        };
+        self.call(req, |ch, r| {
+            async move { jobsd_client(ch).schedule_job_guarded(r).await }.boxed()
+        })
+        .await
+        .map(guarded_wire::from_wire)
+        .map_err(|err| unguarded(err, header))
+    }
+
+    async fn delete_job_guarded(
+        &self,
+        req: sv1::DeleteJobRequest,
+        if_match: IfMatch,
+    ) -> Result<Guarded, Error> {
+        let req = jsv1::GuardedDeleteJobRequest {
+            delete: Some(req),
+            if_match: if_match.to_header(),
+        };
+        self.call(req, |ch, r| {
+            async move { jobsd_client(ch).delete_job_guarded(r).await }.boxed()
+        })
+        .await
+        .map(guarded_wire::from_wire)
+        .map_err(|err| unguarded(err, guard::IF_MATCH))
+    }
+
     async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
         let response = self
             .call(req, |ch, r| {
@@ -425,6 +469,17 @@ fn views_error(err: Error) -> Error {
         );
     }
     err
+}
+
+/// A replica without conditional writes (a Dapr Scheduler, or a jobsd replica older than
+/// them, answers `Unimplemented`: it ran nothing) refuses the request naming `header`, as one
+/// that cannot keep a setting refuses it; every other error is the replica's answer.
+fn unguarded(err: Error, header: &str) -> Error {
+    if err.code == tonic::Code::Unimplemented {
+        untravelled(header)
+    } else {
+        err
+    }
 }
 
 /// grpc-go's error when a call's context runs out.

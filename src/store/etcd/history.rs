@@ -108,3 +108,38 @@ pub(super) async fn page(
         }
     }
 }
+
+/// Up to `limit` idempotency records (key and when written), in key order, after `after`.
+pub(super) async fn page_idempotency(
+    inner: &Inner,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<(String, prost_types::Timestamp)>, Error> {
+    // etcd reads a limit of 0 as "no limit".
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let table = Table::Idempotency;
+    let start = match after {
+        Some(after) => {
+            let mut next = inner.full(table, after).into_bytes();
+            // The first key after `after`.
+            next.push(0);
+            next
+        }
+        None => inner.prefix(table).as_bytes().to_vec(),
+    };
+    let end = prefix_end(inner.prefix(table).as_bytes());
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut pager = Pager::between(inner, table, start, end, limit);
+    let Some(records) = pager.next().await? else {
+        return Ok(Vec::new());
+    };
+    records
+        .into_iter()
+        .map(|(key, value)| {
+            let at = apply::record_time(&key, &value)?;
+            Ok((key, at))
+        })
+        .collect()
+}

@@ -88,6 +88,8 @@ struct Inner {
     runs_prefix: String,
     /// `<namespace>/jobsd/finished/`.
     finished_prefix: String,
+    /// `<namespace>/jobsd/idempotency/`.
+    idempotency_prefix: String,
     /// This instance's commit marker key.
     marker: String,
     /// Set by `close`: reads and new writes fail with `Closed`.
@@ -109,6 +111,7 @@ impl Etcd {
             counters_prefix: table_prefix(namespace, Table::Counters),
             runs_prefix: table_prefix(namespace, Table::Runs),
             finished_prefix: table_prefix(namespace, Table::Finished),
+            idempotency_prefix: table_prefix(namespace, Table::Idempotency),
             marker: format!("{namespace}/writers/{:016x}", fastrand::u64(..)),
             closed: AtomicBool::new(false),
             stop: CancellationToken::new(),
@@ -235,6 +238,15 @@ impl Store for Etcd {
         history::page(&self.inner, of, prefix, after, limit).await
     }
 
+    async fn page_idempotency(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, prost_types::Timestamp)>, Error> {
+        self.check_open()?;
+        history::page_idempotency(&self.inner, after, limit).await
+    }
+
     async fn scan(&self, prefix: &str, page_size: usize) -> Result<JobScan, Error> {
         self.check_open()?;
         let page_size = i64::try_from(page_size.max(1)).unwrap_or(i64::MAX);
@@ -316,6 +328,7 @@ impl Inner {
             Table::Counters => &self.counters_prefix,
             Table::Runs => &self.runs_prefix,
             Table::Finished => &self.finished_prefix,
+            Table::Idempotency => &self.idempotency_prefix,
         }
     }
 
@@ -339,7 +352,9 @@ impl Inner {
 pub(crate) fn table_prefix(namespace: &str, table: Table) -> String {
     match table {
         Table::Jobs | Table::Counters => format!("{namespace}/{}/", table.name()),
-        Table::Runs | Table::Finished => format!("{namespace}/jobsd/{}/", table.name()),
+        Table::Runs | Table::Finished | Table::Idempotency => {
+            format!("{namespace}/jobsd/{}/", table.name())
+        }
     }
 }
 

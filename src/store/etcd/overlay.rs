@@ -122,6 +122,9 @@ pub(super) fn read_set(requests: &[Vec<Prepared>]) -> ReadSet {
                 keys.insert((table, key));
             }
         }
+        if let Some(key) = claim_key(op) {
+            keys.insert((Table::Idempotency, key));
+        }
     }
     let owned = |set: BTreeSet<(Table, &str)>| {
         set.into_iter()
@@ -140,6 +143,8 @@ pub(super) fn reads(op: &Prepared) -> (Result<&str, &str>, &'static [Table]) {
     const ALL: &[Table] = &[Table::Jobs, Table::Counters, Table::Finished];
     match op {
         Prepared::PutJob { key, .. } | Prepared::DeleteJob { key } => (Ok(key), ALL),
+        Prepared::Guarded { write, .. } => (Ok(&write.key), ALL),
+        Prepared::ForgetIdempotency { key, .. } => (Ok(key), &[Table::Idempotency]),
         Prepared::PutCounter { key, .. } | Prepared::FinishJob { key, .. } => (Ok(key), LIVE),
         Prepared::RecordResult(record) if record.finish => (Ok(&record.key), ALL),
         Prepared::RecordResult(record) => (Ok(&record.key), LIVE),
@@ -164,6 +169,14 @@ fn dead_letter_keys(op: &Prepared) -> Vec<&str> {
     }
 }
 
+/// The idempotency record a guarded write reads (and may write), beside its job's keys.
+fn claim_key(op: &Prepared) -> Option<&str> {
+    match op {
+        Prepared::Guarded { write, .. } => write.idempotency.as_ref().map(|c| c.key.as_str()),
+        _ => None,
+    }
+}
+
 /// The most keys `op` makes a txn compare or write (each list is bounded on its own), before
 /// anything is read: exact for keyed ops, a guess for `DeletePrefix`, which compares and
 /// deletes every key under its prefix.
@@ -171,6 +184,9 @@ pub(super) fn txn_keys(op: &Prepared) -> usize {
     let writes = match op {
         // Job, counter and finished record; the runs' range.
         Prepared::PutJob { .. } | Prepared::DeleteJob { .. } => 4,
+        // As `PutJob`, and the idempotency record (read, and written with the job).
+        Prepared::Guarded { write, .. } => return 4 + usize::from(write.idempotency.is_some()),
+        Prepared::ForgetIdempotency { .. } => 1,
         Prepared::PutCounter { .. } => 1,
         Prepared::FinishJob { .. } => 2,
         // The run (2: a run put inside a range cleared earlier in the batch splits it), the
@@ -227,6 +243,8 @@ pub(super) struct Overlay {
     counters: BTreeMap<String, Slot>,
     /// Finished records read.
     finished: BTreeMap<String, Slot>,
+    /// Idempotency records read.
+    idempotency: BTreeMap<String, Slot>,
     /// Prefixes read whole.
     prefixes: Vec<(Table, String)>,
     /// Runs written, never read.
@@ -240,6 +258,7 @@ impl Overlay {
             Table::Jobs => Ok(&mut self.jobs),
             Table::Counters => Ok(&mut self.counters),
             Table::Finished => Ok(&mut self.finished),
+            Table::Idempotency => Ok(&mut self.idempotency),
             Table::Runs => Err(invalid(
                 "etcd store: run records are written blind, never read",
             )),
@@ -297,6 +316,7 @@ impl Overlay {
             (Table::Jobs, &self.jobs),
             (Table::Counters, &self.counters),
             (Table::Finished, &self.finished),
+            (Table::Idempotency, &self.idempotency),
         ];
         for (table, map) in read {
             for (key, slot) in map {

@@ -437,5 +437,13 @@ fn clone_prepared(op: &Prepared) -> Prepared {
             key: key.clone(),
             before: *before,
         },
+        Prepared::Guarded { write, job } => Prepared::Guarded {
+            write: write.clone(),
+            job: job.clone(),
+        },
+        Prepared::ForgetIdempotency { key, before } => Prepared::ForgetIdempotency {
+            key: key.clone(),
+            before: *before,
+        },
     }
 }

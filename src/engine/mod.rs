@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use dead_letter::check_dead_letter;
 pub use error::Error;
-pub use manual::DEFAULT_MAX_BACKFILL_TICKS;
 pub use executions::{Ending, ExecutionCall, HeldExecution};
+pub use manual::DEFAULT_MAX_BACKFILL_TICKS;
 pub use runner::Stats;
 use runner::{Command, Runner};
 pub use views::{

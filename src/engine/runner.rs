@@ -23,9 +23,9 @@ use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerKind, TriggerRes
 
 mod exhausted;
 mod fire;
-mod manual;
 mod lease;
 mod leases;
+mod manual;
 mod overlap;
 mod skips;
 mod writes;
@@ -34,9 +34,9 @@ use skips::skip_reason;
 
 use exhausted::{ByHand, DeadLetterJob};
 pub use exhausted::{PauseReply, paused_by_hand};
-pub use manual::{ExtraRefused, ExtraRequest};
 use lease::LeaseWrite;
 pub use lease::{Call, Ending, ExecutionCall, HeldExecution};
+pub use manual::{ExtraRefused, ExtraRequest};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;

@@ -7,8 +7,8 @@ use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
 use super::{
-    Conditions, Error, ExecutionCall, Guarded, HeldExecution, IfMatch, JobExtras, JobView, ListFilter,
-    ListPage, Run, Scheduler,
+    Conditions, Error, ExecutionCall, Guarded, HeldExecution, IfMatch, JobExtras, JobView,
+    ListFilter, ListPage, Run, Scheduler,
 };
 
 impl From<engine::Error> for Error {

@@ -3,7 +3,13 @@
 //! One binary, two roles:
 //!
 //! - `app --port P`: a minimal HTTP app. `POST /job/<name>` answers 200 at once and records
-//!   the arrival (wall clock, unix ns) and the job name. Control endpoints for the driver:
+//!   the arrival (wall clock, unix ns) and the job name. With `--complete-via ADDR` it is an
+//!   async app instead (issue 13, async completion): it answers `202` with
+//!   `Jobsd-Async: true`, then completes the execution through jobsd's
+//!   `POST /jobsd/v1/executions/{id}/complete` at ADDR, and records the moment that call was
+//!   answered (so a burst measures executions completed per second). The id is the
+//!   `Jobsd-Execution-Id` header, or (from a jobsd without it) the one derived from the job's
+//!   key and the nominal time in its data. Control endpoints for the driver:
 //!   `GET /_count` (records held), `POST /_take` (the records as `<ns> <name>` lines, then
 //!   forgets them), `POST /_clear`.
 //! - the driver subcommands, which create jobs over gRPC (`Dapr/ScheduleJob`) and read the
@@ -86,6 +92,10 @@ struct AppArgs {
     /// open with the HTTP/2 preface.
     #[arg(long)]
     h2c: bool,
+    /// Answer `202` + `Jobsd-Async: true` and complete each execution through jobsd's HTTP
+    /// API at this address (async completion); records the completions.
+    #[arg(long)]
+    complete_via: Option<SocketAddr>,
 }
 
 /// Where jobsd and the app are.
@@ -224,7 +234,7 @@ fn main() -> Result<()> {
                 .enable_all()
                 .build()?
         };
-        return runtime.block_on(app(args.port, args.h2c));
+        return runtime.block_on(app(args.port, args.h2c, args.complete_via));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -269,14 +279,32 @@ struct Rec {
 #[derive(Default)]
 struct AppState {
     recs: Mutex<Vec<Rec>>,
+    /// Async mode: where to complete executions, over pooled keep-alive connections.
+    complete: Option<(SocketAddr, Completer)>,
 }
 
-async fn app(port: u16, h2c: bool) -> Result<()> {
+/// A pooled HTTP/1.1 client for jobsd's execution routes.
+type Completer = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    Full<Bytes>,
+>;
+
+async fn app(port: u16, h2c: bool, complete_via: Option<SocketAddr>) -> Result<()> {
     let listener = TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("bind 127.0.0.1:{port}"))?;
     eprintln!("bench app listening on 127.0.0.1:{port}");
-    let state = Arc::new(AppState::default());
+    let complete = complete_via.map(|addr| {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .pool_max_idle_per_host(256)
+                .build_http();
+        (addr, client)
+    });
+    let state = Arc::new(AppState {
+        recs: Mutex::default(),
+        complete,
+    });
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(s) => s,
@@ -338,6 +366,9 @@ async fn handle(
         && let Some(name) = path.strip_prefix("/job/")
     {
         let name: Box<str> = name.into();
+        if state.complete.is_some() {
+            return Ok(later(state, name, req).await);
+        }
         // Read the (small) body so the connection stays reusable.
         let _ = req.into_body().collect().await;
         state
@@ -379,6 +410,71 @@ async fn handle(
         _ => text(StatusCode::NOT_FOUND, Bytes::new()),
     };
     Ok(resp)
+}
+
+/// Async mode: answers `202` + `Jobsd-Async: true` and completes the execution through
+/// jobsd once that answer is out, recording when jobsd answered the complete.
+async fn later(
+    state: Arc<AppState>,
+    name: Box<str>,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let header = req
+        .headers()
+        .get("jobsd-execution-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = req.into_body().collect().await.map(|b| b.to_bytes());
+    let id = header.or_else(|| {
+        // Derived as jobsd derives it: the job's key and its nominal time (in the data).
+        let body = body.ok()?;
+        let data: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        let due = DateTime::parse_from_rfc3339(data.get("due")?.as_str()?).ok()?;
+        let key = format!("app||default||myapp||{name}");
+        Some(jobsd::trigger::ExecutionId::for_tick(&key, due.with_timezone(&Utc)).to_string())
+    });
+    let Some(id) = id else {
+        return text(StatusCode::BAD_REQUEST, "no execution id");
+    };
+    tokio::spawn(async move {
+        let Some((addr, client)) = &state.complete else {
+            return;
+        };
+        let uri = format!("http://{addr}/jobsd/v1/executions/{id}/complete");
+        for _ in 0..100 {
+            let req = Request::post(&uri)
+                .body(Full::new(Bytes::new()))
+                .expect("a valid request");
+            match client.request(req).await {
+                Ok(resp) if resp.status() == StatusCode::OK => {
+                    let _ = resp.into_body().collect().await;
+                    state
+                        .recs
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(Rec {
+                            at_ns: now_ns(),
+                            name,
+                        });
+                    return;
+                }
+                Ok(resp) => {
+                    let status = resp.status();
+                    let _ = resp.into_body().collect().await;
+                    eprintln!("complete {id}: {status}");
+                    return;
+                }
+                // Out of sockets or connections for a moment: try again.
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    });
+    let mut r = text(StatusCode::ACCEPTED, Bytes::new());
+    r.headers_mut().insert(
+        "jobsd-async",
+        hyper::header::HeaderValue::from_static("true"),
+    );
+    r
 }
 
 // ---------------------------------------------------------------------------------------

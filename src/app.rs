@@ -477,6 +477,7 @@ pub(crate) fn sample_engine(metrics: &Metrics, engine: &Engine, clock: Arc<dyn C
                 staged: s.staged,
                 queued: s.queued,
                 overdue,
+                held: s.held,
             });
         })
     }));
@@ -528,6 +529,7 @@ fn api_state(
         namespace: cfg.namespace.clone(),
         api_token: cfg.api_token.clone(),
         max_body_size: cfg.max_body_size,
+        max_backfill_ticks: cfg.max_backfill_ticks,
         mode,
         scheduler_hosts,
         actors,

@@ -9,7 +9,10 @@
 //! This module is a leaf: it imports the protos and the pure `schedule` name rules, nothing
 //! with I/O.
 
+pub mod context;
 pub mod keys;
+
+pub use context::TriggerKind;
 
 use std::sync::Arc;
 
@@ -34,6 +37,12 @@ pub struct Trigger {
     /// received from a Scheduler replica carries the time it arrived (the wire has none).
     /// Delivery logs how late it went out against this time.
     pub scheduled_at: chrono::DateTime<chrono::Utc>,
+    /// The nominal time of the execution (the tick, without retry intervals): the
+    /// `Jobsd-Scheduled-Time` an app is told. `None` for a trigger received from a Dapr
+    /// Scheduler, whose wire does not carry it.
+    pub tick: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why the execution runs: a tick of the schedule, run now by hand, or a backfill.
+    pub kind: TriggerKind,
     /// The execution this trigger is an attempt of: one per job tick, the same on every
     /// retry of that tick (see [`ExecutionId::for_tick`]).
     pub execution_id: ExecutionId,
@@ -65,9 +74,35 @@ impl ExecutionId {
         ExecutionId(uuid::Uuid::new_v5(&EXECUTION_NAMESPACE, name.as_bytes()))
     }
 
+    /// The execution of `key` at nominal time `tick` started for `kind`: a scheduled tick is
+    /// [`ExecutionId::for_tick`]; a manual run or a backfilled tick gets an id of its own, so
+    /// re-running a past tick never reuses the id the scheduled run of that tick had (an app
+    /// keying its work by execution id would otherwise take it for a duplicate).
+    pub fn for_execution(
+        key: &str,
+        tick: chrono::DateTime<chrono::Utc>,
+        kind: TriggerKind,
+    ) -> Self {
+        if kind == TriggerKind::Schedule {
+            return Self::for_tick(key, tick);
+        }
+        let name = format!(
+            "{key}@{}#{}",
+            tick.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
+            kind.as_str()
+        );
+        ExecutionId(uuid::Uuid::new_v5(&EXECUTION_NAMESPACE, name.as_bytes()))
+    }
+
     /// The id's 16 bytes (never all zero: a v5 UUID has its version bits set).
     pub fn as_bytes(&self) -> &[u8; 16] {
         self.0.as_bytes()
+    }
+
+    /// The id whose 16 bytes ([`ExecutionId::as_bytes`]) are `bytes`; `None` for another
+    /// length.
+    pub fn from_slice(bytes: &[u8]) -> Option<Self> {
+        uuid::Uuid::from_slice(bytes).ok().map(ExecutionId)
     }
 
     /// Parses the hyphenated form [`std::fmt::Display`] prints.
@@ -104,6 +139,16 @@ pub enum TriggerResult {
     /// reminder with `X-DaprReminderCancel`): the job is deleted. Dapr's wire has no such
     /// ack, so it travels as `SUCCESS` and the sidecar deletes the reminder itself.
     Cancel,
+    /// The target took it and will say later how it went (async completion: HTTP `202` with
+    /// `Jobsd-Async: true`, or gRPC response metadata `jobsd-async: true`). The execution
+    /// stays in flight under a lease until the app completes or fails it through jobsd's API,
+    /// or the lease runs out (a failed attempt). Dapr's wire has no such ack: a sidecar that
+    /// cannot hold executions (remote mode) fails the attempt instead.
+    Held,
+    /// The target answered a plain HTTP `202 Accepted`: held like [`TriggerResult::Held`]
+    /// when the job's policy opts in (`policy.lease`), otherwise the success every 2xx is
+    /// to Dapr.
+    Accepted,
 }
 
 impl TriggerResult {
@@ -111,10 +156,10 @@ impl TriggerResult {
     /// ack: a sidecar that could not deliver answers `FAILED`, as daprd does.
     pub fn to_wire(self) -> sv1::WatchJobsRequestResultStatus {
         match self {
-            TriggerResult::Success | TriggerResult::Cancel => {
+            TriggerResult::Success | TriggerResult::Cancel | TriggerResult::Accepted => {
                 sv1::WatchJobsRequestResultStatus::Success
             }
-            TriggerResult::Failed | TriggerResult::Undeliverable => {
+            TriggerResult::Failed | TriggerResult::Undeliverable | TriggerResult::Held => {
                 sv1::WatchJobsRequestResultStatus::Failed
             }
         }
@@ -196,6 +241,9 @@ mod tests {
         assert_eq!(TriggerResult::Failed.to_wire(), Wire::Failed);
         assert_eq!(TriggerResult::Undeliverable.to_wire(), Wire::Failed);
         assert_eq!(TriggerResult::Cancel.to_wire(), Wire::Success);
+        // Dapr's plain reading of a 202; an explicit async answer cannot be held over the wire.
+        assert_eq!(TriggerResult::Accepted.to_wire(), Wire::Success);
+        assert_eq!(TriggerResult::Held.to_wire(), Wire::Failed);
         for r in [TriggerResult::Success, TriggerResult::Failed] {
             assert_eq!(TriggerResult::from_wire(r.to_wire() as i32), Some(r));
         }
@@ -218,5 +266,13 @@ mod tests {
         );
         assert_eq!(a.to_string().len(), 36);
         assert_eq!(a.as_bytes()[6] >> 4, 5, "a version 5 UUID");
+        assert_eq!(
+            ExecutionId::for_execution("app||default||myapp||j", t, TriggerKind::Schedule),
+            a
+        );
+        let manual = ExecutionId::for_execution("app||default||myapp||j", t, TriggerKind::Manual);
+        let backfill =
+            ExecutionId::for_execution("app||default||myapp||j", t, TriggerKind::Backfill);
+        assert!(manual != a && backfill != a && manual != backfill);
     }
 }

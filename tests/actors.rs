@@ -407,6 +407,23 @@ async fn workflow_one_shot_retries_until_delivered(kind: Kind) {
         .map(|w| (w[1].at - w[0].at).num_seconds())
         .collect();
     assert!(gaps.iter().all(|g| *g == 5), "{gaps:?}");
+    // Every attempt is told it is the same execution (one tick, due at 2 s), which attempt it
+    // is, and that all but the first are retries — through a replica as embedded.
+    let first = &calls[0].context;
+    assert_eq!(first["jobsd-trigger"], "schedule", "{kind:?}: {first:?}");
+    assert_eq!(first["jobsd-scheduled-time"], "2026-01-01T00:00:02Z");
+    for (i, call) in calls.iter().enumerate() {
+        let c = &call.context;
+        assert_eq!(
+            c["jobsd-execution-id"], first["jobsd-execution-id"],
+            "{kind:?}"
+        );
+        assert_eq!(c["jobsd-attempt"], (i + 1).to_string(), "{kind:?}");
+        assert_eq!(c["jobsd-scheduled-time"], first["jobsd-scheduled-time"]);
+        if i > 0 {
+            assert_eq!(c["jobsd-trigger"], "retry");
+        }
+    }
     assert!(
         h.reminders()
             .get(&ActorRef::new("DemoActor", "wf-1"), "wf")

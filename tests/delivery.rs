@@ -55,9 +55,13 @@ fn trigger_for(
         }
         _ => format!("app||default||myapp||{name}"),
     };
+    // A second attempt of the tick at 07:00: the execution context says so.
+    let tick = chrono::DateTime::parse_from_rfc3339(CONTEXT_TICK)
+        .unwrap()
+        .to_utc();
     Trigger {
-        execution_id: jobsd::trigger::ExecutionId::for_tick(&key, chrono::Utc::now()),
-        attempt: 1,
+        execution_id: jobsd::trigger::ExecutionId::for_tick(&key, tick),
+        attempt: 2,
         created_by: None,
         key: Arc::from(key),
         name: Arc::from(name),
@@ -69,7 +73,27 @@ fn trigger_for(
             concurrency_key: None,
         }),
         scheduled_at: chrono::Utc::now(),
+        tick: Some(tick),
+        kind: jobsd::trigger::TriggerKind::Schedule,
     }
+}
+
+/// The nominal time of the test triggers.
+const CONTEXT_TICK: &str = "2026-03-08T07:00:00Z";
+
+/// Asserts `get` (a header or metadata lookup) gives jobsd's execution context of the test
+/// triggers: the execution, attempt 2, the nominal time, a retry.
+fn assert_context<'a>(
+    get: impl Fn(&str) -> Option<&'a str>,
+    execution: jobsd::trigger::ExecutionId,
+) {
+    assert_eq!(
+        get("jobsd-execution-id"),
+        Some(execution.to_string().as_str())
+    );
+    assert_eq!(get("jobsd-attempt"), Some("2"));
+    assert_eq!(get("jobsd-scheduled-time"), Some(CONTEXT_TICK));
+    assert_eq!(get("jobsd-trigger"), Some("retry"));
 }
 
 /// Asserts `tp` is `00-<execution id hex>-<16 hex, not all zero>-01`.
@@ -204,9 +228,10 @@ impl HttpApp {
 }
 
 /// Answers `/job/status-<code>` with that code, holds `/job/slow…` until the test opens the
-/// gate, fails the first two `/job/flaky…` with 503, and answers 200 otherwise; `/healthz`
-/// follows `healthy`.
-async fn job_handler(State(app): State<Arc<HttpApp>>, req: Request) -> StatusCode {
+/// gate, fails the first two `/job/flaky…` with 503, answers `/job/async…` with 202 and
+/// `Jobsd-Async: true`, and 200 otherwise; `/healthz` follows `healthy`.
+async fn job_handler(State(app): State<Arc<HttpApp>>, req: Request) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let (parts, body) = req.into_parts();
     let body = body
         .collect()
@@ -228,12 +253,16 @@ async fn job_handler(State(app): State<Arc<HttpApp>>, req: Request) -> StatusCod
         app.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
     if path.starts_with("/job/flaky") && app.flaky.fetch_add(1, Ordering::SeqCst) < 2 {
-        return StatusCode::SERVICE_UNAVAILABLE;
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    if path.starts_with("/job/async") {
+        return (StatusCode::ACCEPTED, [("jobsd-async", "true")]).into_response();
     }
     path.strip_prefix("/job/status-")
         .and_then(|c| c.parse::<u16>().ok())
         .and_then(|c| StatusCode::from_u16(c).ok())
         .unwrap_or(StatusCode::OK)
+        .into_response()
 }
 
 async fn healthz(State(app): State<Arc<HttpApp>>) -> StatusCode {
@@ -350,6 +379,8 @@ async fn http_bodies_follow_daprd_rules() {
         // execution id as trace id.
         let tp = seen.header("traceparent").expect("traceparent");
         assert_traceparent(tp, execution);
+        // And jobsd's execution context.
+        assert_context(|h| seen.header(h), execution);
         assert_eq!(seen.method, "POST", "{name}");
         assert_eq!(seen.path, format!("/job/{name}"));
         assert_eq!(seen.body, want, "{name}: got {:?}", seen.text());
@@ -442,7 +473,9 @@ async fn http_status_codes_map_to_results() {
     let cases = [
         (200, TriggerResult::Success),
         (204, TriggerResult::Success),
-        (202, TriggerResult::Success),
+        // A plain 202: Dapr's success unless the job opts in to async completion (the
+        // engine decides, by `policy.lease`).
+        (202, TriggerResult::Accepted),
         (404, TriggerResult::Success),
         (400, TriggerResult::Failed),
         (500, TriggerResult::Failed),
@@ -453,8 +486,10 @@ async fn http_status_codes_map_to_results() {
         let result = deliver(&sink, &format!("status-{code}")).await;
         assert_eq!(result, want, "status {code}");
     }
+    // An explicit async answer holds the execution.
+    assert_eq!(deliver(&sink, "async-x").await, TriggerResult::Held);
     let stats = sink.stats();
-    assert_eq!(stats.accepted, 3);
+    assert_eq!(stats.accepted, 4);
     assert_eq!(stats.not_found, 1);
     assert_eq!(stats.failed, 4);
     assert_eq!(stats.undeliverable, 0);
@@ -637,7 +672,7 @@ async fn http_client_opens_no_more_connections_than_its_bound() {
     let tasks: Vec<_> = (0..40)
         .map(|i| {
             let http = http.clone();
-            tokio::spawn(async move { http.call(&format!("slow-{i}"), None, None).await })
+            tokio::spawn(async move { http.call(&format!("slow-{i}"), None, None, &[]).await })
         })
         .collect();
     app.wait_in_flight(4).await;
@@ -706,6 +741,8 @@ struct SeenEvent {
     request: JobEventRequest,
     token: Option<String>,
     traceparent: Option<String>,
+    /// jobsd's execution-context metadata (`jobsd-*`).
+    context: std::collections::HashMap<String, String>,
 }
 
 #[derive(Default)]
@@ -741,6 +778,18 @@ impl GrpcApp {
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let context = req
+            .metadata()
+            .iter()
+            .filter_map(|kv| match kv {
+                tonic::metadata::KeyAndValueRef::Ascii(k, v)
+                    if k.as_str().starts_with("jobsd-") =>
+                {
+                    Some((k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                }
+                _ => None,
+            })
+            .collect();
         let request = req.into_inner();
         let name = request.name.clone();
         self.seen.lock().expect("lock").push(SeenEvent {
@@ -748,11 +797,18 @@ impl GrpcApp {
             request,
             token,
             traceparent,
+            context,
         });
         match name.as_str() {
             "notfound" => Err(tonic::Status::not_found("no such job")),
             "internal" => Err(tonic::Status::internal("boom")),
             "unregistered" => Err(tonic::Status::unimplemented("no handler")),
+            "async" => {
+                let mut resp = tonic::Response::new(JobEventResponse {});
+                resp.metadata_mut()
+                    .insert("jobsd-async", "true".parse().expect("ascii"));
+                Ok(resp)
+            }
             _ => Ok(tonic::Response::new(JobEventResponse {})),
         }
     }
@@ -859,6 +915,7 @@ async fn grpc_sends_job_event_requests_like_daprd() {
         );
         let seen = app.seen().last().cloned().expect("an event");
         assert_traceparent(seen.traceparent.as_deref().expect("traceparent"), execution);
+        assert_context(|k| seen.context.get(k).map(String::as_str), execution);
         assert_eq!(seen.rpc, "OnJobEvent");
         assert_eq!(seen.request.name, name);
         assert_eq!(
@@ -899,8 +956,10 @@ async fn grpc_status_codes_map_to_results() {
         .await
         .expect_err("internal fails");
     assert_eq!(err.grpc_code(), Some(tonic::Code::Internal as i32));
+    // OK with `jobsd-async: true` metadata: the app completes it later.
+    assert_eq!(deliver(&sink, "async").await, TriggerResult::Held);
     let stats = sink.stats();
-    assert_eq!((stats.accepted, stats.not_found, stats.failed), (1, 1, 2));
+    assert_eq!((stats.accepted, stats.not_found, stats.failed), (2, 1, 2));
 }
 
 #[tokio::test]
@@ -911,8 +970,9 @@ async fn grpc_falls_back_to_alpha_when_the_app_has_no_app_callback() {
         assert_eq!(deliver(&sink, name).await, TriggerResult::Success);
     }
     assert_eq!(deliver(&sink, "internal").await, TriggerResult::Failed);
+    assert_eq!(deliver(&sink, "async").await, TriggerResult::Held);
     let seen = app.seen();
-    assert_eq!(seen.len(), 4);
+    assert_eq!(seen.len(), 5);
     assert!(seen.iter().all(|e| e.rpc == "OnJobEventAlpha1"));
     assert_eq!(seen[0].request.method, "job/a");
     // The fallback carries the trace context too.

@@ -629,6 +629,8 @@ fn scheduler_watch_jobs_response() {
         id: (1 << 32) + 1,
         data: Some(any_value()),
         metadata: Some(app_metadata()),
+        // jobsd's execution-context fields left unset: Dapr's exact bytes.
+        ..Default::default()
     };
     round_trip(&bytes, &resp);
 }

@@ -338,6 +338,56 @@ async fn a_failing_app_fails_the_ack_and_the_replicas_failure_policy_applies() {
 }
 
 #[tokio::test]
+async fn async_completion_is_refused_in_remote_mode() {
+    let rep = Rep::start().await;
+    let app = HttpApp::new();
+    app.status.lock().unwrap().insert("plain202".into(), 202);
+    let side = Side::connected(&rep, app::serve(app.clone()).await).await;
+
+    // An explicit async answer cannot be held across the WatchJobs protocol: the attempt
+    // fails and the failure policy runs its course (1 s × 3 retries = 4 deliveries).
+    side.post("async-r", r#"{"dueTime":"1s"}"#).await;
+    // A plain 202 is Dapr's success.
+    side.post("plain202", r#"{"dueTime":"1s"}"#).await;
+    rep.run_for(TimeDelta::seconds(30)).await;
+    assert_eq!(app.count("async-r"), 4);
+    assert!(!rep.exists("async-r").await);
+    assert_eq!(app.count("plain202"), 1);
+    assert!(!rep.exists("plain202").await);
+
+    // The execution routes and policy.lease say why.
+    let r = side
+        .send(
+            "POST",
+            "/jobsd/v1/executions/6f1c1b7e-0000-5000-8000-000000000000/complete",
+            "",
+        )
+        .await;
+    assert_eq!(r.status, 412, "{}", r.text());
+    assert!(
+        r.text().contains("--scheduler-host-address"),
+        "{}",
+        r.text()
+    );
+    let r = side
+        .send(
+            "POST",
+            "/jobsd/v1/jobs/leased",
+            r#"{"dueTime":"1h","policy":{"lease":"1m"}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("policy.lease: async completion needs"),
+        "{}",
+        r.text()
+    );
+
+    side.stop().await;
+    rep.stop().await;
+}
+
+#[tokio::test]
 async fn two_sidecars_of_one_app_share_its_triggers() {
     let rep = Rep::start().await;
     let app_a = HttpApp::new();

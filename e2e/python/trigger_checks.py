@@ -134,6 +134,27 @@ def header_values(event: dict, name: str) -> list:
     return [v for k, v in event["headers"] if k.lower() == name]
 
 
+def check_context(contexts: list, retries: bool, where: str) -> None:
+    """jobsd's execution context of a job's deliveries (dicts of jobsd-* headers / metadata):
+    all four on each; for the attempts of one tick (`retries`) one execution id and nominal time,
+    attempts 1, 2, … and `schedule` then `retry`; for separate ticks an id each."""
+    for i, c in enumerate(contexts):
+        missing = [k for k in ("jobsd-execution-id", "jobsd-attempt", "jobsd-scheduled-time",
+                               "jobsd-trigger") if not c.get(k)]
+        assert not missing, f"{where} call {i + 1}: no {missing} in {c}"
+    ids = [c["jobsd-execution-id"] for c in contexts]
+    if retries:
+        assert len(set(ids)) == 1, f"{where}: retries of one tick with ids {ids}"
+        assert len({c["jobsd-scheduled-time"] for c in contexts}) == 1, f"{where}: {contexts}"
+        attempts = [c["jobsd-attempt"] for c in contexts]
+        assert attempts == [str(i + 1) for i in range(len(contexts))], f"{where}: {attempts}"
+        kinds = [c["jobsd-trigger"] for c in contexts]
+        assert kinds == ["schedule"] + ["retry"] * (len(kinds) - 1), f"{where}: {kinds}"
+    else:
+        assert len(set(ids)) == len(ids), f"{where}: ticks share ids {ids}"
+        assert all(c["jobsd-trigger"] == "schedule" for c in contexts), f"{where}: {contexts}"
+
+
 def actor_config_read(event: dict) -> bool:
     """`GET /dapr/config`: daprd (and jobsd, issue 10) reads the app's actor config when the
     app is up; the recording app answers 404 (no actors). Not a stray delivery."""
@@ -294,6 +315,9 @@ def http_phase(events_path: str) -> Suite:
                 assert ctype == ["application/json"], f"{where}: content-type {ctype}"
                 clen = header_values(e, "content-length")
                 assert clen == [str(len(c.body))], f"{where}: content-length {clen}"
+            contexts = [{k.lower(): v for k, v in e["headers"] if k.lower().startswith("jobsd-")}
+                        for e in got]
+            check_context(contexts, c.first_due is not None, c.name)
             if c.first_due is not None:
                 check_retry_spacing(times, c.first_due, c.name)
             if c.count == 3:  # @every 1s: three ticks, not one burst
@@ -468,6 +492,9 @@ def grpc_phase(events_path: str) -> Suite:
                 assert r["type_url"] == c.type_url, f"{where}: data.type_url {r['type_url']!r}"
                 assert r["content_type"] == c.type_url, (
                     f"{where}: content_type {r['content_type']!r}, want {c.type_url!r}")
+            attempts = rpcs[::2] if c.kind == "unknown" else rpcs
+            check_context([r.get("context", {}) for r in attempts], c.first_due is not None,
+                          c.name)
             if c.kind == "unknown":
                 # Both rpcs answer UNIMPLEMENTED, so each attempt is two calls (which of the
                 # two comes first is checked by on_job_event_called_first).

@@ -66,6 +66,10 @@ class RecordingInterceptor(grpc.ServerInterceptor):
                 "has_data": request.HasField("data"),
                 "type_url": request.data.type_url,
                 "data_hex": request.data.value.hex(),
+                # jobsd's execution context (jobsd-execution-id, -attempt, -scheduled-time,
+                # -trigger), sent as request metadata.
+                "context": {k: v for k, v in (handler_call_details.invocation_metadata or ())
+                            if k.startswith("jobsd-")},
             }
             try:
                 resp = inner(request, context)

@@ -405,6 +405,7 @@ impl ActorRuntime {
         let trace = TraceParent::for_attempt(&trigger.execution_id);
         let mut headers = json_headers();
         headers.insert(TRACEPARENT, trace.header_value());
+        delivery::http::insert_context(&mut headers, &crate::trigger::context::headers(trigger));
         let _turn = self.turn(&actor).await;
         let started = self.inner.spans.as_ref().map(Spans::begin);
         let answer = app
@@ -445,7 +446,8 @@ impl ActorRuntime {
                 trace: &trace,
                 started,
                 outcome: match result {
-                    TriggerResult::Success => "success",
+                    TriggerResult::Success | TriggerResult::Accepted => "success",
+                    TriggerResult::Held => "held",
                     TriggerResult::Cancel => "cancel",
                     TriggerResult::Failed => "failed",
                     TriggerResult::Undeliverable => "undeliverable",

@@ -50,6 +50,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1.0/metadata", get(metadata))
         .merge(super::actors::http::routes())
         .merge(super::jobsd::http::routes())
+        .merge(super::jobsd::executions::routes())
         .with_state(Arc::clone(&state));
     // A path that matches nothing is cleaned (`//`, `.`, `..`, trailing `/`) and routed
     // once more, as chi's CleanPath and StripSlashes middlewares do before daprd routes.

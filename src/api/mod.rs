@@ -40,6 +40,8 @@ pub struct ApiState {
     /// `--max-body-size`: the largest HTTP body and gRPC message accepted, in bytes; 0 means
     /// no limit, as in daprd.
     pub max_body_size: usize,
+    /// `--max-backfill-ticks`: most ticks one backfill may run.
+    pub max_backfill_ticks: usize,
     /// Where the scheduler lives: `"embedded"` or `"remote"` (shown by `/v1.0/metadata`).
     pub mode: &'static str,
     /// Remote mode: the Scheduler replicas in use, empty until WatchHosts has named some

@@ -137,6 +137,10 @@ pub struct SidecarArgs {
     /// Run history and finished jobs.
     #[command(flatten)]
     pub history: HistoryArgs,
+    /// Most ticks one backfill (`POST /jobsd/v1/jobs/{name}/backfill`) may run; a range
+    /// holding more is refused.
+    #[arg(long, default_value_t = crate::engine::DEFAULT_MAX_BACKFILL_TICKS)]
+    pub max_backfill_ticks: usize,
     /// Export a span per delivery attempt to this OTLP/gRPC collector (`http://host:4317`);
     /// off when absent.
     #[arg(long, value_name = "URL")]
@@ -281,6 +285,8 @@ pub struct Sidecar {
     pub scheduler_job_streams: usize,
     /// What the embedded scheduler keeps of each job's past.
     pub history: crate::engine::history::Options,
+    /// Most ticks one backfill may run (`--max-backfill-ticks`).
+    pub max_backfill_ticks: usize,
     /// OTLP/gRPC collector spans are exported to (`--otlp-endpoint`); `None` = no spans.
     pub otlp_endpoint: Option<String>,
     /// Where the Prometheus metrics server listens (`--metrics-listen-address`,
@@ -446,6 +452,7 @@ impl SidecarArgs {
             scheduler_hosts,
             scheduler_job_streams: self.scheduler_job_streams,
             history: self.history.options(),
+            max_backfill_ticks: self.max_backfill_ticks,
             otlp_endpoint: self
                 .otlp_endpoint
                 .as_deref()

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tonic::metadata::{AsciiMetadataValue, MetadataKey};
+use tonic::metadata::{Ascii, AsciiMetadataValue, MetadataKey};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Status};
 
@@ -69,14 +69,16 @@ impl Grpc {
         })
     }
 
-    /// Sends one job to the app: OK → accepted, `NotFound` → [`Ack::NotFound`], any other
-    /// status (including `Unimplemented` from both rpcs) → an error. `trace` goes out as the
-    /// `traceparent` metadata.
+    /// Sends one job to the app: OK → accepted (with response metadata `jobsd-async: true` →
+    /// [`Ack::Later`]), `NotFound` → [`Ack::NotFound`], any other status (including
+    /// `Unimplemented` from both rpcs) → an error. `trace` goes out as the `traceparent`
+    /// metadata.
     pub async fn call(
         &self,
         name: &str,
         data: Option<&prost_types::Any>,
         trace: Option<&TraceParent>,
+        context: &[(&'static str, String)],
     ) -> Result<Ack, Error> {
         let req = JobEventRequest {
             name: name.to_owned(),
@@ -94,12 +96,21 @@ impl Grpc {
         // Hex digits and dashes: always valid ASCII metadata.
         let trace = trace.and_then(|t| AsciiMetadataValue::try_from(&t.encode()[..]).ok());
         let trace = trace.as_ref();
-        let result = match self.stable(req.clone(), trace).await {
-            Err(s) if s.code() == Code::Unimplemented => self.alpha(req, trace).await,
+        let context: Vec<(MetadataKey<Ascii>, AsciiMetadataValue)> = context
+            .iter()
+            .filter_map(|(k, v)| Some((MetadataKey::from_static(k), v.parse().ok()?)))
+            .collect();
+        let extra = Extra {
+            trace,
+            context: &context,
+        };
+        let result = match self.stable(req.clone(), &extra).await {
+            Err(s) if s.code() == Code::Unimplemented => self.alpha(req, &extra).await,
             other => other,
         };
         match result {
-            Ok(()) => Ok(Ack::Accepted),
+            Ok(true) => Ok(Ack::Later { asked: true }),
+            Ok(false) => Ok(Ack::Accepted),
             Err(s) if s.code() == Code::NotFound => Ok(Ack::NotFound),
             Err(s) => Err(status_error(&s)),
         }
@@ -117,44 +128,53 @@ impl Grpc {
             .map_err(|s| status_error(&s))
     }
 
-    async fn stable(
-        &self,
-        req: JobEventRequest,
-        trace: Option<&AsciiMetadataValue>,
-    ) -> Result<(), Status> {
+    /// `OnJobEvent`; whether the answer asks for async completion.
+    async fn stable(&self, req: JobEventRequest, extra: &Extra<'_>) -> Result<bool, Status> {
         AppCallbackClient::new(self.channel.clone())
             .max_decoding_message_size(self.max_message)
             .max_encoding_message_size(self.max_message)
-            .on_job_event(self.request(req, trace))
+            .on_job_event(self.request(req, extra))
             .await
-            .map(|_| ())
+            .map(|r| asks_async(r.metadata()))
     }
 
-    async fn alpha(
-        &self,
-        req: JobEventRequest,
-        trace: Option<&AsciiMetadataValue>,
-    ) -> Result<(), Status> {
+    /// `OnJobEventAlpha1`; whether the answer asks for async completion.
+    async fn alpha(&self, req: JobEventRequest, extra: &Extra<'_>) -> Result<bool, Status> {
         AppCallbackAlphaClient::new(self.channel.clone())
             .max_decoding_message_size(self.max_message)
             .max_encoding_message_size(self.max_message)
-            .on_job_event_alpha1(self.request(req, trace))
+            .on_job_event_alpha1(self.request(req, extra))
             .await
-            .map(|_| ())
+            .map(|r| asks_async(r.metadata()))
     }
 
-    fn request<T>(&self, message: T, trace: Option<&AsciiMetadataValue>) -> Request<T> {
+    fn request<T>(&self, message: T, extra: &Extra<'_>) -> Request<T> {
         let mut req = Request::new(message);
         if let Some(token) = &self.token {
             req.metadata_mut()
                 .insert(MetadataKey::from_static(API_TOKEN_KEY), token.clone());
         }
-        if let Some(trace) = trace {
+        if let Some(trace) = extra.trace {
             req.metadata_mut()
                 .insert(MetadataKey::from_static(TRACEPARENT), trace.clone());
         }
+        for (key, value) in extra.context {
+            req.metadata_mut().insert(key.clone(), value.clone());
+        }
         req
     }
+}
+
+/// The metadata a call carries besides the token: the attempt's `traceparent` and jobsd's
+/// execution context.
+struct Extra<'a> {
+    trace: Option<&'a AsciiMetadataValue>,
+    context: &'a [(MetadataKey<Ascii>, AsciiMetadataValue)],
+}
+
+/// Whether response metadata carries `jobsd-async: true`.
+fn asks_async(metadata: &tonic::metadata::MetadataMap) -> bool {
+    super::says_async(metadata.get(super::ASYNC_HEADER).map(|v| v.as_bytes()))
 }
 
 /// A status as a delivery error; transport failures arrive as `Unavailable` with the cause

@@ -21,6 +21,16 @@ const API_TOKEN_HEADER: HeaderName = HeaderName::from_static("dapr-api-token");
 /// Header carrying the attempt's W3C trace context to the app.
 pub(crate) const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static(TRACEPARENT);
 
+/// Adds jobsd's execution-context headers ([`crate::trigger::context::headers`]) to `headers`.
+pub(crate) fn insert_context(headers: &mut http::HeaderMap, context: &[(&'static str, String)]) {
+    for (name, value) in context {
+        // Ids, numbers and RFC 3339 times: always valid header values.
+        if let Ok(value) = HeaderValue::from_str(value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+}
+
 /// Connections open to the app at once when its concurrency is unlimited.
 const DEFAULT_MAX_CONNECTIONS: usize = 64;
 
@@ -92,13 +102,16 @@ impl Http {
         })
     }
 
-    /// Sends one job to the app: 2xx → accepted, 404 → [`Ack::NotFound`], any other status
-    /// or a transport failure → an error. `trace` goes out as the `traceparent` header.
+    /// Sends one job to the app: 2xx → accepted (`202` → [`Ack::Later`], asked with a
+    /// `Jobsd-Async: true` header), 404 → [`Ack::NotFound`], any other status or a transport
+    /// failure → an error. `trace` goes out as the `traceparent` header, `context` (jobsd's
+    /// execution-context headers) as they are.
     pub async fn call(
         &self,
         name: &str,
         data: Option<&prost_types::Any>,
         trace: Option<&TraceParent>,
+        context: &[(&'static str, String)],
     ) -> Result<Ack, Error> {
         let body = http_body(data)?;
         let mut req = self.request(Method::POST, job_path(name), body)?;
@@ -110,12 +123,18 @@ impl Http {
         if let Some(trace) = trace {
             headers.insert(TRACEPARENT_HEADER, trace.header_value());
         }
-        let status = self
-            .conns
-            .send(req, self.max_drain, Keep::Status)
-            .await?
-            .status;
-        if status.is_success() {
+        insert_context(headers, context);
+        let answer = self.conns.send(req, self.max_drain, Keep::Status).await?;
+        let status = answer.status;
+        if status == StatusCode::ACCEPTED {
+            let asked = super::says_async(
+                answer
+                    .headers
+                    .get(super::ASYNC_HEADER)
+                    .map(HeaderValue::as_bytes),
+            );
+            Ok(Ack::Later { asked })
+        } else if status.is_success() {
             Ok(Ack::Accepted)
         } else if status == StatusCode::NOT_FOUND {
             Ok(Ack::NotFound)

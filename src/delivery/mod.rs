@@ -155,9 +155,10 @@ impl From<&Error> for Failure {
     }
 }
 
-/// How the app took a trigger it did not fail. Not a second result type: both kinds are
-/// [`TriggerResult::Success`]; this is kept only to count them apart (daprd's metrics count a
-/// 404 as a failure though the trigger is not retried).
+/// How the app took a trigger it did not fail. Not a second result type: `Accepted` and
+/// `NotFound` are [`TriggerResult::Success`]; they are kept apart only to count them (daprd's
+/// metrics count a 404 as a failure though the trigger is not retried). `Later` is jobsd's
+/// async completion ([`TriggerResult::Held`] / [`TriggerResult::Accepted`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ack {
     /// 2xx / OK.
@@ -165,6 +166,23 @@ pub enum Ack {
     /// HTTP 404 / gRPC `NotFound`: daprd counts it as SUCCESS (not retried), though its
     /// metrics count it as a failure.
     NotFound,
+    /// HTTP `202 Accepted`, or a gRPC OK with `jobsd-async: true`: the app says it reports
+    /// the outcome later. `asked`: it said so explicitly (the `Jobsd-Async: true` header, or
+    /// the gRPC metadata); a plain `202` holds the execution only for a job with
+    /// `policy.lease`, and is Dapr's success otherwise.
+    Later {
+        /// `Jobsd-Async: true` / `jobsd-async: true` came with the answer.
+        asked: bool,
+    },
+}
+
+/// The response header (HTTP) or metadata key (gRPC) by which an app says it completes the
+/// execution later (async completion), with the value `true`.
+pub const ASYNC_HEADER: &str = "jobsd-async";
+
+/// Whether an [`ASYNC_HEADER`] value says yes.
+fn says_async(value: Option<&[u8]>) -> bool {
+    value.is_some_and(|v| v.eq_ignore_ascii_case(b"true"))
 }
 
 /// Counts of what became of triggers since start.
@@ -340,15 +358,16 @@ impl Delivery {
         };
         let call = self.metrics.call();
         let data = trigger.data.as_ref();
+        let context = crate::trigger::context::headers(trigger);
         let result = match channel {
-            Channel::Http(http) => http.call(&trigger.name, data, Some(trace)).await,
-            Channel::Grpc(grpc) => grpc.call(&trigger.name, data, Some(trace)).await,
+            Channel::Http(http) => http.call(&trigger.name, data, Some(trace), &context).await,
+            Channel::Grpc(grpc) => grpc.call(&trigger.name, data, Some(trace), &context).await,
         };
         // Counted as daprd counts: the calls the app answered. An HTTP call that never got
         // an answer is daprd's channel error, counted nowhere; a gRPC app's channel turns
         // every status into an answer.
         match &result {
-            Ok(Ack::Accepted) => call.answered(true),
+            Ok(Ack::Accepted | Ack::Later { .. }) => call.answered(true),
             Ok(Ack::NotFound) | Err(Error::HttpStatus(_) | Error::GrpcStatus { .. }) => {
                 call.answered(false)
             }
@@ -445,6 +464,8 @@ impl Delivery {
         if let Some((spans, started)) = self.spans.as_ref().zip(started) {
             let (outcome, error) = match &result {
                 Ok(Ack::Accepted) => ("success", None),
+                Ok(Ack::Later { asked: true }) => ("held", None),
+                Ok(Ack::Later { asked: false }) => ("accepted", None),
                 Ok(Ack::NotFound) => ("not_found", None),
                 Err(e) => ("failed", Some(e.to_string())),
             };
@@ -461,6 +482,19 @@ impl Delivery {
             Ok(Ack::Accepted) => {
                 self.counters.accepted.fetch_add(1, Ordering::Relaxed);
                 TriggerResult::Success.into()
+            }
+            Ok(Ack::Later { asked }) => {
+                self.counters.accepted.fetch_add(1, Ordering::Relaxed);
+                let result = if asked {
+                    TriggerResult::Held
+                } else {
+                    TriggerResult::Accepted
+                };
+                Report {
+                    http_status: Some(202)
+                        .filter(|_| matches!(self.channel, Some(Channel::Http(_)))),
+                    ..result.into()
+                }
             }
             Ok(Ack::NotFound) => {
                 self.counters.not_found.fetch_add(1, Ordering::Relaxed);

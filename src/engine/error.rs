@@ -31,6 +31,22 @@ pub enum Error {
     /// jobsd's own views is malformed (a page token it did not hand out): `InvalidArgument`.
     #[error("{0}")]
     BadRequest(String),
+    /// A run by hand was refused because the job is busy and its overlap rule is `skip`
+    /// (`Aborted`: 409).
+    #[error("{0}")]
+    Busy(String),
+    /// This engine cannot do that here (no trigger loop, e.g. a replica that does not own
+    /// the job): `Unavailable`.
+    #[error("{0}")]
+    Unavailable(String),
+    /// No execution of the caller's app is held under that id (unknown, ended, or another
+    /// app's): `NotFound`.
+    #[error("{0}")]
+    ExecutionNotFound(String),
+    /// The held execution already ended otherwise (completed, failed, lease expired, or it
+    /// was never held): `Aborted` (HTTP 409).
+    #[error("{0}")]
+    ExecutionEnded(String),
     /// The store failed (Scheduler: `Internal`).
     #[error("store: {0}")]
     Store(#[from] store::Error),

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use super::convert::{stored_counter, timestamp};
 use crate::schedule::Counter;
 use crate::store::{DeadLetter, Op, Paused, ResultRecord, RunOutcome, StoredRun};
-use crate::trigger::{ExecutionId, Report, TriggerResult};
+use crate::trigger::{ExecutionId, Report, TriggerKind, TriggerResult};
 
 /// Longest error text a run or a status keeps, in bytes (cut on a character boundary).
 pub const MAX_ERROR_TEXT: usize = 512;
@@ -43,6 +43,8 @@ pub struct Attempt {
     pub tick: DateTime<Utc>,
     /// Attempt number, from 1.
     pub attempt: u32,
+    /// Why the execution runs (a tick of the schedule, by hand, a backfill).
+    pub kind: TriggerKind,
     /// Handed to the sink.
     pub started: DateTime<Utc>,
     /// Answered.
@@ -57,7 +59,8 @@ impl Attempt {
     /// ([`execution_id_of`]), which keeps each run record ~40 bytes smaller.
     pub fn run(&self, key: &str) -> StoredRun {
         let outcome = match self.report.result {
-            TriggerResult::Success => RunOutcome::Success,
+            TriggerResult::Success | TriggerResult::Accepted => RunOutcome::Success,
+            TriggerResult::Held => RunOutcome::Running,
             TriggerResult::Failed if self.report.timed_out => RunOutcome::TimedOut,
             TriggerResult::Failed => RunOutcome::Failed,
             TriggerResult::Cancel => RunOutcome::Cancelled,
@@ -77,6 +80,10 @@ impl Attempt {
             http_status: self.report.http_status.map_or(0, u32::from),
             grpc_code: self.report.grpc_code,
             error: bounded(self.report.error.as_deref().unwrap_or_default()),
+            trigger: match self.kind {
+                TriggerKind::Schedule => String::new(),
+                kind => kind.as_str().to_owned(),
+            },
         }
     }
 }
@@ -144,6 +151,9 @@ impl Recorded<'_> {
             skipped_ticks: self.skipped_ticks,
             pause: self.pause,
             dead_letter: self.dead_letter,
+            // A held execution's end releases it: set by the loop (`runner::lease`).
+            hold: None,
+            release: Vec::new(),
         }))
     }
 }

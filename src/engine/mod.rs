@@ -6,9 +6,11 @@
 pub mod convert;
 mod dead_letter;
 mod error;
+pub mod executions;
 pub mod guard;
 pub mod history;
 pub mod labels;
+mod manual;
 mod pause;
 pub mod policies;
 mod queue;
@@ -25,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use dead_letter::check_dead_letter;
 pub use error::Error;
+pub use executions::{Ending, ExecutionCall, HeldExecution};
+pub use manual::DEFAULT_MAX_BACKFILL_TICKS;
 pub use runner::Stats;
 use runner::{Command, Runner};
 pub use views::{

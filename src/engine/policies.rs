@@ -84,6 +84,7 @@ pub fn tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
         max_concurrent: p.max_concurrent,
         timeout: &p.timeout,
         jitter: &p.jitter,
+        lease: &p.lease,
         dst_gap: p.dst.as_ref().map_or("", |d| d.gap.as_str()),
         dst_repeat: p.dst.as_ref().map_or("", |d| d.repeat.as_str()),
     })
@@ -262,6 +263,7 @@ pub fn apply_tick_policy(plan: &mut schedule::Plan, policy: &TickPolicy, seed: u
     p.dst = policy.dst;
     p.offset = policy.offset(seed);
     p.timeout = policy.timeout;
+    p.lease = policy.lease;
     p.while_target_down = policy.while_target_down;
     p.catch_up = policy.catch_up;
     p.overlap = policy.overlap;

@@ -19,10 +19,13 @@ use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Keep, Outcome, Overlap, Plan, WhileTargetDown};
 use crate::store::{LoadedJob, Op, OpResult, RunOutcome, Store, StoredRun};
-use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerResult, keys};
+use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerKind, TriggerResult, keys};
 
 mod exhausted;
 mod fire;
+mod lease;
+mod leases;
+mod manual;
 mod overlap;
 mod skips;
 mod writes;
@@ -31,6 +34,9 @@ use skips::skip_reason;
 
 use exhausted::{ByHand, DeadLetterJob};
 pub use exhausted::{PauseReply, paused_by_hand};
+use lease::LeaseWrite;
+pub use lease::{Call, Ending, ExecutionCall, HeldExecution};
+pub use manual::{ExtraRefused, ExtraRequest};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -93,6 +99,17 @@ pub enum Command {
         /// Gets the write's result, or `None` when the loop does not fire that version.
         reply: PauseReply,
     },
+    /// Run executions by hand beside the job's schedule (run now, backfill).
+    Extra(Box<ExtraRequest>),
+    /// The sink answered a hand-started execution.
+    ExtraDone {
+        /// Job key.
+        key: Arc<str>,
+        /// The version it was for.
+        generation: u64,
+        /// The attempt, with what the sink said.
+        attempt: Box<Attempt>,
+    },
     /// Jobs this loop now fires (a cluster replica took over their partitions), with their
     /// stored progress.
     Adopt(Vec<LoadedJob>),
@@ -105,6 +122,8 @@ pub enum Command {
         /// Answered once nothing of them is in flight any more.
         reply: oneshot::Sender<()>,
     },
+    /// An app's heartbeat, complete or fail of a held execution (async completion).
+    Execution(Box<Call>),
 }
 
 /// A snapshot of the trigger loop.
@@ -120,6 +139,10 @@ pub struct Stats {
     pub outstanding: usize,
     /// The earliest queued fire time.
     pub next_due: Option<DateTime<Utc>>,
+    /// Executions held under a lease (async completion).
+    pub held: usize,
+    /// When the first of their leases runs out.
+    pub next_lease: Option<DateTime<Utc>>,
 }
 
 /// A written result.
@@ -145,6 +168,8 @@ pub struct Persisted {
     dead_letter: Option<Box<DeadLetterJob>>,
     /// A pause or resume by hand: only it is written, the entry's progress is left alone.
     by_hand: Option<ByHand>,
+    /// What the result does to held executions (async completion), and who waits for it.
+    lease: Option<Box<LeaseWrite>>,
     /// What the store answered for this result's op (`None` until written).
     written: Option<Result<OpResult, crate::store::Error>>,
 }
@@ -165,6 +190,7 @@ impl Persisted {
             pause: None,
             dead_letter: None,
             by_hand: None,
+            lease: None,
             written: None,
         }
     }
@@ -207,6 +233,13 @@ pub struct Runner {
     /// Jobs this loop creates itself (dead letters) reach it through the store's watch, as
     /// every write does on a cluster replica, instead of being tracked at once.
     watched: bool,
+    /// Executions started by hand (run now, backfill), per job that has some.
+    extras: HashMap<Arc<str>, Box<manual::ExtraQueue>>,
+    /// Executions held under a lease (async completion).
+    leases: leases::Leases,
+    /// While a held execution's end is applied: what the result recording its run also does
+    /// (release the hold, answer the app), taken by the first run pushed.
+    ending: Option<Box<LeaseWrite>>,
 }
 
 impl Runner {
@@ -242,6 +275,9 @@ impl Runner {
             disowning: Vec::new(),
             history,
             watched: false,
+            extras: HashMap::new(),
+            leases: leases::Leases::default(),
+            ending: None,
         }
     }
 
@@ -299,6 +335,7 @@ impl Runner {
                 .unwrap_or_default();
             let generation = loaded.job.generation;
             let paused = loaded.counter.as_ref().is_some_and(|c| c.paused.is_some());
+            let held = loaded.counter.map(|c| c.held).unwrap_or_default();
             let at = plan.fire_time(&counter);
             if at.is_none() {
                 self.jobs.remove(&key);
@@ -311,7 +348,10 @@ impl Runner {
             }
             let mut entry = self.entry_of(&key, loaded.job, plan, counter);
             entry.paused = paused;
-            self.jobs.insert(key, entry, at);
+            self.jobs.insert(key.clone(), entry, at);
+            if !held.is_empty() {
+                self.restore_held(&key, held);
+            }
         }
         finished
     }
@@ -320,14 +360,17 @@ impl Runner {
     pub async fn run(mut self, stop: CancellationToken) {
         tracing::info!(jobs = self.jobs.len(), "trigger loop started");
         loop {
+            self.start_extras();
+            self.expire_leases();
             self.fire_due();
-            let flush_at = self.flush();
+            let flush_at = earlier(self.flush(), self.leases.early_deadline());
             // While the sink is full, due jobs wait for answers, not for the clock.
             let next = if self.in_sink < self.capacity {
-                self.jobs.next_due()
+                self.next_due()
             } else {
                 None
             };
+            let next = earlier(next, self.leases.next_deadline());
             let clock = self.clock.clone();
             let sleep = async move {
                 match next {
@@ -410,13 +453,16 @@ impl Runner {
                     return;
                 }
                 let entry = self.entry_of(&key, *job, *plan, counter);
+                self.leases.forget(&key, false);
                 self.jobs.insert(key, entry, at);
             }
             Command::Remove(key) => {
                 self.jobs.remove(&key);
+                self.leases.forget(&key, false);
             }
             Command::RemovePrefix(prefix) => {
                 self.jobs.remove_prefix(&prefix);
+                self.leases.forget(&prefix, true);
             }
             Command::Release(prefix) => {
                 for key in self.jobs.unstage_prefix(&prefix) {
@@ -429,8 +475,11 @@ impl Runner {
                 attempt,
             } => {
                 self.in_sink = self.in_sink.saturating_sub(1);
-                self.apply_result(key, generation, *attempt);
+                if let Some(attempt) = self.unless_held(&key, generation, *attempt) {
+                    self.apply_result(key, generation, attempt);
+                }
             }
+            Command::Execution(call) => self.execution_call(*call),
             Command::Sync(reply) => {
                 let _ = reply.send(Stats {
                     jobs: self.jobs.len(),
@@ -439,7 +488,9 @@ impl Runner {
                     outstanding: self.in_sink
                         + usize::from(self.writing)
                         + usize::from(!self.pending.is_empty()),
-                    next_due: self.jobs.next_due(),
+                    next_due: self.next_due(),
+                    held: self.leases.len(),
+                    next_lease: self.leases.next_deadline(),
                 });
             }
             Command::Inspect(key, reply) => {
@@ -451,6 +502,12 @@ impl Runner {
                 paused,
                 reply,
             } => self.set_paused(key, generation, paused, reply),
+            Command::Extra(req) => self.queue_extras(*req),
+            Command::ExtraDone {
+                key,
+                generation,
+                attempt,
+            } => self.extra_done(key, generation, *attempt),
             Command::Adopt(jobs) => {
                 let finished = self.adopt(jobs);
                 if !finished.is_empty() {
@@ -477,6 +534,7 @@ impl Runner {
             Command::Persisted(done) => {
                 self.writing = false;
                 for mut p in done {
+                    lease::lease_written(&mut p);
                     if self.after_write(&mut p) || p.record_only || p.detached {
                         continue;
                     }
@@ -499,6 +557,11 @@ impl Runner {
         }
     }
 
+    /// The earliest time something is due: a queued tick or a hand-started execution.
+    fn next_due(&self) -> Option<DateTime<Utc>> {
+        earlier(self.jobs.next_due(), self.extras_next_due())
+    }
+
     fn apply_result(&mut self, key: Arc<str>, generation: u64, attempt: Attempt) {
         let Some(entry) = self.jobs.get(&key) else {
             return;
@@ -516,7 +579,10 @@ impl Runner {
         }
         let run = attempt.run(&key);
         let outcome = match attempt.report.result {
-            TriggerResult::Success => Outcome::Success,
+            // A 202 is a 2xx; held executions come here only once the app ended them.
+            TriggerResult::Success | TriggerResult::Accepted | TriggerResult::Held => {
+                Outcome::Success
+            }
             TriggerResult::Failed => Outcome::Failed,
             TriggerResult::Cancel => {
                 // The target wants no more of it: the job is finished and deleted.
@@ -656,6 +722,14 @@ impl Runner {
         for (_, reply) in done {
             let _ = reply.send(());
         }
+    }
+}
+
+/// The earlier of two optional instants.
+fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

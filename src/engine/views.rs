@@ -92,6 +92,8 @@ pub struct JobStatus {
     pub paused_reason: Option<String>,
     /// Paused jobs: the note given with the pause, or the exhausted tick's last error.
     pub paused_note: Option<String>,
+    /// Executions held under a lease (async completion), waiting for the app.
+    pub held: Vec<super::HeldExecution>,
 }
 
 /// One job as jobsd's own API shows it.
@@ -211,14 +213,54 @@ impl Engine {
         if store.get_job(&key).await?.is_none() && store.get_finished(&key).await?.is_none() {
             return Err(Error::NotFound(name.to_owned()));
         }
-        let runs = store.list_runs(&key, before, limit).await?;
-        Ok(runs
-            .into_iter()
-            .map(|(seq, mut run)| {
-                run.execution_id = super::history::execution_id_of(&key, &run);
-                Run { seq, run }
+        let mut runs = match before {
+            // Held executions first: they are the newest attempts, not recorded yet.
+            None => self.running(&key).await?,
+            Some(_) => Vec::new(),
+        };
+        let recorded = store.list_runs(&key, before, limit).await?;
+        runs.extend(recorded.into_iter().map(|(seq, mut run)| {
+            run.execution_id = super::history::execution_id_of(&key, &run);
+            Run { seq, run }
+        }));
+        runs.truncate(limit);
+        Ok(runs)
+    }
+
+    /// The executions job `key` holds (async completion), as `running` runs numbered from
+    /// the next run's number on (the one the first of them is recorded under once it ends).
+    async fn running(&self, key: &str) -> Result<Vec<Run>, Error> {
+        let store = &self.inner.store;
+        let Some(job) = store.get_job(key).await? else {
+            return Ok(Vec::new());
+        };
+        let Some(counter) = store
+            .get_counter(key)
+            .await?
+            .filter(|c| c.generation == job.generation)
+        else {
+            return Ok(Vec::new());
+        };
+        let mut runs: Vec<Run> = counter
+            .held
+            .iter()
+            .zip(counter.runs..)
+            .map(|(h, seq)| Run {
+                seq,
+                run: StoredRun {
+                    execution_id: crate::trigger::ExecutionId::from_slice(&h.execution_id)
+                        .map(|id| id.to_string())
+                        .unwrap_or_default(),
+                    nominal: h.nominal,
+                    attempt: h.attempt,
+                    started: h.started,
+                    outcome: RunOutcome::Running.into(),
+                    ..StoredRun::default()
+                },
             })
-            .collect())
+            .collect();
+        runs.reverse();
+        Ok(runs)
     }
 
     /// One page of the owner's jobs that `filter` accepts.
@@ -328,6 +370,25 @@ fn decode_token(token: &str, owner: &str) -> Result<(PageOf, Option<String>), Er
     Ok((table, Some(format!("{owner}{name}"))))
 }
 
+/// The executions a job's counter holds, as the views show them.
+fn held_of(counter: &crate::store::StoredCounter, name: &str) -> Vec<super::HeldExecution> {
+    counter
+        .held
+        .iter()
+        .filter_map(|h| {
+            Some(super::HeldExecution {
+                execution_id: crate::trigger::ExecutionId::from_slice(&h.execution_id)?,
+                name: name.to_owned(),
+                attempt: h.attempt,
+                nominal: h.nominal.as_ref().and_then(instant)?,
+                started: h.started.as_ref().and_then(instant)?,
+                lease_until: h.lease_until.as_ref().and_then(instant),
+                ended: None,
+            })
+        })
+        .collect()
+}
+
 /// The view of a stored job (`live`: the loop's state of it, for an active job).
 fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
     let counter = item.counter.unwrap_or_default();
@@ -340,6 +401,11 @@ fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
         _ => convert::plan_of(&item.key, &item.job)
             .ok()
             .and_then(|plan| plan.fire_time(&progress)),
+    };
+    let held = if finished {
+        Vec::new()
+    } else {
+        held_of(&counter, &name)
     };
     let status = JobStatus {
         state: Some(if finished {
@@ -363,12 +429,13 @@ fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
         on_exhausted: counter.on_exhausted.clone().into_iter().collect(),
         ticks: counter.count,
         current_attempt: progress.attempts + 1,
-        in_flight: matches!(live, Some(State::InFlight | State::Persisting)),
+        in_flight: matches!(live, Some(State::InFlight | State::Persisting)) || !held.is_empty(),
         staged: matches!(live, Some(State::Staged)),
         finished_at: item.finished_at.as_ref().and_then(instant),
         paused_at: paused.and_then(|p| p.at.as_ref()).and_then(instant),
         paused_reason: paused.map(|p| p.reason.clone()),
         paused_note: paused.map(|p| p.note.clone()).filter(|n| !n.is_empty()),
+        held,
     };
     JobView {
         name,

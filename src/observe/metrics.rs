@@ -446,17 +446,19 @@ impl Exhausted {
 }
 
 /// The result kinds of a trigger, in the order of [`EngineCells::durations`].
-const OUTCOMES: [TriggerResult; 4] = [
+const OUTCOMES: [TriggerResult; 5] = [
     TriggerResult::Success,
     TriggerResult::Failed,
     TriggerResult::Undeliverable,
     TriggerResult::Cancel,
+    TriggerResult::Held,
 ];
 
 /// The `outcome` label of a result.
 fn outcome_label(result: TriggerResult) -> &'static str {
     match result {
-        TriggerResult::Success => "success",
+        TriggerResult::Success | TriggerResult::Accepted => "success",
+        TriggerResult::Held => "held",
         TriggerResult::Failed => "failed",
         TriggerResult::Undeliverable => "undeliverable",
         TriggerResult::Cancel => "cancelled",
@@ -466,7 +468,8 @@ fn outcome_label(result: TriggerResult) -> &'static str {
 /// Index of a result in [`OUTCOMES`].
 fn outcome_index(result: TriggerResult) -> usize {
     match result {
-        TriggerResult::Success => 0,
+        TriggerResult::Success | TriggerResult::Accepted => 0,
+        TriggerResult::Held => 4,
         TriggerResult::Failed => 1,
         TriggerResult::Undeliverable => 2,
         TriggerResult::Cancel => 3,
@@ -487,7 +490,7 @@ struct EngineCells {
     /// `jobsd_triggers_in_flight`.
     in_flight: Level,
     /// `jobsd_trigger_duration_seconds{outcome}`, in [`OUTCOMES`] order.
-    durations: [Buckets; 4],
+    durations: [Buckets; OUTCOMES.len()],
     /// `jobsd_ticks_skipped_total{reason}`, in [`Skip::ALL`] order.
     skipped: [Counter; Skip::ALL.len()],
     /// `jobsd_ticks_exhausted_total{reason}`, in [`Exhausted::ALL`] order.
@@ -504,6 +507,8 @@ struct EngineCells {
     queued: Level,
     /// `jobsd_queue_overdue_seconds`.
     overdue: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// `jobsd_executions_held`.
+    held: Level,
 }
 
 /// When a trigger was handed out, for [`EngineMetrics::answered`] (nothing when disabled).
@@ -521,6 +526,8 @@ pub struct LoopSample {
     pub queued: usize,
     /// How far past due the earliest queued trigger is (zero when none is overdue).
     pub overdue: Duration,
+    /// Executions held under a lease (async completion).
+    pub held: usize,
 }
 
 impl EngineMetrics {
@@ -537,6 +544,7 @@ impl EngineMetrics {
             staged: Level::default(),
             queued: Level::default(),
             overdue: Gauge::default(),
+            held: Level::default(),
         };
         registry.register(
             "jobsd_trigger_lateness_seconds",
@@ -619,6 +627,12 @@ impl EngineMetrics {
             "How far past due the earliest queued trigger is (0 when the loop keeps up)",
             cells.overdue.clone(),
         );
+        registry.register(
+            "jobsd_executions_held",
+            "Executions the app answered \"later\" (async completion), held under a lease until \
+             it completes or fails them",
+            cells.held.clone(),
+        );
         EngineMetrics(Some(Arc::new(cells)))
     }
 
@@ -681,6 +695,7 @@ impl EngineMetrics {
             cells.staged.set(n(s.staged));
             cells.queued.set(n(s.queued));
             cells.overdue.set(s.overdue.as_secs_f64());
+            cells.held.set(n(s.held));
         }
     }
 }
@@ -881,8 +896,11 @@ impl SchedulerMetrics {
         };
         let at = t.index();
         let counter = match result {
-            TriggerResult::Success | TriggerResult::Cancel => &cells.triggered[at],
-            TriggerResult::Failed => &cells.failed[at],
+            // A stream's acks are only Dapr's two; the others never come back from one.
+            TriggerResult::Success | TriggerResult::Cancel | TriggerResult::Accepted => {
+                &cells.triggered[at]
+            }
+            TriggerResult::Failed | TriggerResult::Held => &cells.failed[at],
             TriggerResult::Undeliverable => {
                 cells.undelivered[at].inc();
                 return;

@@ -79,6 +79,8 @@ struct Conn {
     label: String,
     /// The prefixes this stream registered.
     prefixes: Vec<String>,
+    /// The caller (a jobsd sidecar) asked for each trigger's execution context.
+    context: bool,
     /// Triggers on their way to the network.
     tx: mpsc::Sender<sv1::WatchJobsResponse>,
     /// Trigger ids and the triggers waiting for their ack.
@@ -148,6 +150,7 @@ impl Pool {
     pub fn connect<S>(
         self: &Arc<Self>,
         initial: sv1::WatchJobsRequestInitial,
+        context: bool,
         inbound: S,
     ) -> Result<Outbound, Status>
     where
@@ -165,6 +168,7 @@ impl Pool {
             id: self.next_conn.fetch_add(1, Ordering::Relaxed),
             label: format!("{}/{}", initial.namespace, initial.app_id),
             prefixes,
+            context,
             tx,
             acks: Mutex::default(),
             closed: CancellationToken::new(),
@@ -414,12 +418,21 @@ impl Pool {
             acks.inflight.insert(id, tx);
             (id, rx)
         };
-        let response = sv1::WatchJobsResponse {
+        let mut response = sv1::WatchJobsResponse {
             name: trigger.name.to_string(),
             id,
             data: trigger.data,
             metadata: Some((*trigger.metadata).clone()),
+            ..Default::default()
         };
+        if conn.context {
+            response.jobsd_tick = trigger.tick.map(|t| prost_types::Timestamp {
+                seconds: t.timestamp(),
+                nanos: i32::try_from(t.timestamp_subsec_nanos()).unwrap_or(0),
+            });
+            response.jobsd_attempt = trigger.attempt;
+            response.jobsd_trigger = trigger.kind.as_str().to_owned();
+        }
         let sent = tokio::select! {
             sent = conn.tx.send(response) => sent.is_ok(),
             () = conn.closed.cancelled() => false,
@@ -460,6 +473,8 @@ mod tests {
             data: None,
             metadata: Arc::new(metadata),
             scheduled_at: chrono::DateTime::UNIX_EPOCH,
+            tick: Some(chrono::DateTime::UNIX_EPOCH),
+            kind: crate::trigger::TriggerKind::Schedule,
             execution_id: crate::trigger::ExecutionId::for_tick(name, chrono::DateTime::UNIX_EPOCH),
             attempt: 1,
             created_by: None,
@@ -484,6 +499,7 @@ mod tests {
         let out = pool
             .connect(
                 init,
+                true,
                 tokio_stream::wrappers::UnboundedReceiverStream::new(rx),
             )
             .unwrap();

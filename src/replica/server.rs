@@ -102,6 +102,10 @@ impl Scheduler for SchedulerService {
         &self,
         request: Request<Streaming<sv1::WatchJobsRequest>>,
     ) -> Result<Response<Self::WatchJobsStream>, Status> {
+        let context = request
+            .metadata()
+            .get(crate::scheduler::remote::CONTEXT_METADATA)
+            .is_some_and(|v| v.as_bytes() == b"1");
         let mut inbound = request.into_inner();
         let Some(WatchJobRequestType::Initial(initial)) = inbound
             .message()
@@ -112,7 +116,7 @@ impl Scheduler for SchedulerService {
                 "initial request is required on stream connection",
             ));
         };
-        Ok(Response::new(self.pool.connect(initial, inbound)?))
+        Ok(Response::new(self.pool.connect(initial, context, inbound)?))
     }
 
     async fn list_jobs(

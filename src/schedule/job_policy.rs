@@ -67,6 +67,30 @@ pub struct TickPolicy {
     /// Every tick fires this much later than its nominal time: a fixed offset in
     /// `[0, jitter)` per job (see [`TickPolicy::offset`]).
     pub jitter: Option<TimeDelta>,
+    /// Async completion opted in: an attempt the app answers with a plain `202 Accepted` is
+    /// held under a lease this long (see [`lease_length`]).
+    pub lease: Option<TimeDelta>,
+}
+
+/// Lease of an execution held without `policy.lease` (answered with `Jobsd-Async: true`).
+pub const DEFAULT_LEASE: TimeDelta = TimeDelta::minutes(5);
+
+/// Shortest lease (`policy.lease`, a heartbeat's `lease`).
+pub const MIN_LEASE: TimeDelta = TimeDelta::seconds(1);
+
+/// Longest lease: a held execution keeps its job's slot, so a lease must run out some day.
+pub const MAX_LEASE: TimeDelta = TimeDelta::hours(24);
+
+/// A lease length given as a Go duration (`policy.lease`, a heartbeat's `lease`): `None` when
+/// empty, else between [`MIN_LEASE`] and [`MAX_LEASE`]; the error names `field`.
+pub fn lease_length(field: &str, text: &str) -> Result<Option<TimeDelta>, String> {
+    let Some(lease) = positive_duration(field, text)? else {
+        return Ok(None);
+    };
+    if lease < MIN_LEASE || lease > MAX_LEASE {
+        return Err(format!("{field}: {text:?} must be between 1s and 24h"));
+    }
+    Ok(Some(lease))
 }
 
 /// What happens to a tick whose retries are spent.
@@ -98,6 +122,8 @@ pub struct TickPolicyText<'a> {
     pub timeout: &'a str,
     /// Go duration.
     pub jitter: &'a str,
+    /// Go duration, 1s to 24h.
+    pub lease: &'a str,
     /// `skip` | `shift`.
     pub dst_gap: &'a str,
     /// `first` | `last` | `twice`.
@@ -213,6 +239,7 @@ impl TickPolicy {
             overlap,
             timeout: positive_duration("policy.timeout", t.timeout)?,
             jitter: positive_duration("policy.jitter", t.jitter)?,
+            lease: lease_length("policy.lease", t.lease)?,
         })
     }
 
@@ -285,10 +312,12 @@ mod tests {
             max_concurrent: 3,
             timeout: "30s",
             jitter: "5s",
+            lease: "10m",
             dst_gap: "shift",
             dst_repeat: "first",
         })
         .unwrap();
+        assert_eq!(full.lease, Some(TimeDelta::minutes(10)));
         assert_eq!(full.catch_up, CatchUp::Window(TimeDelta::minutes(10)));
         assert_eq!(
             full.dst,
@@ -354,6 +383,31 @@ mod tests {
             })
             .unwrap_err()
             .starts_with("policy.jitter: \"soon\" is not a duration")
+        );
+    }
+
+    #[test]
+    fn leases_are_bounded_and_errors_name_the_field() {
+        assert_eq!(lease_length("policy.lease", ""), Ok(None));
+        assert_eq!(lease_length("lease", "1s"), Ok(Some(MIN_LEASE)));
+        assert_eq!(lease_length("lease", "24h"), Ok(Some(MAX_LEASE)));
+        for (text, want) in [
+            (
+                "999ms",
+                "policy.lease: \"999ms\" must be between 1s and 24h",
+            ),
+            (
+                "24h1s",
+                "policy.lease: \"24h1s\" must be between 1s and 24h",
+            ),
+            ("0s", "policy.lease: \"0s\" must be more than 0"),
+        ] {
+            assert_eq!(lease_length("policy.lease", text).unwrap_err(), want);
+        }
+        assert!(
+            lease_length("policy.lease", "long")
+                .unwrap_err()
+                .starts_with("policy.lease: \"long\" is not a duration")
         );
     }
 

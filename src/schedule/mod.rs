@@ -2,6 +2,7 @@
 //!
 //! Everything here is deterministic: callers pass "now" in; nothing reads a clock or does I/O.
 
+pub mod backfill;
 pub mod cron;
 pub mod duration;
 pub mod iso8601;

@@ -50,6 +50,8 @@ pub struct PlanPolicy {
     pub offset: TimeDelta,
     /// An attempt still unanswered this long after it went out fails (`policy.timeout`).
     pub timeout: Option<TimeDelta>,
+    /// A plain `202 Accepted` holds the attempt under a lease this long (`policy.lease`).
+    pub lease: Option<TimeDelta>,
     /// A tick that finds its target down (`policy.whileTargetDown`).
     pub while_target_down: super::WhileTargetDown,
     /// Missed ticks (`policy.catchUp`).
@@ -66,6 +68,7 @@ static DAPR_POLICY: PlanPolicy = PlanPolicy {
     dst: DstPolicy::DAPR,
     offset: TimeDelta::zero(),
     timeout: None,
+    lease: None,
     while_target_down: super::WhileTargetDown::Stage,
     catch_up: super::CatchUp::All,
     overlap: super::Overlap::Serial,

@@ -7,7 +7,8 @@ use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
 use super::{
-    Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
+    Conditions, Error, ExecutionCall, Guarded, HeldExecution, IfMatch, JobExtras, JobView,
+    ListFilter, ListPage, Run, Scheduler,
 };
 
 impl From<engine::Error> for Error {
@@ -20,7 +21,10 @@ impl From<engine::Error> for Error {
                 Code::Unknown
             }
             engine::Error::AlreadyExists(_) => Code::AlreadyExists,
-            engine::Error::NotFound(_) => Code::NotFound,
+            engine::Error::NotFound(_) | engine::Error::ExecutionNotFound(_) => Code::NotFound,
+            engine::Error::ExecutionEnded(_) => Code::Aborted,
+            engine::Error::Busy(_) => Code::Aborted,
+            engine::Error::Unavailable(_) => Code::Unavailable,
             engine::Error::Store(_) => Code::Internal,
         };
         Error::new(code, err.to_string())
@@ -102,6 +106,39 @@ impl Scheduler for Engine {
 
     async fn resume_job(&self, metadata: sv1::JobMetadata, name: String) -> Result<(), Error> {
         Ok(Engine::resume_job(self, &metadata, &name).await?)
+    }
+
+    async fn trigger_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        overlap: Option<crate::schedule::Overlap>,
+    ) -> Result<crate::trigger::ExecutionId, Error> {
+        Ok(Engine::trigger_job(self, &metadata, &name, overlap).await?)
+    }
+
+    async fn backfill_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        range: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+        overlap: Option<crate::schedule::Overlap>,
+        limit: usize,
+    ) -> Result<Vec<(chrono::DateTime<chrono::Utc>, crate::trigger::ExecutionId)>, Error> {
+        Ok(Engine::backfill_job(self, &metadata, &name, range, overlap, limit).await?)
+    }
+
+    fn holds_executions(&self) -> bool {
+        true
+    }
+
+    async fn execution_call(
+        &self,
+        metadata: sv1::JobMetadata,
+        id: String,
+        call: ExecutionCall,
+    ) -> Result<HeldExecution, Error> {
+        Ok(Engine::execution_call(self, &metadata, &id, call).await?)
     }
 
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {

@@ -20,7 +20,8 @@ pub use crate::engine::guard::{self, Conditions, Guarded, IfMatch};
 pub use crate::engine::labels::check as check_labels;
 pub use crate::engine::policies::{check_together, failure_handling, tick_policy};
 pub use crate::engine::{
-    JobExtras, JobState, JobStatus, JobView, ListFilter, ListPage, MAX_RUNS, Run, RunOutcome,
+    Ending, ExecutionCall, HeldExecution, JobExtras, JobState, JobStatus, JobView, ListFilter,
+    ListPage, MAX_RUNS, Run, RunOutcome,
 };
 use crate::proto::scheduler as sv1;
 
@@ -83,6 +84,24 @@ fn pause_unavailable() -> Error {
         tonic::Code::FailedPrecondition,
         "pausing and resuming jobs needs jobsd's embedded scheduler; \
          it is not available with --scheduler-host-address",
+    )
+}
+
+/// What a scheduler that cannot run jobs by hand answers.
+fn by_hand_unavailable() -> Error {
+    Error::new(
+        tonic::Code::FailedPrecondition,
+        "running a job by hand (trigger, backfill) needs jobsd's embedded scheduler; \
+         it is not available with --scheduler-host-address",
+    )
+}
+
+/// What a scheduler that cannot hold executions answers (async completion).
+fn executions_unavailable() -> Error {
+    Error::new(
+        tonic::Code::FailedPrecondition,
+        "async completion (held executions, heartbeat, complete, fail) needs jobsd's embedded \
+         scheduler; it is not available with --scheduler-host-address",
     )
 }
 
@@ -241,6 +260,52 @@ pub trait Scheduler: Send + Sync + 'static {
     async fn resume_job(&self, metadata: sv1::JobMetadata, name: String) -> Result<(), Error> {
         let _ = (metadata, name);
         Err(pause_unavailable())
+    }
+
+    /// Runs job `name` of the metadata's owner once now, beside its schedule (`overlap`
+    /// overrides the job's overlap policy for it); gives the execution's id.
+    async fn trigger_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        overlap: Option<crate::schedule::Overlap>,
+    ) -> Result<crate::trigger::ExecutionId, Error> {
+        let _ = (metadata, name, overlap);
+        Err(by_hand_unavailable())
+    }
+
+    /// Runs every nominal tick of job `name`'s schedule in `range` (`[start, end)`) once, in
+    /// order, at most `limit` of them; gives each tick with its execution id.
+    async fn backfill_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        range: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+        overlap: Option<crate::schedule::Overlap>,
+        limit: usize,
+    ) -> Result<Vec<(chrono::DateTime<chrono::Utc>, crate::trigger::ExecutionId)>, Error> {
+        let _ = (metadata, name, range, overlap, limit);
+        Err(by_hand_unavailable())
+    }
+
+    /// Whether executions an app answers "later" are held here (async completion): only
+    /// jobsd's embedded scheduler holds them.
+    fn holds_executions(&self) -> bool {
+        false
+    }
+
+    /// Applies an app's heartbeat, complete or fail to the held execution `id` of the
+    /// metadata's owner, answering with the execution after the call: `NotFound` when none
+    /// is held under that id for this owner, `Aborted` when it ended otherwise. Only jobsd's
+    /// embedded scheduler holds executions.
+    async fn execution_call(
+        &self,
+        metadata: sv1::JobMetadata,
+        id: String,
+        call: ExecutionCall,
+    ) -> Result<HeldExecution, Error> {
+        let _ = (metadata, id, call);
+        Err(executions_unavailable())
     }
 
     /// Deletes a job; deleting a missing job succeeds.

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use chrono::{DateTime, Utc};
 
-use super::{JobState, JobStatus, JobView, ListFilter, ListPage, Run, RunOutcome};
+use super::{HeldExecution, JobState, JobStatus, JobView, ListFilter, ListPage, Run, RunOutcome};
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica as jsv1;
 use crate::proto::store::StoredRun;
@@ -21,6 +21,7 @@ pub fn outcome_name(outcome: RunOutcome) -> &'static str {
         RunOutcome::TimedOut => "timed_out",
         RunOutcome::Skipped => "skipped",
         RunOutcome::Undeliverable => "undeliverable",
+        RunOutcome::Running => "running",
         RunOutcome::Unspecified => "unknown",
     }
 }
@@ -34,6 +35,7 @@ pub fn outcome_named(name: &str) -> Option<RunOutcome> {
         RunOutcome::TimedOut,
         RunOutcome::Skipped,
         RunOutcome::Undeliverable,
+        RunOutcome::Running,
     ]
     .into_iter()
     .find(|o| outcome_name(*o) == name)
@@ -78,7 +80,32 @@ pub fn status_to_wire(s: JobStatus) -> jv1::JobStatus {
         paused_at: stamp(s.paused_at),
         paused_reason: s.paused_reason.unwrap_or_default(),
         paused_note: s.paused_note.unwrap_or_default(),
+        held: s.held.into_iter().map(held_to_wire).collect(),
     }
+}
+
+/// A held execution as `jobsd.v1.HeldExecution`.
+pub fn held_to_wire(h: HeldExecution) -> jv1::HeldExecution {
+    jv1::HeldExecution {
+        execution_id: h.execution_id.to_string(),
+        attempt: h.attempt,
+        nominal_time: stamp(Some(h.nominal)),
+        started: stamp(Some(h.started)),
+        lease_until: stamp(h.lease_until),
+    }
+}
+
+/// A `jobsd.v1.HeldExecution` of job `name` (an unreadable id is left out).
+fn held_from_wire(h: jv1::HeldExecution, name: &str) -> Option<HeldExecution> {
+    Some(HeldExecution {
+        execution_id: crate::trigger::ExecutionId::parse(&h.execution_id)?,
+        name: name.to_owned(),
+        attempt: h.attempt,
+        nominal: instant(h.nominal_time)?,
+        started: instant(h.started)?,
+        lease_until: instant(h.lease_until),
+        ended: None,
+    })
 }
 
 /// A `jobsd.v1.JobStatus` as the engine's status.
@@ -106,6 +133,11 @@ pub fn status_from_wire(s: jv1::JobStatus) -> JobStatus {
         paused_at: instant(s.paused_at),
         paused_reason: (!s.paused_reason.is_empty()).then_some(s.paused_reason),
         paused_note: (!s.paused_note.is_empty()).then_some(s.paused_note),
+        held: s
+            .held
+            .into_iter()
+            .filter_map(|h| held_from_wire(h, ""))
+            .collect(),
     }
 }
 
@@ -123,6 +155,7 @@ pub fn run_to_wire(r: Run) -> jv1::Run {
         RunOutcome::TimedOut => jv1::RunOutcome::TimedOut,
         RunOutcome::Skipped => jv1::RunOutcome::Skipped,
         RunOutcome::Undeliverable => jv1::RunOutcome::Undeliverable,
+        RunOutcome::Running => jv1::RunOutcome::Running,
         RunOutcome::Unspecified => jv1::RunOutcome::Unspecified,
     };
     jv1::Run {
@@ -137,6 +170,7 @@ pub fn run_to_wire(r: Run) -> jv1::Run {
         http_status: r.run.http_status,
         grpc_code: r.run.grpc_code,
         error: r.run.error,
+        trigger: r.run.trigger,
     }
 }
 
@@ -154,6 +188,7 @@ pub fn run_from_wire(r: jv1::Run) -> Run {
             http_status: r.http_status,
             grpc_code: r.grpc_code,
             error: r.error,
+            trigger: r.trigger,
         },
     }
 }
@@ -180,11 +215,15 @@ pub fn view_to_wire(v: JobView) -> jsv1::JobView {
 
 /// A view as the replica sent it.
 pub fn view_from_wire(v: jsv1::JobView) -> JobView {
+    let mut status = status_from_wire(v.status.unwrap_or_default());
+    for held in &mut status.held {
+        held.name.clone_from(&v.name);
+    }
     JobView {
         name: v.name,
         job: v.job.unwrap_or_default(),
         labels: v.labels.into_iter().collect(),
-        status: status_from_wire(v.status.unwrap_or_default()),
+        status,
         policy: v.policy,
         failure_policy: v.failure_policy,
         etag: v.etag,
@@ -268,6 +307,16 @@ mod tests {
             paused_at: None,
             paused_reason: None,
             paused_note: None,
+            held: vec![HeldExecution {
+                execution_id: crate::trigger::ExecutionId::for_tick("app||ns||a||j", t),
+                // A status does not carry the job's name: the view fills it in.
+                name: String::new(),
+                attempt: 2,
+                nominal: t,
+                started: t + chrono::TimeDelta::seconds(1),
+                lease_until: Some(t + chrono::TimeDelta::minutes(5)),
+                ended: None,
+            }],
         };
         assert_eq!(status_from_wire(status_to_wire(status.clone())), status);
         let paused = JobStatus {
@@ -299,6 +348,7 @@ mod tests {
                     http_status: 503,
                     grpc_code: Some(14),
                     error: "e".into(),
+                    trigger: "backfill".into(),
                 },
             };
             let wire = run_to_wire(run.clone());

@@ -451,8 +451,17 @@ fn record_result<T: Tables>(
         counter.last_trigger = progress.last_trigger;
         counter.attempts = progress.attempts;
     }
-    let run = record.run.unwrap_or_default();
-    count_run(&mut counter, &run, record.dropped, record.skipped_ticks);
+    if !record.release.is_empty() {
+        counter.held.retain(|h| h.execution_id != record.release);
+    }
+    if let Some(hold) = record.hold {
+        counter.held.retain(|h| h.execution_id != hold.execution_id);
+        counter.held.push(hold);
+    }
+    // A record that only holds an execution (an app's 202, a heartbeat) counts no run.
+    if let Some(run) = &record.run {
+        count_run(&mut counter, run, record.dropped, record.skipped_ticks);
+    }
     // After every decode of this op: a corrupt record leaves nothing half done.
     let placed = record
         .dead_letter
@@ -471,19 +480,21 @@ fn record_result<T: Tables>(
         counter.paused = Some(pause);
     }
     let done = placed.map_or(OpResult::Done, OpResult::DeadLettered);
-    let seq = counter.runs;
-    counter.runs += 1;
     let history = tables.keeps_history() && record.history_limit > 0;
-    if history {
-        tables.insert(
-            Table::Runs,
-            &run_key(key, seq),
-            run.encode_to_vec(),
-            undo.as_deref_mut(),
-        )?;
-        let limit = u64::from(record.history_limit);
-        if seq >= limit {
-            tables.remove(Table::Runs, &run_key(key, seq - limit), undo.as_deref_mut())?;
+    if let Some(run) = record.run {
+        let seq = counter.runs;
+        counter.runs += 1;
+        if history {
+            tables.insert(
+                Table::Runs,
+                &run_key(key, seq),
+                run.encode_to_vec(),
+                undo.as_deref_mut(),
+            )?;
+            let limit = u64::from(record.history_limit);
+            if seq >= limit {
+                tables.remove(Table::Runs, &run_key(key, seq - limit), undo.as_deref_mut())?;
+            }
         }
     }
     if !record.finish {
@@ -538,7 +549,8 @@ fn count_run(counter: &mut StoredCounter, run: &StoredRun, dropped: bool, skippe
         RunOutcome::Skipped => {
             *counter.skipped.entry(run.error.clone()).or_default() += u64::from(skipped.max(1));
         }
-        RunOutcome::Unspecified => {}
+        // Held executions are shown, never recorded as a run.
+        RunOutcome::Unspecified | RunOutcome::Running => {}
     }
     if dropped {
         counter.dropped += 1;

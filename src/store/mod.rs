@@ -29,8 +29,8 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 pub use crate::proto::store::{
-    DeadLetter, FinishedJob, GuardedWrite, IdempotencyClaim, IdempotencyRecord, IfMatch, Paused,
-    ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
+    DeadLetter, FinishedJob, GuardedWrite, HeldExecution, IdempotencyClaim, IdempotencyRecord,
+    IfMatch, Paused, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
 };
 pub use etcd::{Change, Etcd};
 pub use memory::Memory;

@@ -649,6 +649,7 @@ suite!(
 );
 
 mod guarded;
+mod held;
 mod history;
 mod pause;
 

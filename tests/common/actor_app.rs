@@ -30,6 +30,8 @@ pub struct Call {
     pub body: String,
     /// The manual clock when the call arrived.
     pub at: DateTime<Utc>,
+    /// jobsd's execution-context headers (`jobsd-*`) of a reminder call.
+    pub context: HashMap<String, String>,
 }
 
 /// How the app answers a reminder.
@@ -109,6 +111,7 @@ impl ActorApp {
             name: name.to_owned(),
             body: String::from_utf8_lossy(body).into_owned(),
             at: self.clock.now(),
+            context: HashMap::new(),
         });
         calls
             .iter()
@@ -125,9 +128,17 @@ async fn config(State(app): State<ActorApp>) -> Response {
 async fn remind(
     State(app): State<ActorApp>,
     Path((t, id, name)): Path<(String, String, String)>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let n = app.record("remind", &t, &id, &name, &body);
+    if let Some(call) = app.calls.lock().unwrap().last_mut() {
+        call.context = headers
+            .iter()
+            .filter(|(k, _)| k.as_str().starts_with("jobsd-"))
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+    }
     let script = app
         .scripts
         .lock()

@@ -7,12 +7,14 @@ use chrono::TimeDelta;
 use jobsd::clock::{Clock, ManualClock};
 use jobsd::engine::Engine;
 
-/// Waits until nothing is out (at the app or a stream) or being written and nothing is due.
+/// Waits until nothing is out (at the app or a stream) or being written and nothing is due
+/// (no tick, no lease deadline).
 /// Only for tests whose receivers answer every trigger.
 pub async fn settle(engine: &Engine, clock: &ManualClock) {
     for _ in 0..5000 {
         let s = engine.sync().await.expect("the trigger loop runs");
-        if s.outstanding == 0 && s.next_due.is_none_or(|t| t > clock.now()) {
+        let due = |t: Option<chrono::DateTime<chrono::Utc>>| t.is_some_and(|t| t <= clock.now());
+        if s.outstanding == 0 && !due(s.next_due) && !due(s.next_lease) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -20,11 +22,15 @@ pub async fn settle(engine: &Engine, clock: &ManualClock) {
     panic!("the engine did not settle");
 }
 
-/// Steps the clock to `now + d`, stopping at every fire time on the way.
+/// Steps the clock to `now + d`, stopping at every fire time (and lease deadline) on the way.
 pub async fn run_for(engine: &Engine, clock: &ManualClock, d: TimeDelta) {
     let to = clock.now() + d;
     settle(engine, clock).await;
-    while let Some(next) = engine.sync().await.expect("the trigger loop runs").next_due {
+    loop {
+        let s = engine.sync().await.expect("the trigger loop runs");
+        let Some(next) = [s.next_due, s.next_lease].into_iter().flatten().min() else {
+            break;
+        };
         if next > to {
             break;
         }

@@ -112,6 +112,7 @@ pub fn sidecar_config(
         scheduler_hosts: scheduler_hosts.to_vec(),
         scheduler_job_streams: 3,
         history: jobsd::engine::history::Options::default(),
+        max_backfill_ticks: jobsd::engine::DEFAULT_MAX_BACKFILL_TICKS,
         otlp_endpoint: None,
         metrics: None,
     }
@@ -142,6 +143,7 @@ pub fn state(scheduler: Arc<dyn Scheduler>, app_id: &str, namespace: &str) -> Ap
         namespace: namespace.to_owned(),
         api_token: None,
         max_body_size: 4 << 20,
+        max_backfill_ticks: jobsd::engine::DEFAULT_MAX_BACKFILL_TICKS,
         mode: "embedded",
         scheduler_hosts: None,
         actors: jobsd::actors::ActorRuntime::without_app(

@@ -4,11 +4,13 @@
 use tonic::{Request, Response, Status};
 
 use super::conditions;
-use super::{DEFAULT_RUNS, MAX_RUNS, bad_request};
+use super::executions::{execution_to_wire, fail_call, heartbeat_call};
+use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, steer};
 use crate::api::ApiState;
 use crate::api::grpc::{authorize, traceparent};
 use crate::api::scheduler_to_runtime_job;
 use crate::proto::jobsd_api::{self as jv1, jobs_server::JobsServer};
+use crate::scheduler::ExecutionCall;
 use crate::scheduler::{JobExtras, JobView, views_wire};
 
 /// The `jobsd.v1.Jobs` implementation over the shared job operations.
@@ -131,6 +133,94 @@ impl jv1::jobs_server::Jobs for JobsApi {
         authorize(&self.state, &request)?;
         self.state.resume_job(request.into_inner().name).await?;
         Ok(Response::new(jv1::ResumeJobResponse {}))
+    }
+
+    async fn trigger_job(
+        &self,
+        request: Request<jv1::TriggerJobRequest>,
+    ) -> Result<Response<jv1::TriggerJobResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let overlap = steer::overlap_of(&req.overlap)?;
+        let id = self.state.trigger_job(req.name, overlap).await?;
+        Ok(Response::new(jv1::TriggerJobResponse {
+            execution_id: id.to_string(),
+            scheduled_time: None,
+        }))
+    }
+
+    async fn backfill_job(
+        &self,
+        request: Request<jv1::BackfillJobRequest>,
+    ) -> Result<Response<jv1::BackfillJobResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let time = |field: &str, t: Option<prost_types::Timestamp>| {
+            t.and_then(|t| {
+                chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?)
+            })
+            .ok_or_else(|| bad_request(format!("{field}: a valid timestamp is required")))
+        };
+        let range = (time("start", req.start)?, time("end", req.end)?);
+        let overlap = steer::overlap_of(&req.overlap)?;
+        let runs = self.state.backfill_job(req.name, range, overlap).await?;
+        let executions = runs
+            .into_iter()
+            .map(|(tick, id)| jv1::BackfillExecution {
+                scheduled_time: Some(prost_types::Timestamp {
+                    seconds: tick.timestamp(),
+                    nanos: i32::try_from(tick.timestamp_subsec_nanos()).unwrap_or(0),
+                }),
+                execution_id: id.to_string(),
+            })
+            .collect();
+        Ok(Response::new(jv1::BackfillJobResponse { executions }))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<jv1::HeartbeatRequest>,
+    ) -> Result<Response<jv1::HeartbeatResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let call = heartbeat_call(&req.lease)?;
+        let held = self.state.execution_call(req.execution_id, call).await?;
+        let (execution, name) = execution_to_wire(held);
+        Ok(Response::new(jv1::HeartbeatResponse { execution, name }))
+    }
+
+    async fn complete_execution(
+        &self,
+        request: Request<jv1::CompleteExecutionRequest>,
+    ) -> Result<Response<jv1::CompleteExecutionResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let id = request.into_inner().execution_id;
+        let held = self
+            .state
+            .execution_call(id, ExecutionCall::Complete)
+            .await?;
+        let (execution, name) = execution_to_wire(held);
+        Ok(Response::new(jv1::CompleteExecutionResponse {
+            execution,
+            name,
+        }))
+    }
+
+    async fn fail_execution(
+        &self,
+        request: Request<jv1::FailExecutionRequest>,
+    ) -> Result<Response<jv1::FailExecutionResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let held = self
+            .state
+            .execution_call(req.execution_id, fail_call(req.error))
+            .await?;
+        let (execution, name) = execution_to_wire(held);
+        Ok(Response::new(jv1::FailExecutionResponse {
+            execution,
+            name,
+        }))
     }
 
     async fn list_runs(

@@ -23,7 +23,7 @@ use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 
 use super::conditions;
-use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, json, policy_json};
+use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, json, policy_json, steer};
 use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::http_request::{parse_schedule_request, query_params};
 use crate::api::{ApiError, ApiState};
@@ -41,6 +41,8 @@ pub fn routes() -> Router<Shared> {
         .route("/jobsd/v1/jobs/{name}/runs", get(runs))
         .route("/jobsd/v1/jobs/{name}/pause", post(pause))
         .route("/jobsd/v1/jobs/{name}/resume", post(resume))
+        .route("/jobsd/v1/jobs/{name}/trigger", post(trigger))
+        .route("/jobsd/v1/jobs/{name}/backfill", post(backfill))
 }
 
 fn respond(result: Result<Response, ApiError>) -> Response {
@@ -146,11 +148,7 @@ async fn pause(State(state): State<Shared>, Path(name): Path<String>, body: Body
     respond(
         async {
             let bytes = read_body(body, state.body_limit()).await?;
-            let body: PauseBody = if bytes.iter().all(u8::is_ascii_whitespace) {
-                PauseBody::default()
-            } else {
-                serde_json::from_slice(&bytes).map_err(|e| bad_request(format!("body: {e}")))?
-            };
+            let body: PauseBody = optional_json(&bytes)?;
             state.pause_job(name, body.note.unwrap_or_default()).await?;
             Ok(StatusCode::NO_CONTENT.into_response())
         }
@@ -169,6 +167,72 @@ async fn resume(State(state): State<Shared>, Path(name): Path<String>) -> Respon
 }
 
 /// A query parameter parsed as a number, or a 400 naming it.
+/// The body of a run-now request (optional).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TriggerBody {
+    #[serde(default)]
+    overlap: String,
+}
+
+/// The body of a backfill request.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BackfillBody {
+    start: String,
+    end: String,
+    #[serde(default)]
+    overlap: String,
+}
+
+/// `bytes` as JSON of `T`; an empty body is `T::default()`.
+fn optional_json<T: serde::de::DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(bytes).map_err(|e| bad_request(format!("body: {e}")))
+}
+
+async fn trigger(State(state): State<Shared>, Path(name): Path<String>, body: Body) -> Response {
+    respond(
+        async {
+            let bytes = read_body(body, state.body_limit()).await?;
+            let body: TriggerBody = optional_json(&bytes)?;
+            let overlap = steer::overlap_of(&body.overlap)?;
+            let id = state.trigger_job(name, overlap).await?;
+            let answer = serde_json::json!({ "executionId": id.to_string() });
+            Ok((StatusCode::ACCEPTED, json_response(answer.to_string())).into_response())
+        }
+        .await,
+    )
+}
+
+async fn backfill(State(state): State<Shared>, Path(name): Path<String>, body: Body) -> Response {
+    respond(
+        async {
+            let bytes = read_body(body, state.body_limit()).await?;
+            let body: BackfillBody =
+                serde_json::from_slice(&bytes).map_err(|e| bad_request(format!("body: {e}")))?;
+            let start = steer::instant("start", &body.start)?;
+            let end = steer::instant("end", &body.end)?;
+            let overlap = steer::overlap_of(&body.overlap)?;
+            let runs = state.backfill_job(name, (start, end), overlap).await?;
+            let executions: Vec<serde_json::Value> = runs
+                .iter()
+                .map(|(tick, id)| {
+                    serde_json::json!({
+                        "scheduledTime": crate::trigger::context::rfc3339(*tick),
+                        "executionId": id.to_string(),
+                    })
+                })
+                .collect();
+            let answer = serde_json::json!({ "count": executions.len(), "executions": executions });
+            Ok((StatusCode::ACCEPTED, json_response(answer.to_string())).into_response())
+        }
+        .await,
+    )
+}
+
 fn number<T: std::str::FromStr>(value: Option<&String>, name: &str) -> Result<Option<T>, ApiError> {
     value
         .map(|v| {

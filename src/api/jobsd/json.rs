@@ -59,6 +59,13 @@ pub fn view(view: &JobView) -> Result<String, ApiError> {
             "pausedAt": time(s.paused_at),
             "pausedReason": s.paused_reason,
             "pausedNote": s.paused_note,
+            "held": s.held.iter().map(|h| json!({
+                "executionId": h.execution_id.to_string(),
+                "attempt": h.attempt,
+                "nominalTime": time(Some(h.nominal)),
+                "started": time(Some(h.started)),
+                "leaseUntil": time(h.lease_until),
+            })).collect::<Vec<_>>(),
         },
     });
     // `job` first, spliced in as Dapr's encoder wrote it.
@@ -77,6 +84,12 @@ fn run(r: &Run) -> Value {
     let mut m = Map::new();
     m.insert("seq".into(), r.seq.into());
     m.insert("executionId".into(), r.run.execution_id.clone().into());
+    let trigger = if r.run.trigger.is_empty() {
+        "schedule"
+    } else {
+        r.run.trigger.as_str()
+    };
+    m.insert("trigger".into(), trigger.into());
     m.insert("nominalTime".into(), time(stamp(r.run.nominal.as_ref())));
     m.insert("attempt".into(), r.run.attempt.into());
     m.insert("started".into(), time(started));

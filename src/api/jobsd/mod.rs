@@ -3,10 +3,12 @@
 //! the `Idempotency-Key` and `If-Match` headers their creates also take ([`conditions`]).
 
 pub mod conditions;
+pub mod executions;
 pub mod grpc;
 pub mod http;
 mod json;
 mod policy_json;
+mod steer;
 
 use std::sync::Arc;
 
@@ -46,6 +48,8 @@ fn view_error(err: scheduler::Error) -> ApiError {
         tonic::Code::FailedPrecondition => {
             (StatusCode::PRECONDITION_FAILED, "ERR_JOBSD_UNSUPPORTED")
         }
+        tonic::Code::Aborted => (StatusCode::CONFLICT, "ERR_JOBSD_BUSY"),
+        tonic::Code::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "ERR_JOBSD_UNAVAILABLE"),
         _ => (
             StatusCode::INTERNAL_SERVER_ERROR,
             super::error::reason::INTERNAL,
@@ -93,6 +97,7 @@ impl ApiState {
             .transpose()
             .map_err(bad_request)?;
         scheduler::check_together(&tick, handling.as_ref()).map_err(bad_request)?;
+        self.check_lease_policy(tick.lease.is_some())?;
         if let (Some(handling), Some(job)) = (&handling, &req.job) {
             scheduler::check_dead_letter(&self.job_metadata(), &job.name, &handling.on_exhausted)
                 .map_err(bad_request)?;

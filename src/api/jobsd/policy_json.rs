@@ -28,6 +28,8 @@ struct Policy {
     jitter: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dst: Option<Dst>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    lease: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -149,6 +151,7 @@ pub fn policy_from_json(value: Value) -> Result<jv1::JobPolicy, String> {
         timeout: p.timeout,
         jitter: p.jitter,
         dst,
+        lease: p.lease,
     })
 }
 
@@ -166,6 +169,7 @@ pub fn policy_to_json(p: &jv1::JobPolicy) -> Value {
             gap: d.gap.clone(),
             repeat: d.repeat.clone(),
         }),
+        lease: p.lease.clone(),
     };
     serde_json::to_value(json).unwrap_or(Value::Null)
 }

@@ -12,6 +12,9 @@ impl Runner {
             let Some((key, at)) = self.jobs.pop_due(now) else {
                 break;
             };
+            if self.hold_for_extras(&key, at) {
+                continue;
+            }
             let Some(entry) = self.jobs.get(&key) else {
                 continue;
             };
@@ -45,18 +48,8 @@ impl Runner {
         let Some(entry) = self.jobs.get(&key) else {
             return;
         };
-        let name_at = usize::try_from(entry.name_at).unwrap_or(0);
-        let execution_id = ExecutionId::for_tick(&key, tick);
-        let trigger = Trigger {
-            key: key.clone(),
-            name: Arc::from(key.get(name_at..).unwrap_or(&key)),
-            data: entry.data.clone(),
-            metadata: entry.metadata.clone(),
-            scheduled_at: at,
-            execution_id,
-            attempt,
-            created_by: entry.created_by.clone(),
-        };
+        let trigger = trigger_of(&key, entry, tick, at, attempt, TriggerKind::Schedule);
+        let execution_id = trigger.execution_id;
         let generation = entry.generation;
         let timeout = entry.plan.policy().timeout;
         let outlet = self.outlet.clone();
@@ -79,6 +72,7 @@ impl Runner {
                 execution_id,
                 tick,
                 attempt,
+                kind: TriggerKind::Schedule,
                 started,
                 finished: outlet.clock.now(),
                 report,
@@ -89,6 +83,31 @@ impl Runner {
                 attempt,
             });
         });
+    }
+}
+
+/// Attempt `attempt` of the execution of `entry` (job `key`) at nominal time `tick`, started
+/// for `kind`, due at `at`.
+pub(super) fn trigger_of(
+    key: &Arc<str>,
+    entry: &Entry,
+    tick: DateTime<Utc>,
+    at: DateTime<Utc>,
+    attempt: u32,
+    kind: TriggerKind,
+) -> Trigger {
+    let name_at = usize::try_from(entry.name_at).unwrap_or(0);
+    Trigger {
+        key: key.clone(),
+        name: Arc::from(key.get(name_at..).unwrap_or(key)),
+        data: entry.data.clone(),
+        metadata: entry.metadata.clone(),
+        scheduled_at: at,
+        tick: Some(tick),
+        kind,
+        execution_id: ExecutionId::for_execution(key, tick, kind),
+        attempt,
+        created_by: entry.created_by.clone(),
     }
 }
 

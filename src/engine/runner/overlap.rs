@@ -87,7 +87,7 @@ impl Runner {
         }
         let mut run = attempt.run(&key);
         let again = match attempt.report.result {
-            TriggerResult::Success => None,
+            TriggerResult::Success | TriggerResult::Accepted | TriggerResult::Held => None,
             TriggerResult::Cancel => {
                 // The target wants no more of the job: it is finished and deleted.
                 let counter = entry.counter;

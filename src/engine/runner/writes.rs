@@ -9,6 +9,11 @@ impl Runner {
         if self.pending.is_empty() {
             self.pending_since = Some(Instant::now());
         }
+        let mut result = result;
+        if result.run.is_some() && result.lease.is_none() {
+            // The run of a held execution's end: it also releases the hold.
+            result.lease = self.ending.take();
+        }
         self.pending.push(result);
     }
 
@@ -61,32 +66,39 @@ impl Runner {
         let now = self.clock.now();
         let ops = batch
             .iter_mut()
-            .map(|p| match (p.run.take(), p.next) {
-                _ if p.by_hand.is_some() => Op::SetPaused {
-                    key: p.key.to_string(),
-                    generation: p.generation,
-                    paused: p.by_hand.as_ref().and_then(|b| b.paused.clone()),
-                },
-                (Some(run), next) => Recorded {
-                    key: &p.key,
-                    generation: p.generation,
-                    progress: (!p.record_only).then_some(&p.counter),
-                    finish: next.is_none() && !p.record_only && !p.detached,
-                    dropped: p.dropped,
-                    run,
-                    skipped_ticks: p.skipped_ticks,
-                    pause: p.pause.clone(),
-                    dead_letter: p.dead_letter.as_ref().map(|d| d.record.clone()),
+            .map(|p| {
+                if let Some(op) = lease::lease_only_op(p) {
+                    return op;
                 }
-                .op(&self.history, now),
-                (None, Some(_)) => Op::PutCounter {
-                    key: p.key.to_string(),
-                    counter: convert::stored_counter(&p.counter, p.generation),
-                },
-                (None, None) => Op::FinishJob {
-                    key: p.key.to_string(),
-                    generation: p.generation,
-                },
+                let mut op = match (p.run.take(), p.next) {
+                    _ if p.by_hand.is_some() => Op::SetPaused {
+                        key: p.key.to_string(),
+                        generation: p.generation,
+                        paused: p.by_hand.as_ref().and_then(|b| b.paused.clone()),
+                    },
+                    (Some(run), next) => Recorded {
+                        key: &p.key,
+                        generation: p.generation,
+                        progress: (!p.record_only).then_some(&p.counter),
+                        finish: next.is_none() && !p.record_only && !p.detached,
+                        dropped: p.dropped,
+                        run,
+                        skipped_ticks: p.skipped_ticks,
+                        pause: p.pause.clone(),
+                        dead_letter: p.dead_letter.as_ref().map(|d| d.record.clone()),
+                    }
+                    .op(&self.history, now),
+                    (None, Some(_)) => Op::PutCounter {
+                        key: p.key.to_string(),
+                        counter: convert::stored_counter(&p.counter, p.generation),
+                    },
+                    (None, None) => Op::FinishJob {
+                        key: p.key.to_string(),
+                        generation: p.generation,
+                    },
+                };
+                lease::release_with(p, &mut op);
+                op
             })
             .collect();
         let store = self.store.clone();

@@ -26,7 +26,16 @@ type Delivery = (usize, chrono::DateTime<chrono::Utc>);
 
 /// Deliveries seen by every member: job name → deliveries in arrival order.
 #[derive(Default)]
-struct Log(Mutex<HashMap<String, Vec<Delivery>>>);
+struct Log(Mutex<HashMap<String, Vec<Delivery>>>, Mutex<Vec<Attempted>>);
+
+/// One attempt of a `fail-*` job (which every member fails): member, execution id, nominal
+/// tick and attempt number, as the trigger carried them.
+type Attempted = (
+    usize,
+    crate::trigger::ExecutionId,
+    Option<chrono::DateTime<chrono::Utc>>,
+    u32,
+);
 
 impl Log {
     fn count(&self, name: &str) -> usize {
@@ -64,6 +73,15 @@ impl Sink for Recorder {
             .entry(trigger.name.to_string())
             .or_default()
             .push((self.member, trigger.scheduled_at));
+        if trigger.name.starts_with("fail-") {
+            self.log.1.lock().unwrap().push((
+                self.member,
+                trigger.execution_id,
+                trigger.tick,
+                trigger.attempt,
+            ));
+            return TriggerResult::Failed;
+        }
         TriggerResult::Success
     }
     fn is_deliverable(&self, _key: &str) -> bool {
@@ -326,6 +344,71 @@ async fn a_members_share_moves_when_it_leaves_or_dies() {
     for name in &names {
         assert_eq!(owner_of_job(name), 0, "{name} not on the last member");
     }
+    stop_all(nodes).await;
+}
+
+/// A tick that keeps failing is retried by the member that takes over its partition after
+/// its owner dies, as the same execution: same execution id, same nominal tick, attempts
+/// counted on (an attempt the dead member had out and not written may be made again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_tick_keeps_its_execution_id_across_a_failover() {
+    let (log, mut nodes) = three_members().await;
+    let due = chrono::Utc::now() + chrono::TimeDelta::seconds(1);
+    let job = sv1::Job {
+        due_time: Some(due.to_rfc3339()),
+        failure_policy: Some(crate::proto::common::JobFailurePolicy {
+            policy: Some(crate::proto::common::job_failure_policy::Policy::Constant(
+                crate::proto::common::JobFailurePolicyConstant {
+                    interval: Some(prost_types::Duration {
+                        seconds: 0,
+                        nanos: 300_000_000,
+                    }),
+                    max_retries: None,
+                },
+            )),
+        }),
+        ..Default::default()
+    };
+    nodes[0]
+        .engine
+        .schedule_job(request("fail-over", job))
+        .await
+        .unwrap();
+    let attempts = || log.1.lock().unwrap().clone();
+    wait_for("two failed attempts", || attempts().len() >= 2).await;
+    let owner = attempts()[0].0;
+    let dead = nodes.remove(owner);
+    dead.cluster.unwrap().task.abort();
+    dead.engine_stop.cancel();
+    wait_for("another member to retry the tick", || {
+        attempts().iter().filter(|a| a.0 != owner).count() >= 2
+    })
+    .await;
+    let seen = attempts();
+    let (_, id, tick, _) = seen[0];
+    assert!(tick.is_some(), "the trigger knows its tick");
+    for (member, other_id, other_tick, _) in &seen {
+        assert_eq!(
+            (*other_id, *other_tick),
+            (id, tick),
+            "member {member}: {seen:?}"
+        );
+    }
+    assert_eq!(
+        id,
+        crate::trigger::ExecutionId::for_tick("app||default||myapp||fail-over", tick.unwrap())
+    );
+    // Attempts 1, 2, … on the owner; the next member goes on from the last one written
+    // (the one the owner had out when it died may be made again, never an earlier one).
+    let on = |pick: &dyn Fn(usize) -> bool| -> Vec<u32> {
+        seen.iter().filter(|a| pick(a.0)).map(|a| a.3).collect()
+    };
+    let before = on(&|m| m == owner);
+    let after = on(&|m| m != owner);
+    let consecutive = |n: &[u32]| n.windows(2).all(|w| w[1] == w[0] + 1);
+    assert_eq!(before[0], 1, "{seen:?}");
+    assert!(consecutive(&before) && consecutive(&after), "{seen:?}");
+    assert!(after[0] >= *before.last().unwrap(), "{seen:?}");
     stop_all(nodes).await;
 }
 

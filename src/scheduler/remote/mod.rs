@@ -15,6 +15,8 @@ mod fake;
 mod hosts;
 mod watch;
 
+pub use watch::CONTEXT_METADATA;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -17,7 +17,7 @@ use super::{JITTER, client};
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
 use crate::resiliency::backoff::jittered;
-use crate::trigger::{ExecutionId, Sink, Trigger, TriggerResult, keys};
+use crate::trigger::{ExecutionId, Sink, Trigger, TriggerKind, TriggerResult, keys};
 
 /// Wait before reopening a stream that failed or ended (`500ms ± 250ms`, see [`JITTER`]).
 const RECONNECT: Duration = Duration::from_millis(500);
@@ -198,7 +198,7 @@ async fn session(
     // wait for as long as there is nothing to deliver.
     let opened = tokio::select! {
         () = stop.cancelled() => return Ok(Ended::Stopped),
-        opened = client.watch_jobs(ReceiverStream::new(outbound)) => opened?,
+        opened = client.watch_jobs(asking_context(ReceiverStream::new(outbound))) => opened?,
     };
     let _open = OpenStream::new(&ctx.open_streams);
     let mut inbound = opened.into_inner();
@@ -269,7 +269,17 @@ async fn deliver(
         name: job.name.clone(),
         metadata: job.metadata.clone(),
     };
+    let name = job.name.clone();
     let result = ctx.sink.deliver(trigger(job, ctx.clock.as_ref())).await;
+    if result == TriggerResult::Held {
+        // Holding would need the Scheduler to wait for an ack it cannot be told about; the
+        // attempt fails (its failure policy decides) rather than being taken as done.
+        tracing::error!(
+            job = %name,
+            "the app answered Jobsd-Async (async completion), which needs jobsd's embedded \
+             scheduler and is not available with --scheduler-host-address; the attempt fails"
+        );
+    }
     if result == TriggerResult::Cancel {
         tokio::spawn(async move {
             if let Err(e) = client(channel).delete_job(cancel_request).await {
@@ -319,18 +329,44 @@ pub(super) fn trigger(job: sv1::WatchJobsResponse, clock: &dyn Clock) -> Trigger
         Err(_) => job.name.clone(),
     };
     // Dapr's WatchJobs message carries neither the tick nor the attempt: the execution is
-    // named by the arrival time, each arrival an attempt of its own.
+    // named by the arrival time, each arrival an attempt of its own. A jobsd replica adds
+    // them (`jobsd_tick`, asked for by `asking_context`), so its triggers name the same
+    // execution on every retry and every replica.
     let now = clock.now();
+    let tick = job.jobsd_tick.and_then(|t| {
+        chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0))
+    });
+    let kind = TriggerKind::parse(&job.jobsd_trigger).unwrap_or_default();
+    let execution_id = match tick {
+        Some(tick) => ExecutionId::for_execution(&key, tick, kind),
+        None => ExecutionId::for_tick(&key, now),
+    };
     Trigger {
-        execution_id: ExecutionId::for_tick(&key, now),
+        execution_id,
         key: key.into(),
         name: job.name.into(),
         data: job.data,
         metadata: Arc::new(metadata),
         scheduled_at: now,
-        attempt: 1,
+        tick,
+        kind,
+        attempt: job.jobsd_attempt.max(1),
         created_by: None,
     }
+}
+
+/// Metadata a jobsd sidecar opens its WatchJobs streams with: a jobsd replica then adds the
+/// execution context to each trigger; a Dapr Scheduler ignores it.
+pub const CONTEXT_METADATA: &str = "jobsd-execution-context";
+
+/// `stream` as a WatchJobs request asking for the execution context.
+fn asking_context<T>(stream: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(stream);
+    request.metadata_mut().insert(
+        CONTEXT_METADATA,
+        tonic::metadata::AsciiMetadataValue::from_static("1"),
+    );
+    request
 }
 
 #[cfg(test)]
@@ -383,6 +419,7 @@ mod tests {
                 id: 3,
                 data: Some(data.clone()),
                 metadata: Some(metadata.clone()),
+                ..Default::default()
             },
             &clock,
         );

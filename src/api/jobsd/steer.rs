@@ -1,0 +1,71 @@
+//! Running a job by hand on jobsd's routes: run now (`POST /jobsd/v1/jobs/{name}/trigger`)
+//! and backfill (`POST …/{name}/backfill`), HTTP and gRPC sharing the checks below.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::{bad_request, view_error};
+use crate::api::{ApiError, ApiState};
+use crate::schedule::Overlap;
+use crate::trigger::ExecutionId;
+
+/// The `overlap` of a run-now or backfill request: empty is the job's own policy.
+pub fn overlap_of(text: &str) -> Result<Option<Overlap>, ApiError> {
+    Ok(Some(match text {
+        "" => return Ok(None),
+        "serial" => Overlap::Serial,
+        "skip" => Overlap::Skip,
+        "bufferOne" => Overlap::BufferOne,
+        // How many at once does not apply: hand-started executions of a job run one at a
+        // time; `allow` only lets them run beside the scheduled ones.
+        "allow" => Overlap::Allow(1),
+        other => {
+            return Err(bad_request(format!(
+                "overlap: {other:?} is not one of serial, skip, bufferOne, allow"
+            )));
+        }
+    }))
+}
+
+/// An RFC 3339 time of a backfill request, named `field` in errors.
+pub fn instant(field: &str, text: &str) -> Result<DateTime<Utc>, ApiError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.to_utc())
+        .map_err(|e| bad_request(format!("{field}: {text:?} is not an RFC 3339 time: {e}")))
+}
+
+impl ApiState {
+    /// Runs job `name` once now; gives the execution id.
+    pub async fn trigger_job(
+        &self,
+        name: String,
+        overlap: Option<Overlap>,
+    ) -> Result<ExecutionId, ApiError> {
+        let scheduler = Arc::clone(&self.scheduler);
+        scheduler
+            .trigger_job(self.job_metadata(), name, overlap)
+            .await
+            .map_err(view_error)
+    }
+
+    /// Backfills job `name` over `[start, end)`; gives each tick with its execution id.
+    pub async fn backfill_job(
+        &self,
+        name: String,
+        range: (DateTime<Utc>, DateTime<Utc>),
+        overlap: Option<Overlap>,
+    ) -> Result<Vec<(DateTime<Utc>, ExecutionId)>, ApiError> {
+        let scheduler = Arc::clone(&self.scheduler);
+        scheduler
+            .backfill_job(
+                self.job_metadata(),
+                name,
+                range,
+                overlap,
+                self.max_backfill_ticks,
+            )
+            .await
+            .map_err(view_error)
+    }
+}

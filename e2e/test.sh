@@ -14,3 +14,4 @@ bash e2e/triggers.sh
 bash e2e/policies.sh
 bash e2e/cluster.sh
 bash e2e/actors.sh
+bash e2e/steer_async.sh

@@ -336,7 +336,8 @@ async fn a_plain_202_holds_only_a_job_that_opts_in_with_policy_lease() {
     r.create("plain", r#"{"schedule":"@every 10s"}"#).await;
     r.create(
         "leased",
-        r#"{"schedule":"@every 10s","policy":{"lease":"1m"}}"#,
+        // policy.timeout stops at the 202: the lease takes over.
+        r#"{"schedule":"@every 10s","policy":{"lease":"1m","timeout":"5s"}}"#,
     )
     .await;
     r.run_for(TimeDelta::seconds(35)).await;
@@ -345,6 +346,11 @@ async fn a_plain_202_holds_only_a_job_that_opts_in_with_policy_lease() {
     assert_eq!(held(&r, "plain").await.len(), 0);
     assert_eq!(app.count("leased"), 1, "held: its next ticks wait");
     assert_eq!(held(&r, "leased").await.len(), 1);
+    assert_eq!(
+        outcomes(&runs(&r, "leased").await),
+        ["running"],
+        "no timeout"
+    );
     r.stop().await;
 }
 

@@ -15,3 +15,4 @@ bash e2e/policies.sh
 bash e2e/cluster.sh
 bash e2e/actors.sh
 bash e2e/steer_idempotency.sh
+bash e2e/steer_async.sh

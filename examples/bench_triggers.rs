@@ -96,6 +96,10 @@ struct AppArgs {
     /// API at this address (async completion); records the completions.
     #[arg(long)]
     complete_via: Option<SocketAddr>,
+    /// Async mode: complete calls in flight at once (a worker pool, over as many kept-alive
+    /// connections).
+    #[arg(long, default_value_t = 64)]
+    complete_concurrency: usize,
 }
 
 /// Where jobsd and the app are.
@@ -234,7 +238,8 @@ fn main() -> Result<()> {
                 .enable_all()
                 .build()?
         };
-        return runtime.block_on(app(args.port, args.h2c, args.complete_via));
+        let complete = args.complete_via.map(|at| (at, args.complete_concurrency));
+        return runtime.block_on(app(args.port, args.h2c, complete));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -279,8 +284,9 @@ struct Rec {
 #[derive(Default)]
 struct AppState {
     recs: Mutex<Vec<Rec>>,
-    /// Async mode: where to complete executions, over pooled keep-alive connections.
-    complete: Option<(SocketAddr, Completer)>,
+    /// Async mode: where to complete executions, over pooled keep-alive connections, and
+    /// how many complete calls may be in flight at once.
+    complete: Option<(SocketAddr, Completer, Arc<tokio::sync::Semaphore>)>,
 }
 
 /// A pooled HTTP/1.1 client for jobsd's execution routes.
@@ -289,17 +295,18 @@ type Completer = hyper_util::client::legacy::Client<
     Full<Bytes>,
 >;
 
-async fn app(port: u16, h2c: bool, complete_via: Option<SocketAddr>) -> Result<()> {
+async fn app(port: u16, h2c: bool, complete_via: Option<(SocketAddr, usize)>) -> Result<()> {
     let listener = TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("bind 127.0.0.1:{port}"))?;
     eprintln!("bench app listening on 127.0.0.1:{port}");
-    let complete = complete_via.map(|addr| {
+    let complete = complete_via.map(|(addr, concurrency)| {
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .pool_max_idle_per_host(256)
+                .pool_max_idle_per_host(concurrency)
                 .build_http();
-        (addr, client)
+        let slots = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+        (addr, client, slots)
     });
     let state = Arc::new(AppState {
         recs: Mutex::default(),
@@ -437,7 +444,10 @@ async fn later(
         return text(StatusCode::BAD_REQUEST, "no execution id");
     };
     tokio::spawn(async move {
-        let Some((addr, client)) = &state.complete else {
+        let Some((addr, client, slots)) = &state.complete else {
+            return;
+        };
+        let Ok(_slot) = slots.acquire().await else {
             return;
         };
         let uri = format!("http://{addr}/jobsd/v1/executions/{id}/complete");

@@ -29,6 +29,35 @@ async fn start(app: &HttpApp, store: Arc<dyn Store>) -> Running {
     Running::start(cfg(addr), store, ManualClock::new(t0())).await
 }
 
+/// An app and a redb data dir that sidecars are started on one after another, on one clock.
+struct OnDisk {
+    app: HttpApp,
+    addr: SocketAddr,
+    dir: tempfile::TempDir,
+    clock: ManualClock,
+}
+
+impl OnDisk {
+    async fn new() -> OnDisk {
+        let app = HttpApp::new();
+        let addr = app::serve(app.clone()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(t0());
+        OnDisk {
+            app,
+            addr,
+            dir,
+            clock,
+        }
+    }
+
+    /// A sidecar on the data dir (the previous one stopped).
+    async fn start(&self) -> Running {
+        let store: Arc<dyn Store> = Arc::new(store::Redb::open(self.dir.path()).unwrap());
+        Running::start(cfg(self.addr), store, self.clock.clone()).await
+    }
+}
+
 /// The executions job `name` holds, from its status.
 async fn held(r: &Running, name: &str) -> Vec<Value> {
     r.view(name).await["status"]["held"]
@@ -307,7 +336,8 @@ async fn a_plain_202_holds_only_a_job_that_opts_in_with_policy_lease() {
     r.create("plain", r#"{"schedule":"@every 10s"}"#).await;
     r.create(
         "leased",
-        r#"{"schedule":"@every 10s","policy":{"lease":"1m"}}"#,
+        // policy.timeout stops at the 202: the lease takes over.
+        r#"{"schedule":"@every 10s","policy":{"lease":"1m","timeout":"5s"}}"#,
     )
     .await;
     r.run_for(TimeDelta::seconds(35)).await;
@@ -316,6 +346,11 @@ async fn a_plain_202_holds_only_a_job_that_opts_in_with_policy_lease() {
     assert_eq!(held(&r, "plain").await.len(), 0);
     assert_eq!(app.count("leased"), 1, "held: its next ticks wait");
     assert_eq!(held(&r, "leased").await.len(), 1);
+    assert_eq!(
+        outcomes(&runs(&r, "leased").await),
+        ["running"],
+        "no timeout"
+    );
     r.stop().await;
 }
 
@@ -370,12 +405,9 @@ async fn overlap_skip_passes_over_the_ticks_a_held_execution_spans_and_allow_run
 
 #[tokio::test]
 async fn a_held_execution_survives_a_restart_and_completes_after_it() {
-    let app = HttpApp::new();
-    let dir = tempfile::tempdir().unwrap();
-    let addr = app::serve(app.clone()).await;
-    let clock = ManualClock::new(t0());
-    let open = || -> Arc<dyn Store> { Arc::new(store::Redb::open(dir.path()).unwrap()) };
-    let r = Running::start(cfg(addr), open(), clock.clone()).await;
+    let disk = OnDisk::new().await;
+    let (app, clock) = (disk.app.clone(), disk.clock.clone());
+    let r = disk.start().await;
     r.create(
         "async-live",
         r#"{"schedule":"@every 1m","policy":{"lease":"2m"}}"#,
@@ -396,7 +428,7 @@ async fn a_held_execution_survives_a_restart_and_completes_after_it() {
 
     // Down for a minute and a half: the 30 s lease ran out meanwhile, the 5 m one did not.
     clock.set(t0() + TimeDelta::seconds(150));
-    let r = Running::start(cfg(addr), open(), clock.clone()).await;
+    let r = disk.start().await;
     r.run_for(TimeDelta::seconds(1)).await;
     let v = r.view("async-live").await;
     assert_eq!(v["status"]["held"][0]["executionId"], live.as_str(), "{v}");
@@ -582,12 +614,9 @@ async fn a_complete_that_overtakes_its_own_202_still_completes() {
 /// between them that had ended is run again (at least once), nothing is lost.
 #[tokio::test]
 async fn overlapping_held_executions_survive_a_restart() {
-    let app = HttpApp::new();
-    let dir = tempfile::tempdir().unwrap();
-    let addr = app::serve(app.clone()).await;
-    let clock = ManualClock::new(t0());
-    let open = || -> Arc<dyn Store> { Arc::new(store::Redb::open(dir.path()).unwrap()) };
-    let r = Running::start(cfg(addr), open(), clock.clone()).await;
+    let disk = OnDisk::new().await;
+    let app = disk.app.clone();
+    let r = disk.start().await;
     r.create(
         "async-many",
         r#"{"schedule":"@every 10s","policy":{"overlap":"allow","maxConcurrent":3,"lease":"10m"}}"#,
@@ -610,7 +639,7 @@ async fn overlapping_held_executions_survive_a_restart() {
     assert_eq!(app.count("async-many"), 3, "the 40 tick is not due yet");
     r.stop().await;
 
-    let r = Running::start(cfg(addr), open(), clock.clone()).await;
+    let r = disk.start().await;
     r.run_for(TimeDelta::seconds(1)).await; // 37
     let after = held(&r, "async-many").await;
     assert_eq!(id_of(&after, "2026-01-01T00:00:10Z"), Some(t10.clone()));

@@ -498,3 +498,29 @@ async fn a_metrics_port_in_use_is_a_startup_error_naming_the_flag() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn held_executions_are_a_gauge_and_their_answers_a_duration_outcome() {
+    let app = HttpApp::new();
+    let (sidecar, clock) = metered_sidecar(app::serve(app.clone()).await).await;
+    let engine = sidecar.engine().unwrap();
+    let metrics = sidecar.metrics_addr.expect("metrics on");
+    // `async-*` jobs answer 202 + Jobsd-Async: true (async completion).
+    for name in ["async-1", "async-2", "plain"] {
+        post(&sidecar, name, r#"{"dueTime":"1s"}"#).await;
+    }
+    clockwork::run_for(engine, &clock, TimeDelta::seconds(2)).await;
+    let s = scrape(metrics).await;
+    assert_eq!(value(&s, "jobsd_executions_held", &APP), 2.0);
+    let outcome = |o| {
+        value(
+            &s,
+            "jobsd_trigger_duration_seconds_count",
+            &with(&APP, &[("outcome", o)]),
+        )
+    };
+    assert_eq!((outcome("held"), outcome("success")), (2.0, 1.0));
+    assert_eq!(value(&s, "jobsd_triggers_in_flight", &APP), 0.0);
+    sidecar.shutdown_token().cancel();
+    sidecar.wait().await.unwrap();
+}

@@ -24,7 +24,7 @@ app can name the execution even without jobsd's execution headers. One phase per
 import json
 import sys
 
-from harness import Suite
+from harness import Suite, run_phase_of
 from policy_checks import (create, deliveries, due_at, http, load, read_events, runs, save,
                            summary, view, wait_runs, wait_status)
 
@@ -236,13 +236,5 @@ PHASES = {
 }
 
 
-def main(argv) -> int:
-    phase = argv[1] if len(argv) > 1 else ""
-    if phase in PHASES and len(argv) == 2 + PHASES[phase][1]:
-        return PHASES[phase][0](*argv[2:]).run()
-    print(__doc__, file=sys.stderr)
-    return 2
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(run_phase_of(PHASES, sys.argv, __doc__))

@@ -17,7 +17,6 @@ async_app.py.
 """
 
 import argparse
-import json
 import sys
 import tempfile
 import threading
@@ -28,11 +27,11 @@ import grpc
 from dapr.ext.grpc import App, JobEvent
 from google.protobuf import json_format, struct_pb2
 
-from async_app import derived_id
+import async_app
+from async_app import derived_id, record
 from policy_checks import generate_stubs
 
 LOCK = threading.Lock()
-LOG = None
 STUB = None
 PB = None
 CALLS = {}
@@ -40,14 +39,6 @@ JOB_RPCS = (
     "/dapr.proto.runtime.v1.AppCallback/OnJobEvent",
     "/dapr.proto.runtime.v1.AppCallbackAlpha/OnJobEventAlpha1",
 )
-
-
-def record(event: dict) -> None:
-    event["t"] = time.time()
-    line = json.dumps(event, separators=(",", ":")) + "\n"
-    with LOCK:
-        LOG.write(line)
-        LOG.flush()
 
 
 def execution_id_of(request, context):
@@ -119,14 +110,14 @@ class AsyncInterceptor(grpc.ServerInterceptor):
 
 
 def main() -> int:
-    global LOG, STUB, PB
+    global STUB, PB
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--jobsd-grpc", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--names", nargs="*", default=[])
     args = ap.parse_args()
-    LOG = open(args.log, "a", encoding="utf-8")
+    async_app.LOG = open(args.log, "a", encoding="utf-8")
     stubs = tempfile.mkdtemp(prefix="jobsd-async-stubs-")
     PB, pb_grpc = generate_stubs(stubs)
     STUB = pb_grpc.JobsStub(grpc.insecure_channel(args.jobsd_grpc))

@@ -13,9 +13,10 @@ traceback of a failure), then the closing line `N passed, M failed`, and returns
 (0 only when nothing failed). A check is a function; it fails if it raises.
 """
 
+import sys
 import time
 import traceback
-from typing import Callable, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 
 class Suite:
@@ -49,3 +50,15 @@ class Suite:
               flush=True)
         print(f"{passed} passed, {failed} failed", flush=True)
         return 0 if failed == 0 else 1
+
+
+def run_phase_of(phases: Dict[str, Tuple[Callable[..., Suite], int]], argv: List[str],
+                 usage: str) -> int:
+    """A phased checks script's main: `argv[1]` names a phase of `phases` (its function and
+    how many arguments it takes, which follow); runs the Suite it builds. Prints `usage` and
+    returns 2 for anything else."""
+    phase = argv[1] if len(argv) > 1 else ""
+    if phase in phases and len(argv) == 2 + phases[phase][1]:
+        return phases[phase][0](*argv[2:]).run()
+    print(usage, file=sys.stderr)
+    return 2

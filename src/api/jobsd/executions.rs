@@ -23,15 +23,14 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use chrono::{DateTime, SecondsFormat, Utc};
-use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::bad_request;
+use super::{bad_request, route_error};
 use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::{ApiError, ApiState};
 use crate::proto::jobsd_api as jv1;
 use crate::schedule::job_policy::lease_length;
-use crate::scheduler::{self, ExecutionCall, HeldExecution, views_wire};
+use crate::scheduler::{ExecutionCall, HeldExecution, views_wire};
 
 /// The routes, to merge into the API router.
 pub fn routes() -> Router<Shared> {
@@ -43,32 +42,6 @@ pub fn routes() -> Router<Shared> {
 
 /// The error text of a fail that gives none.
 const NO_ERROR_TEXT: &str = "failed by the app";
-
-/// A scheduler error on the execution routes: 404 `ERR_EXECUTION_NOT_FOUND`, 409
-/// `ERR_EXECUTION_ENDED`, 400 for bad input, 412 without the embedded scheduler, else 500.
-fn execution_error(err: scheduler::Error) -> ApiError {
-    let (http, error_code) = match err.code {
-        tonic::Code::NotFound => (StatusCode::NOT_FOUND, "ERR_EXECUTION_NOT_FOUND"),
-        tonic::Code::Aborted => (StatusCode::CONFLICT, "ERR_EXECUTION_ENDED"),
-        tonic::Code::InvalidArgument | tonic::Code::Unknown => (
-            StatusCode::BAD_REQUEST,
-            crate::api::error::reason::MALFORMED_REQUEST,
-        ),
-        tonic::Code::FailedPrecondition => {
-            (StatusCode::PRECONDITION_FAILED, "ERR_JOBSD_UNSUPPORTED")
-        }
-        _ => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            crate::api::error::reason::INTERNAL,
-        ),
-    };
-    ApiError::Legacy {
-        code: err.code,
-        http,
-        error_code,
-        message: err.message,
-    }
-}
 
 impl ApiState {
     /// Applies `call` to this app's held execution `id`.
@@ -82,7 +55,7 @@ impl ApiState {
         scheduler
             .execution_call(metadata, id, call)
             .await
-            .map_err(execution_error)
+            .map_err(|e| route_error(e, "ERR_EXECUTION_NOT_FOUND"))
     }
 
     /// The refusal of `policy.lease` by a sidecar whose scheduler cannot hold executions.

@@ -36,11 +36,20 @@ pub fn bad_request(message: String) -> ApiError {
     }
 }
 
-/// A scheduler error on jobsd's routes: `ERR_JOB_NOT_FOUND` 404, bad requests 400, a
+/// A scheduler error on jobsd's job routes: `ERR_JOB_NOT_FOUND` 404, bad requests 400, a
 /// scheduler without views 412, anything else 500 `ERR_INTERNAL`.
 fn view_error(err: scheduler::Error) -> ApiError {
+    route_error(err, "ERR_JOB_NOT_FOUND")
+}
+
+/// A scheduler error on one of jobsd's routes: `NotFound` 404 with `not_found`, `Aborted`
+/// (only the execution routes answer it: the execution ended otherwise) 409
+/// `ERR_EXECUTION_ENDED`, bad requests 400, a scheduler without the feature 412, anything else
+/// 500 `ERR_INTERNAL`.
+fn route_error(err: scheduler::Error, not_found: &'static str) -> ApiError {
     let (http, error_code) = match err.code {
-        tonic::Code::NotFound => (StatusCode::NOT_FOUND, "ERR_JOB_NOT_FOUND"),
+        tonic::Code::NotFound => (StatusCode::NOT_FOUND, not_found),
+        tonic::Code::Aborted => (StatusCode::CONFLICT, "ERR_EXECUTION_ENDED"),
         tonic::Code::InvalidArgument | tonic::Code::Unknown => (
             StatusCode::BAD_REQUEST,
             super::error::reason::MALFORMED_REQUEST,

@@ -146,7 +146,7 @@ impl Runner {
                     call: what,
                     reply,
                 };
-                self.leases.early.push((call, Instant::now() + EARLY_GRACE));
+                self.leases.park(call, Instant::now() + EARLY_GRACE);
             } else {
                 let _ = reply.send(Err(not_held(id)));
             }
@@ -255,13 +255,8 @@ impl Runner {
     /// Fails the attempts whose lease ran out by the loop's clock, and gives up early calls
     /// that waited long enough.
     pub(super) fn expire_leases(&mut self) {
-        if !self.leases.early.is_empty() {
-            let now = Instant::now();
-            let (late, waiting) = std::mem::take(&mut self.leases.early)
-                .into_iter()
-                .partition(|(_, at)| *at <= now);
-            self.leases.early = waiting;
-            for (call, _) in late {
+        if self.leases.early_deadline().is_some() {
+            for call in self.leases.overdue_early(Instant::now()) {
                 let _ = call.reply.send(Err(not_held(call.id)));
             }
         }

@@ -153,9 +153,11 @@ pub(super) struct Leases {
     pub(super) deadlines: BTreeSet<(DateTime<Utc>, ExecutionId)>,
     /// Ids by job key, so that a deleted or replaced job lets its executions go.
     pub(super) by_key: BTreeMap<Arc<str>, Vec<ExecutionId>>,
-    /// Calls that came before the answer that holds their execution, with the (real)
-    /// instant they give up.
-    pub(super) early: Vec<(Call, Instant)>,
+    /// Calls that came before the answer that holds their execution, by id.
+    early: HashMap<ExecutionId, Vec<Call>>,
+    /// When each early call gives up (real time), oldest first: the grace is fixed, so the
+    /// order of arrival is the order of deadlines. An id taken meanwhile is skipped.
+    early_order: VecDeque<(Instant, ExecutionId)>,
     /// Recently ended executions, and their order (oldest first) to forget them.
     pub(super) ended: HashMap<ExecutionId, Ended>,
     pub(super) ended_order: VecDeque<ExecutionId>,
@@ -174,7 +176,26 @@ impl Leases {
 
     /// When the first early call gives up.
     pub(super) fn early_deadline(&self) -> Option<Instant> {
-        self.early.iter().map(|(_, at)| *at).min()
+        self.early_order.front().map(|(at, _)| *at)
+    }
+
+    /// Parks `call` until the answer that holds its execution comes, or until `deadline`.
+    pub(super) fn park(&mut self, call: Call, deadline: Instant) {
+        self.early_order.push_back((deadline, call.id));
+        self.early.entry(call.id).or_default().push(call);
+    }
+
+    /// The early calls whose deadline has passed by `now`.
+    pub(super) fn overdue_early(&mut self, now: Instant) -> Vec<Call> {
+        let mut late = Vec::new();
+        while let Some(&(at, id)) = self.early_order.front() {
+            if at > now {
+                break;
+            }
+            self.early_order.pop_front();
+            late.extend(self.early.remove(&id).unwrap_or_default());
+        }
+        late
     }
 
     pub(super) fn insert(&mut self, lease: Lease) {
@@ -231,15 +252,12 @@ impl Leases {
         }
     }
 
+    /// The early calls on `id`, taken.
     pub(super) fn take_early(&mut self, id: ExecutionId) -> Vec<Call> {
         if self.early.is_empty() {
             return Vec::new();
         }
-        let (mine, rest) = std::mem::take(&mut self.early)
-            .into_iter()
-            .partition(|(call, _)| call.id == id);
-        self.early = rest;
-        mine.into_iter().map(|(call, _)| call).collect()
+        self.early.remove(&id).unwrap_or_default()
     }
 
     pub(super) fn remember(&mut self, key: Arc<str>, view: HeldExecution) {

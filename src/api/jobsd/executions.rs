@@ -55,7 +55,7 @@ impl ApiState {
         scheduler
             .execution_call(metadata, id, call)
             .await
-            .map_err(|e| route_error(e, "ERR_EXECUTION_NOT_FOUND"))
+            .map_err(|e| route_error(e, "ERR_EXECUTION_NOT_FOUND", "ERR_EXECUTION_ENDED"))
     }
 
     /// The refusal of `policy.lease` by a sidecar whose scheduler cannot hold executions.

@@ -36,20 +36,21 @@ pub fn bad_request(message: String) -> ApiError {
     }
 }
 
-/// A scheduler error on jobsd's job routes: `ERR_JOB_NOT_FOUND` 404, bad requests 400, a
-/// scheduler without views 412, anything else 500 `ERR_INTERNAL`.
+/// A scheduler error on jobsd's job routes: `ERR_JOB_NOT_FOUND` 404, `Aborted` (a run by hand
+/// refused by `overlap: skip`) 409 `ERR_JOBSD_BUSY`, bad requests 400, a scheduler without
+/// views 412, anything else 500 `ERR_INTERNAL`.
 fn view_error(err: scheduler::Error) -> ApiError {
-    route_error(err, "ERR_JOB_NOT_FOUND")
+    route_error(err, "ERR_JOB_NOT_FOUND", "ERR_JOBSD_BUSY")
 }
 
-/// A scheduler error on one of jobsd's routes: `NotFound` 404 with `not_found`, `Aborted`
-/// (only the execution routes answer it: the execution ended otherwise) 409
-/// `ERR_EXECUTION_ENDED`, bad requests 400, a scheduler without the feature 412, anything else
-/// 500 `ERR_INTERNAL`.
-fn route_error(err: scheduler::Error, not_found: &'static str) -> ApiError {
+/// A scheduler error on one of jobsd's routes: `NotFound` 404 with `not_found`, `Aborted` 409
+/// with `conflict` (the execution routes: the execution ended otherwise; the job routes: the
+/// job is busy), bad requests 400, a scheduler without the feature 412, unavailable 503,
+/// anything else 500 `ERR_INTERNAL`.
+fn route_error(err: scheduler::Error, not_found: &'static str, conflict: &'static str) -> ApiError {
     let (http, error_code) = match err.code {
         tonic::Code::NotFound => (StatusCode::NOT_FOUND, not_found),
-        tonic::Code::Aborted => (StatusCode::CONFLICT, "ERR_EXECUTION_ENDED"),
+        tonic::Code::Aborted => (StatusCode::CONFLICT, conflict),
         tonic::Code::InvalidArgument | tonic::Code::Unknown => (
             StatusCode::BAD_REQUEST,
             super::error::reason::MALFORMED_REQUEST,
@@ -57,7 +58,6 @@ fn route_error(err: scheduler::Error, not_found: &'static str) -> ApiError {
         tonic::Code::FailedPrecondition => {
             (StatusCode::PRECONDITION_FAILED, "ERR_JOBSD_UNSUPPORTED")
         }
-        tonic::Code::Aborted => (StatusCode::CONFLICT, "ERR_JOBSD_BUSY"),
         tonic::Code::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "ERR_JOBSD_UNAVAILABLE"),
         _ => (
             StatusCode::INTERNAL_SERVER_ERROR,

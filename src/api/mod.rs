@@ -48,6 +48,11 @@ pub struct ApiState {
     pub scheduler_hosts: Option<tokio::sync::watch::Receiver<Vec<String>>>,
     /// The actor runtime: reminders, timers and method calls of the app's actors.
     pub actors: crate::actors::ActorRuntime,
+    /// The sidecar's clock: "now" for previews (the engine's own clock in embedded mode).
+    pub clock: Arc<dyn crate::clock::Clock>,
+    /// `--test-clock`: the manual clock the sidecar runs on, moved by
+    /// `POST /jobsd/v1/clock/advance`; `None` (the routes refuse) without the flag.
+    pub test_clock: Option<jobsd::TestClock>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -137,6 +142,25 @@ impl ApiState {
         req: rv1::ScheduleJobRequest,
         extras: scheduler::JobExtras,
     ) -> Result<(), ApiError> {
+        self.submit_job(req, extras, |scheduler, request, extras| async move {
+            scheduler.schedule_job_with(request, extras).await
+        })
+        .await
+    }
+
+    /// Checks a create as daprd does (`Job is empty`, `Name is empty`, `Schedule is empty`),
+    /// builds the Scheduler request for this app and hands it to `op` (which stores it, or
+    /// previews it), answering `op`'s errors as a create's.
+    pub(crate) async fn submit_job<T, F, Fut>(
+        &self,
+        req: rv1::ScheduleJobRequest,
+        extras: scheduler::JobExtras,
+        op: F,
+    ) -> Result<T, ApiError>
+    where
+        F: FnOnce(Arc<dyn Scheduler>, sv1::ScheduleJobRequest, scheduler::JobExtras) -> Fut,
+        Fut: Future<Output = Result<T, scheduler::Error>>,
+    {
         let Some(job) = req.job else {
             return Err(ApiError::job_empty(&self.app_id, &self.namespace));
         };
@@ -156,7 +180,7 @@ impl ApiState {
             overwrite: req.overwrite,
         };
         let scheduler = Arc::clone(&self.scheduler);
-        with_timeout(async move { scheduler.schedule_job_with(request, extras).await })
+        with_timeout(op(scheduler, request, extras))
             .await
             .map_err(|e| {
                 tracing::debug!(job = %job_name, error = %e, "scheduling job failed");

@@ -126,6 +126,8 @@ pub struct Recorded<'a> {
     pub pause: Option<Paused>,
     /// The job the given-up tick is dead-lettered into (`onExhausted: deadLetter`).
     pub dead_letter: Option<DeadLetter>,
+    /// The result resumes the job (the ticks a resume passed over): its pause is cleared.
+    pub resume: bool,
 }
 
 impl Recorded<'_> {
@@ -144,6 +146,7 @@ impl Recorded<'_> {
             skipped_ticks: self.skipped_ticks,
             pause: self.pause,
             dead_letter: self.dead_letter,
+            resume: self.resume,
         }))
     }
 }

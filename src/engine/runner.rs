@@ -24,6 +24,7 @@ use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerResult, keys};
 mod exhausted;
 mod fire;
 mod overlap;
+mod resume;
 mod skips;
 mod writes;
 
@@ -31,6 +32,7 @@ use skips::skip_reason;
 
 use exhausted::{ByHand, DeadLetterJob};
 pub use exhausted::{PauseReply, paused_by_hand};
+pub use resume::{skipped_run, skipped_ticks};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -207,6 +209,9 @@ pub struct Runner {
     /// Jobs this loop creates itself (dead letters) reach it through the store's watch, as
     /// every write does on a cluster replica, instead of being tracked at once.
     watched: bool,
+    /// Jobs resumed while a tick was in progress, by key: the version and the resume time.
+    /// The ticks that fell due while they were paused are passed over once that tick ends.
+    resuming: HashMap<Arc<str>, (u64, DateTime<Utc>)>,
 }
 
 impl Runner {
@@ -242,6 +247,7 @@ impl Runner {
             disowning: Vec::new(),
             history,
             watched: false,
+            resuming: HashMap::new(),
         }
     }
 
@@ -414,9 +420,11 @@ impl Runner {
             }
             Command::Remove(key) => {
                 self.jobs.remove(&key);
+                self.resuming.remove(&key);
             }
             Command::RemovePrefix(prefix) => {
                 self.jobs.remove_prefix(&prefix);
+                self.resuming.retain(|key, _| !key.starts_with(&prefix));
             }
             Command::Release(prefix) => {
                 for key in self.jobs.unstage_prefix(&prefix) {

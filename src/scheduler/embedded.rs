@@ -6,7 +6,9 @@ use tonic::Code;
 use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
-use super::{Error, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler};
+use super::{
+    Bulk, Error, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler, Selection, Stats,
+};
 
 impl From<engine::Error> for Error {
     /// The code Dapr's Scheduler answers for each engine error: go-etcd-cron's plain errors
@@ -83,6 +85,27 @@ impl Scheduler for Engine {
 
     async fn resume_job(&self, metadata: sv1::JobMetadata, name: String) -> Result<(), Error> {
         Ok(Engine::resume_job(self, &metadata, &name).await?)
+    }
+
+    async fn pause_jobs(
+        &self,
+        metadata: sv1::JobMetadata,
+        selection: Selection,
+        note: String,
+    ) -> Result<Bulk, Error> {
+        Ok(Engine::pause_jobs(self, &metadata, &selection, &note).await?)
+    }
+
+    async fn resume_jobs(
+        &self,
+        metadata: sv1::JobMetadata,
+        selection: Selection,
+    ) -> Result<Bulk, Error> {
+        Ok(Engine::resume_jobs(self, &metadata, &selection).await?)
+    }
+
+    async fn sync(&self) -> Option<Stats> {
+        Engine::sync(self).await
     }
 
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {

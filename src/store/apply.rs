@@ -433,6 +433,9 @@ fn record_result<T: Tables>(
     if let Some(pause) = record.pause {
         counter.paused = Some(pause);
     }
+    if record.resume {
+        counter.paused = None;
+    }
     let done = placed.map_or(OpResult::Done, OpResult::DeadLettered);
     let seq = counter.runs;
     counter.runs += 1;

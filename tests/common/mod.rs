@@ -113,6 +113,7 @@ pub fn sidecar_config(
         history: jobsd::engine::history::Options::default(),
         otlp_endpoint: None,
         metrics: None,
+        test_clock: false,
     }
 }
 
@@ -152,6 +153,8 @@ pub fn state(scheduler: Arc<dyn Scheduler>, app_id: &str, namespace: &str) -> Ap
             Arc::new(jobsd::clock::SystemClock),
         ),
         scheduler,
+        clock: Arc::new(jobsd::clock::SystemClock),
+        test_clock: None,
     }
 }
 

@@ -1,14 +1,19 @@
 //! jobsd's own API beside Dapr's (`/jobsd/v1/…`): jobs with labels, their status and run
 //! history, and filtered, paged lists. Dapr's routes and bodies are untouched by it.
 
+mod bulk;
+mod clock;
 pub mod grpc;
 pub mod http;
 mod json;
 mod policy_json;
+mod preview;
 
 use std::sync::Arc;
 
 use ::http::StatusCode;
+
+pub use clock::{Advance, TestClock};
 
 use super::{ApiError, ApiState};
 use crate::proto::runtime as rv1;
@@ -64,8 +69,18 @@ impl ApiState {
         req: rv1::ScheduleJobRequest,
         extras: JobExtras,
     ) -> Result<(), ApiError> {
-        // Checked here, before any hop, so that a bad value is refused with the same answer
-        // whichever scheduler is behind; the scheduler checks them again where it stores them.
+        self.check_extras(&req, &extras)?;
+        self.schedule_job_extras(req, extras).await
+    }
+
+    /// jobsd's settings of a create, checked here, before any hop, so that a bad value is
+    /// refused with the same answer whichever scheduler is behind; the scheduler checks them
+    /// again where it stores them.
+    fn check_extras(
+        &self,
+        req: &rv1::ScheduleJobRequest,
+        extras: &JobExtras,
+    ) -> Result<(), ApiError> {
         scheduler::check_labels(&extras.labels).map_err(bad_request)?;
         let tick = extras
             .policy
@@ -85,7 +100,7 @@ impl ApiState {
             scheduler::check_dead_letter(&self.job_metadata(), &job.name, &handling.on_exhausted)
                 .map_err(bad_request)?;
         }
-        self.schedule_job_extras(req, extras).await
+        Ok(())
     }
 
     /// The job `name` of this app, with labels and status.
@@ -112,12 +127,7 @@ impl ApiState {
 
     /// Pauses job `name` of this app, with `note` saying why.
     pub async fn pause_job(&self, name: String, note: String) -> Result<(), ApiError> {
-        if note.len() > MAX_PAUSE_NOTE {
-            return Err(bad_request(format!(
-                "note: {} bytes, at most {MAX_PAUSE_NOTE} are allowed",
-                note.len()
-            )));
-        }
+        bulk::check_note(&note)?;
         let scheduler = Arc::clone(&self.scheduler);
         let metadata = self.job_metadata();
         scheduler

@@ -62,6 +62,7 @@ fn result(key: &str, generation: u64, tag: &str, limit: u32) -> Op {
         skipped_ticks: 0,
         pause: None,
         dead_letter: None,
+        resume: false,
     }))
 }
 

@@ -37,6 +37,7 @@ pub(super) fn record(key: &str, generation: u64, n: u32, limit: u32) -> ResultRe
         skipped_ticks: 0,
         pause: None,
         dead_letter: None,
+        resume: false,
     }
 }
 

@@ -13,9 +13,11 @@
 
 use std::collections::BTreeMap;
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
+use axum::routing::post;
 use http::Uri;
 use serde_json::json;
 
@@ -158,8 +160,15 @@ fn bulk_json(bulk: &Bulk) -> Response {
     )
 }
 
+/// The routes, to merge into jobsd's router.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/jobsd/v1/jobs:pause", post(pause))
+        .route("/jobsd/v1/jobs:resume", post(resume))
+}
+
 /// `POST /jobsd/v1/jobs:pause`.
-pub(super) async fn pause(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
+async fn pause(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
     super::http::respond(
         async {
             let bytes = read_body(body, state.body_limit()).await?;
@@ -174,7 +183,7 @@ pub(super) async fn pause(State(state): State<Shared>, uri: Uri, body: Body) -> 
 }
 
 /// `POST /jobsd/v1/jobs:resume`.
-pub(super) async fn resume(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
+async fn resume(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
     super::http::respond(
         async {
             let bytes = read_body(body, state.body_limit()).await?;

@@ -166,12 +166,8 @@ pub(super) fn routes() -> Router<Shared> {
         .route("/jobsd/v1/clock/advance", post(advance))
 }
 
-fn respond(result: Result<Response, ApiError>) -> Response {
-    result.unwrap_or_else(axum::response::IntoResponse::into_response)
-}
-
 async fn now(State(state): State<Shared>) -> Response {
-    respond(
+    super::http::respond(
         state
             .clock_now()
             .map(|now| json_response(json!({ "now": rfc3339(now) }).to_string())),
@@ -205,7 +201,7 @@ pub(super) fn parse_advance(by: Option<&str>, to: Option<&str>) -> Result<Advanc
 }
 
 async fn advance(State(state): State<Shared>, body: Body) -> Response {
-    respond(
+    super::http::respond(
         async {
             state.test_clock()?;
             let bytes = read_body(body, state.body_limit()).await?;

@@ -31,7 +31,7 @@ use crate::api::{ApiError, ApiState};
 use crate::observe::trace::{self, TRACEPARENT};
 use crate::scheduler::{JobExtras, JobState, ListFilter};
 
-/// The routes, to merge into the API router.
+/// The routes of this file (`super::routes` has all of jobsd's).
 pub fn routes() -> Router<Shared> {
     Router::new()
         .route("/jobsd/v1/jobs", get(list))
@@ -42,10 +42,6 @@ pub fn routes() -> Router<Shared> {
         .route("/jobsd/v1/jobs/{name}/runs", get(runs))
         .route("/jobsd/v1/jobs/{name}/pause", post(pause))
         .route("/jobsd/v1/jobs/{name}/resume", post(resume))
-        .route("/jobsd/v1/jobs:pause", post(super::bulk::pause))
-        .route("/jobsd/v1/jobs:resume", post(super::bulk::resume))
-        .route("/jobsd/v1/preview", post(super::preview::preview))
-        .merge(super::clock::routes())
 }
 
 pub(super) fn respond(result: Result<Response, ApiError>) -> Response {

@@ -27,6 +27,14 @@ pub use crate::scheduler::MAX_RUNS;
 /// Longest note given with a pause, in bytes.
 pub const MAX_PAUSE_NOTE: usize = 512;
 
+/// Every route of jobsd's own API, to merge into the API router.
+pub fn routes() -> axum::Router<crate::api::http_parts::Shared> {
+    http::routes()
+        .merge(bulk::routes())
+        .merge(preview::routes())
+        .merge(clock::routes())
+}
+
 /// 400 `ERR_MALFORMED_REQUEST` with `message`.
 pub fn bad_request(message: String) -> ApiError {
     ApiError::Legacy {

@@ -6,9 +6,11 @@
 //! Nothing is stored; an existing job of the name is no error. The name (`?name=`, default
 //! `preview`) is checked as a create's and chooses the job's jitter offset.
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
+use axum::routing::post;
 use chrono::{DateTime, SecondsFormat, Utc};
 use http::Uri;
 use serde_json::{Value, json};
@@ -69,8 +71,13 @@ fn count_of(body: &[u8], query: &[(String, String)]) -> Result<usize, ApiError> 
     }
 }
 
+/// The route, to merge into jobsd's router.
+pub(super) fn routes() -> Router<Shared> {
+    Router::new().route("/jobsd/v1/preview", post(preview))
+}
+
 /// `POST /jobsd/v1/preview`.
-pub(super) async fn preview(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
+async fn preview(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
     super::http::respond(
         async {
             let bytes = read_body(body, state.body_limit()).await?;

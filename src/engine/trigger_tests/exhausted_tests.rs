@@ -314,3 +314,71 @@ async fn a_job_taken_over_by_another_loop_stays_paused() {
     h.run_for(TimeDelta::seconds(5)).await;
     assert_eq!(h.scheduled("t"), [secs(40)]);
 }
+
+/// A bulk pause takes only the calling owner's jobs that its selection takes; another app's
+/// job of the same name is left alone, and so is a job paused already (its note kept).
+#[tokio::test]
+async fn a_bulk_pause_takes_only_the_owners_selected_jobs() {
+    use crate::engine::Selection;
+    let h = Harness::new().await;
+    let mine = meta().unwrap();
+    let other = sv1::JobMetadata {
+        app_id: "otherapp".into(),
+        ..mine.clone()
+    };
+    for (name, team) in [("a-1", "x"), ("a-2", "y"), ("b-1", "x")] {
+        let labels = [("team".to_owned(), team.to_owned())].into();
+        h.schedule_with(
+            name,
+            every("@every 10s"),
+            JobExtras {
+                labels,
+                ..Default::default()
+            },
+        )
+        .await;
+    }
+    h.engine
+        .schedule_job(sv1::ScheduleJobRequest {
+            name: "a-1".into(),
+            job: Some(every("@every 10s")),
+            metadata: Some(other.clone()),
+            overwrite: false,
+        })
+        .await
+        .unwrap();
+    h.engine.pause_job(&mine, "a-2", "first").await.unwrap();
+    let by_prefix = Selection {
+        name_prefix: "a-".into(),
+        labels: Vec::new(),
+    };
+    let bulk = h
+        .engine
+        .pause_jobs(&mine, &by_prefix, "bulk")
+        .await
+        .unwrap();
+    assert_eq!((bulk.count, bulk.names), (1, vec!["a-1".to_owned()]));
+    assert_eq!(
+        h.view("a-2").await.status.paused_note.as_deref(),
+        Some("first")
+    );
+    let theirs = h.engine.job_view(&other, "a-1").await.unwrap();
+    assert_eq!(theirs.status.state, Some(JobState::Active));
+    // By label: `b-1` (team x; `a-1` is paused already).
+    let by_label = Selection {
+        name_prefix: String::new(),
+        labels: vec![("team".into(), "x".into())],
+    };
+    let bulk = h.engine.pause_jobs(&mine, &by_label, "").await.unwrap();
+    assert_eq!(bulk.names, ["b-1"]);
+    let bulk = h
+        .engine
+        .resume_jobs(&mine, &Selection::default())
+        .await
+        .unwrap();
+    assert_eq!(bulk.names, ["a-1", "a-2", "b-1"]);
+    h.run_for(TimeDelta::seconds(10)).await;
+    for name in ["a-1", "a-2", "b-1"] {
+        assert_eq!(h.view(name).await.status.state, Some(JobState::Active));
+    }
+}

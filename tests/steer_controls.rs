@@ -23,6 +23,16 @@ fn cfg(app: SocketAddr) -> config::Sidecar {
     sidecar_config(Some(app), AppProtocol::Http, &[])
 }
 
+/// A sidecar over a memory store on a manual clock standing at `now`, for the app at `app`.
+async fn start(app: SocketAddr, now: DateTime<Utc>) -> Running {
+    Running::start(
+        cfg(app),
+        Arc::new(store::Memory::new()),
+        ManualClock::new(now),
+    )
+    .await
+}
+
 async fn grpc(r: &Running) -> JobsClient<Channel> {
     JobsClient::connect(format!("http://{}", r.sidecar.grpc_addrs[0]))
         .await
@@ -121,12 +131,7 @@ async fn ticks_that_fall_due_while_paused_are_skipped_counted_and_resumed_by_cat
 async fn jobs_are_paused_and_resumed_in_bulk_by_prefix_or_label() {
     let app = HttpApp::new();
     let addr = app::serve(app.clone()).await;
-    let r = Running::start(
-        cfg(addr),
-        Arc::new(store::Memory::new()),
-        ManualClock::new(t0()),
-    )
-    .await;
+    let r = start(addr, t0()).await;
     let mut c = grpc(&r).await;
     for (name, team) in [
         ("batch-1", "a"),
@@ -249,12 +254,7 @@ async fn jobs_are_paused_and_resumed_in_bulk_by_prefix_or_label() {
 async fn a_preview_shows_the_next_fire_times_across_dst_and_stores_nothing() {
     let app = HttpApp::new();
     let addr = app::serve(app.clone()).await;
-    let r = Running::start(
-        cfg(addr),
-        Arc::new(store::Memory::new()),
-        ManualClock::new(at("2027-03-12T12:00:00Z")),
-    )
-    .await;
+    let r = start(addr, at("2027-03-12T12:00:00Z")).await;
     let (status, p) = r
         .call(
             "POST",
@@ -358,12 +358,7 @@ async fn a_preview_shows_the_next_fire_times_across_dst_and_stores_nothing() {
 async fn a_preview_refuses_what_a_create_refuses_with_the_same_errors() {
     let app = HttpApp::new();
     let addr = app::serve(app.clone()).await;
-    let r = Running::start(
-        cfg(addr),
-        Arc::new(store::Memory::new()),
-        ManualClock::new(t0()),
-    )
-    .await;
+    let r = start(addr, t0()).await;
     for body in [
         r#"{"schedule":"bogus"}"#,
         r#"{"schedule":"TZ=Mars/Olympus 0 0 * * * *"}"#,
@@ -553,12 +548,7 @@ async fn the_test_clock_moves_only_when_advanced_and_fires_every_tick_on_the_way
     sidecar.wait().await.unwrap();
 
     // Without the flag: refused, saying which flag.
-    let r = Running::start(
-        cfg(addr),
-        Arc::new(store::Memory::new()),
-        ManualClock::new(t0()),
-    )
-    .await;
+    let r = start(addr, t0()).await;
     for (method, path) in [
         ("GET", "/jobsd/v1/clock"),
         ("POST", "/jobsd/v1/clock/advance"),

@@ -13,6 +13,7 @@ traceback of a failure), then the closing line `N passed, M failed`, and returns
 (0 only when nothing failed). A check is a function; it fails if it raises.
 """
 
+import sys
 import time
 import traceback
 from typing import Callable, List, Tuple
@@ -49,3 +50,14 @@ class Suite:
               flush=True)
         print(f"{passed} passed, {failed} failed", flush=True)
         return 0 if failed == 0 else 1
+
+
+def run_phase(phases: dict, argv: list, usage: str) -> int:
+    """The exit status of the phase `argv[1]` names: `phases` maps a name to (a function
+    returning its Suite, how many arguments it takes from `argv[2:]`). A wrong call prints
+    `usage` and returns 2."""
+    phase = argv[1] if len(argv) > 1 else ""
+    if phase in phases and len(argv) == 2 + phases[phase][1]:
+        return phases[phase][0](*argv[2:]).run()
+    print(usage, file=sys.stderr)
+    return 2

@@ -54,7 +54,7 @@ import time
 from decimal import Decimal
 
 from checks import job_url, request, wait_until
-from harness import Suite
+from harness import Suite, run_phase
 
 HOST = os.environ.get("DAPR_RUNTIME_HOST", "127.0.0.1")
 HTTP = f"http://{HOST}:{os.environ.get('DAPR_HTTP_PORT', '3500')}"
@@ -928,13 +928,5 @@ PHASES = {
 }
 
 
-def main(argv) -> int:
-    phase = argv[1] if len(argv) > 1 else ""
-    if phase in PHASES and len(argv) == 2 + PHASES[phase][1]:
-        return PHASES[phase][0](*argv[2:]).run()
-    print(__doc__, file=sys.stderr)
-    return 2
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(run_phase(PHASES, sys.argv, __doc__))

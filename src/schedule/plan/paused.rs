@@ -39,9 +39,11 @@ struct Through {
 
 impl Plan {
     /// Most ticks counted one by one for a paused job (a cron schedule; `@every` is counted
-    /// by division). Past it the count stops there and the job is moved past the resume at
-    /// once: a second-by-second cron paused for more than a month and a half.
-    pub const PAUSED_COUNT_LIMIT: u64 = 4_000_000;
+    /// by division, exactly): a cron firing every second paused for more than a day. Past it
+    /// the count stops there (the resume still passes over every tick and keeps the right
+    /// ones). Counting costs ~0.1 µs a tick in UTC and ~6 µs in a `TZ=` zone, and happens on
+    /// every view of the paused job and once at its resume.
+    pub const PAUSED_COUNT_LIMIT: u64 = 100_000;
 
     /// Ticks that fell due by `now` while the job was paused: every fresh tick of its
     /// schedule due by `now`, counted from its progress. The tick in progress — with a retry
@@ -145,6 +147,35 @@ impl Plan {
         // Too many to count: the job goes on after `until` (cron ticks do not depend on the
         // previous one, so `until` itself stands for the last tick passed).
         through.after.last_trigger = Some(until);
+        if let Some(before_last) = self.before_last_tick(counter, until) {
+            through.before_last = before_last;
+        }
         through
+    }
+
+    /// For a cron schedule: the counter just before its latest tick due by `until`, found
+    /// back from `until` in doubling steps (cron ticks do not depend on the previous one).
+    fn before_last_tick(&self, counter: &Counter, until: DateTime<Utc>) -> Option<Counter> {
+        let mut span = TimeDelta::seconds(1);
+        while span <= TimeDelta::days(400) {
+            let mut before = Counter {
+                last_trigger: Some(until - span),
+                ..*counter
+            };
+            if let Some(mut tick) = self.next_tick(&before).filter(|t| *t <= until) {
+                loop {
+                    let after = Counter {
+                        last_trigger: Some(tick),
+                        ..before
+                    };
+                    match self.next_tick(&after).filter(|t| *t <= until) {
+                        Some(next) => (before, tick) = (after, next),
+                        None => return Some(before),
+                    }
+                }
+            }
+            span = span * 2;
+        }
+        None
     }
 }

@@ -554,3 +554,28 @@ fn paused_ticks_stop_at_the_ttl_and_a_one_shot_is_never_passed_over() {
 fn resumed(p: &Plan, r: Resume) -> (Option<DateTime<Utc>>, u64, Option<DateTime<Utc>>) {
     (p.next_tick(&r.counter), r.paused, r.last)
 }
+
+#[test]
+fn a_dense_cron_paused_past_the_count_limit_still_resumes_right() {
+    use crate::schedule::CatchUp;
+    let mut p = plan(|s| s.schedule = Some("* * * * * *".into()));
+    let c = Counter::default();
+    let day = secs(2 * 86_400) + TimeDelta::milliseconds(500);
+    assert_eq!(p.paused_ticks(&c, false, day), Plan::PAUSED_COUNT_LIMIT);
+    let r = p.resume(&c, day).unwrap();
+    assert_eq!(
+        p.next_tick(&r.counter),
+        Some(secs(2 * 86_400 + 1)),
+        "all passed"
+    );
+    p.policy_mut().catch_up = CatchUp::Latest;
+    let r = p.resume(&c, day).unwrap();
+    assert_eq!(
+        p.next_tick(&r.counter),
+        Some(secs(2 * 86_400)),
+        "the latest runs"
+    );
+    p.policy_mut().catch_up = CatchUp::Window(TimeDelta::seconds(3));
+    let r = p.resume(&c, day).unwrap();
+    assert_eq!(p.next_tick(&r.counter), Some(secs(2 * 86_400 - 2)));
+}

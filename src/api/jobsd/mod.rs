@@ -1,5 +1,7 @@
 //! jobsd's own API beside Dapr's (`/jobsd/v1/…`): jobs with labels, their status and run
-//! history, and filtered, paged lists. Dapr's routes and bodies are untouched by it.
+//! history, and filtered, paged lists; steering them (pause and resume, by name and in bulk,
+//! preview before create, the opt-in test clock). Dapr's routes and bodies are untouched by
+//! it.
 
 mod bulk;
 mod clock;

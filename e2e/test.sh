@@ -12,6 +12,7 @@ cargo test --locked --all-targets
 bash e2e/jobs_api.sh
 bash e2e/triggers.sh
 bash e2e/policies.sh
+bash e2e/steer_clock.sh
 bash e2e/cluster.sh
 bash e2e/actors.sh
 bash e2e/steer_idempotency.sh

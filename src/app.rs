@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actors::{ActorRuntime, RuntimeConfig, SchedulerReminders, Targets};
 use crate::api::{self, ApiState};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::{self, AppProtocol};
 use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use crate::engine::{self, Engine};
@@ -144,6 +144,19 @@ impl Sidecar {
         clock: Arc<dyn Clock>,
         metrics: Metrics,
     ) -> Result<Sidecar, Error> {
+        // `--test-clock`: everything runs on a manual clock standing at the given clock's time,
+        // moved only through the API.
+        let test_clock = cfg.test_clock.then(|| ManualClock::new(clock.now()));
+        let clock: Arc<dyn Clock> = match &test_clock {
+            Some(manual) => {
+                tracing::warn!(
+                    now = %manual.now(),
+                    "--test-clock: time stands still until POST /jobsd/v1/clock/advance"
+                );
+                Arc::new(manual.clone())
+            }
+            None => clock,
+        };
         // Bound first: a port in use fails before the store is loaded and triggers fire.
         let metrics_listener = bind_metrics(cfg.metrics).await?;
         let engine_stop = CancellationToken::new();
@@ -162,7 +175,7 @@ impl Sidecar {
             },
         )
         .await?;
-        sample_engine(&metrics, &engine, clock);
+        sample_engine(&metrics, &engine, clock.clone());
         actors.attach_reminders(Arc::new(SchedulerReminders::new(
             Arc::new(engine.clone()),
             &cfg.app_id,
@@ -176,7 +189,9 @@ impl Sidecar {
             engine_stop.clone(),
         );
         spawn_release_reminders(&actors, engine.clone(), &cfg.namespace, engine_stop.clone());
-        let state = api_state(&cfg, Arc::new(engine.clone()), "embedded", None, actors);
+        let mut state = api_state(&cfg, Arc::new(engine.clone()), "embedded", None, actors);
+        state.clock = clock;
+        state.test_clock = test_clock.map(api::jobsd::TestClock::new);
         let backend = Backend::Embedded {
             store,
             engine_stop,
@@ -204,6 +219,7 @@ impl Sidecar {
             tracing::info!("no --app-port: not receiving jobs from the scheduler");
         }
         let actors = actor_runtime(&cfg, &delivery, clock.clone(), &spans)?;
+        let api_clock = clock.clone();
         let (remote, connections) = Remote::start(
             RemoteConfig {
                 addresses: cfg.scheduler_hosts.clone(),
@@ -222,13 +238,14 @@ impl Sidecar {
             &cfg.namespace,
         )));
         actors.start(delivery_stop.clone());
-        let state = api_state(
+        let mut state = api_state(
             &cfg,
             Arc::new(remote.clone()),
             "remote",
             Some(remote.hosts()),
             actors,
         );
+        state.clock = api_clock;
         let backend = Backend::Remote {
             remote,
             connections,
@@ -533,6 +550,8 @@ fn api_state(
         mode,
         scheduler_hosts,
         actors,
+        clock: Arc::new(SystemClock),
+        test_clock: None,
     }
 }
 

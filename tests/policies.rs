@@ -665,7 +665,8 @@ async fn listed(r: &Running, query: &str) -> Vec<String> {
 }
 
 /// `onExhausted: pause`: once a tick's retries are spent the job stops — across a restart —
-/// until it is resumed; then `catchUp: latest` runs one tick for all it missed.
+/// until it is resumed; the ticks that fall due meanwhile are skipped, and `catchUp: latest`
+/// runs the latest of them once at the resume.
 #[tokio::test]
 async fn an_exhausted_failure_policy_pauses_the_job_until_it_is_resumed() {
     let app = HttpApp::new();
@@ -705,7 +706,8 @@ async fn an_exhausted_failure_policy_pauses_the_job_until_it_is_resumed() {
     assert_eq!(app.count("flaky"), 2, "still paused after a restart");
     assert_eq!(r.view("flaky").await["status"]["state"], "paused");
 
-    // Resumed at 10:15: the ticks of 0:20–10:00 are passed over, 10:10 runs.
+    // Resumed at 10:15: the ticks of 0:20–10:10 fell due while paused; the latest, 10:10,
+    // runs.
     app.status.lock().unwrap().remove("flaky");
     let (status, body) = r.call("POST", "/jobsd/v1/jobs/flaky/resume", "").await;
     assert_eq!(status, 204, "{body}");
@@ -718,7 +720,7 @@ async fn an_exhausted_failure_policy_pauses_the_job_until_it_is_resumed() {
     let v = r.view("flaky").await;
     assert_eq!(v["status"]["state"], "active", "{v}");
     assert!(v["status"]["pausedReason"].is_null());
-    assert_eq!(v["status"]["counters"]["skipped"]["catch_up"], 59);
+    assert_eq!(v["status"]["counters"]["skipped"]["paused"], 60);
     assert_eq!(
         v["status"]["lastFireTime"]["nominal"],
         "2026-01-01T00:10:10Z"
@@ -733,7 +735,8 @@ async fn an_exhausted_failure_policy_pauses_the_job_until_it_is_resumed() {
 }
 
 /// Pausing and resuming by hand, over HTTP and gRPC: the note is shown, nothing fires while
-/// paused, Dapr's catch-up (`all`) replays the missed ticks on resume.
+/// paused, and with Dapr's catch-up (`all`) none of the ticks that fell due runs on resume:
+/// a pause means skip.
 #[tokio::test]
 async fn jobs_are_paused_and_resumed_by_hand_over_http_and_grpc() {
     use jobsd::proto::jobsd_api::{self as jv1, jobs_client::JobsClient};
@@ -811,20 +814,24 @@ async fn jobs_are_paused_and_resumed_by_hand_over_http_and_grpc() {
             .starts_with("note: 513 bytes")
     );
 
-    // Resumed at 1:15: each ticks 0:20–1:10 now (Dapr's catch-up), then on schedule.
+    // Resumed at 1:15: the ticks of 0:20–1:10 are skipped, then on schedule from 1:20.
     let (status, _) = r.call("POST", "/jobsd/v1/jobs/h/resume", "").await;
     assert_eq!(status, 204);
     c.resume_job(jv1::ResumeJobRequest { name: "g".into() })
         .await
         .unwrap();
     common::clockwork::settle(r.sidecar.engine().unwrap(), &r.clock).await;
-    assert_eq!((app.count("h"), app.count("g")), (7, 7));
+    assert_eq!((app.count("h"), app.count("g")), (1, 1));
+    assert_eq!(
+        r.view("h").await["status"]["counters"]["skipped"]["paused"],
+        6
+    );
     // Resuming a job that is not paused changes nothing.
     let (status, _) = r.call("POST", "/jobsd/v1/jobs/h/resume", "").await;
     assert_eq!(status, 204);
     assert_eq!(r.view("h").await["status"]["state"], "active");
     r.run_for(TimeDelta::seconds(10)).await;
-    assert_eq!((app.count("h"), app.count("g")), (8, 8));
+    assert_eq!((app.count("h"), app.count("g")), (2, 2));
     r.stop().await;
 }
 

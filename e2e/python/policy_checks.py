@@ -38,7 +38,7 @@ same clock; they are compared as integer nanoseconds. The checks assert counts a
 generous bounds (every wait is bounded), never latencies.
 
 To add a scenario: write a function returning a Suite (one check per thing a user would
-notice), register it in PHASES, and run it from e2e/policies.sh with run_phase. Jobs are made
+notice), register it in PHASES, and run it from e2e/policies.sh with run_phase_of. Jobs are made
 with `create` and waited for with `wait_runs` / `wait_status`; a new retry kind is one more
 RetryCase in `retries_phase`.
 """

@@ -49,8 +49,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1.0/healthz/outbound", get(healthz_outbound))
         .route("/v1.0/metadata", get(metadata))
         .merge(super::actors::http::routes())
-        .merge(super::jobsd::http::routes())
-        .merge(super::jobsd::executions::routes())
+        .merge(super::jobsd::routes())
         .with_state(Arc::clone(&state));
     // A path that matches nothing is cleaned (`//`, `.`, `..`, trailing `/`) and routed
     // once more, as chi's CleanPath and StripSlashes middlewares do before daprd routes.

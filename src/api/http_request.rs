@@ -20,6 +20,11 @@ pub(crate) struct RouteName {
 }
 
 impl RouteName {
+    /// A name given as text (a query parameter).
+    pub(crate) fn new(text: String) -> Self {
+        RouteName { text, utf8: true }
+    }
+
     /// The last segment of the (cleaned) path: every job route ends in `/{name}`. Taken from
     /// the URI rather than axum's path extractors, which refuse names that are not UTF-8.
     pub(crate) fn from_uri(uri: &Uri) -> Result<Self, ApiError> {
@@ -51,7 +56,15 @@ pub(crate) fn parse_schedule_request(
     uri: &Uri,
     bytes: &[u8],
 ) -> Result<rv1::ScheduleJobRequest, ApiError> {
-    let name = RouteName::from_uri(uri)?;
+    parse_schedule_body(state, RouteName::from_uri(uri)?, bytes)
+}
+
+/// A create body as daprd reads it, for the job `name`.
+pub(crate) fn parse_schedule_body(
+    state: &ApiState,
+    name: RouteName,
+    bytes: &[u8],
+) -> Result<rv1::ScheduleJobRequest, ApiError> {
     let req = if bytes.is_empty() {
         JobHttpRequest::default()
     } else {

@@ -50,6 +50,11 @@ pub struct ApiState {
     pub scheduler_hosts: Option<tokio::sync::watch::Receiver<Vec<String>>>,
     /// The actor runtime: reminders, timers and method calls of the app's actors.
     pub actors: crate::actors::ActorRuntime,
+    /// The sidecar's clock: "now" for previews (the engine's own clock in embedded mode).
+    pub clock: Arc<dyn crate::clock::Clock>,
+    /// `--test-clock`: the manual clock the sidecar runs on, moved by
+    /// `POST /jobsd/v1/clock/advance`; `None` (the routes refuse) without the flag.
+    pub test_clock: Option<jobsd::TestClock>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -139,11 +144,30 @@ impl ApiState {
         req: rv1::ScheduleJobRequest,
         extras: scheduler::JobExtras,
     ) -> Result<(), ApiError> {
+        self.submit_job(req, extras, |scheduler, request, extras| async move {
+            scheduler.schedule_job_with(request, extras).await
+        })
+        .await
+    }
+
+    /// Checks a create as daprd does ([`ApiState::scheduler_request`]), builds the Scheduler
+    /// request for this app and hands it to `op` (which stores it, or previews it), answering
+    /// `op`'s errors as a create's ([`ApiState::schedule_error`]).
+    pub(crate) async fn submit_job<T, F, Fut>(
+        &self,
+        req: rv1::ScheduleJobRequest,
+        extras: scheduler::JobExtras,
+        op: F,
+    ) -> Result<T, ApiError>
+    where
+        F: FnOnce(Arc<dyn Scheduler>, sv1::ScheduleJobRequest, scheduler::JobExtras) -> Fut,
+        Fut: Future<Output = Result<T, scheduler::Error>>,
+    {
         let request = self.scheduler_request(req)?;
         let job_name = request.name.clone();
         let jobsd_settings = scheduler::untravelled_field(&extras).is_some();
         let scheduler = Arc::clone(&self.scheduler);
-        with_timeout(async move { scheduler.schedule_job_with(request, extras).await })
+        with_timeout(op(scheduler, request, extras))
             .await
             .map_err(|e| self.schedule_error(&job_name, jobsd_settings, e))
     }

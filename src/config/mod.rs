@@ -145,6 +145,11 @@ pub struct SidecarArgs {
     /// off when absent.
     #[arg(long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+    /// Run on a manual test clock (jobsd's own, for apps' tests): it starts at the real time
+    /// and only moves when told to (`POST /jobsd/v1/clock/advance {"by": "1h"}`). Needs the
+    /// embedded scheduler.
+    #[arg(long, env = "JOBSD_TEST_CLOCK")]
+    pub test_clock: bool,
     /// Print the version and exit (daprd's `--build-info`).
     #[arg(long, action = ArgAction::Version)]
     pub build_info: (),
@@ -292,6 +297,9 @@ pub struct Sidecar {
     /// Where the Prometheus metrics server listens (`--metrics-listen-address`,
     /// `--metrics-port`); `None` with `--enable-metrics=false`.
     pub metrics: Option<SocketAddr>,
+    /// `--test-clock`: time is a manual clock moved through `/jobsd/v1/clock` (embedded
+    /// scheduler only).
+    pub test_clock: bool,
 }
 
 /// A flag or variable that cannot be used.
@@ -327,6 +335,12 @@ pub enum Error {
     /// `--otlp-endpoint` is not an `http://host:port` URL.
     #[error("invalid OTLP endpoint {0:?}: expected http://host:port (OTLP over gRPC, no TLS)")]
     OtlpEndpoint(String),
+    /// `--test-clock` with `--scheduler-host-address`: the replicas keep their own time.
+    #[error(
+        "--test-clock needs the embedded scheduler: Scheduler replicas \
+         (--scheduler-host-address) fire jobs on their own clocks"
+    )]
+    TestClockRemote,
     /// `--wait`: daprd's wait-for-outbound-readiness mode, which jobsd does not have.
     #[error("--wait (wait for a sidecar's outbound readiness, then exit) is not implemented")]
     WaitMode,
@@ -416,6 +430,9 @@ impl SidecarArgs {
         if self.scheduler_job_streams == 0 {
             return Err(Error::NoJobStreams);
         }
+        if self.test_clock && !scheduler_hosts.is_empty() {
+            return Err(Error::TestClockRemote);
+        }
         let metrics = self.metrics.listen()?;
         Ok(Sidecar {
             app_id: app_id.to_owned(),
@@ -459,6 +476,7 @@ impl SidecarArgs {
                 .map(otlp_endpoint)
                 .transpose()?,
             metrics,
+            test_clock: self.test_clock,
         })
     }
 

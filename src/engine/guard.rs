@@ -221,7 +221,7 @@ impl Engine {
             });
         let write = GuardedWrite {
             key: new.key.clone(),
-            create_only: !new.overwrite,
+            create_only: new.create_only,
             if_match: conditions.if_match.as_ref().map(IfMatch::to_store),
             idempotency: claim,
         };

@@ -133,6 +133,8 @@ pub struct Recorded<'a> {
     pub pause: Option<Paused>,
     /// The job the given-up tick is dead-lettered into (`onExhausted: deadLetter`).
     pub dead_letter: Option<DeadLetter>,
+    /// The result resumes the job (the ticks a resume passed over): its pause is cleared.
+    pub resume: bool,
 }
 
 impl Recorded<'_> {
@@ -154,6 +156,7 @@ impl Recorded<'_> {
             // A held execution's end releases it: set by the loop (`runner::lease`).
             hold: None,
             release: Vec::new(),
+            resume: self.resume,
         }))
     }
 }

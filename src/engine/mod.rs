@@ -3,6 +3,7 @@
 //! and `jobsd scheduler` replicas (`replica`). It speaks the Scheduler's messages but no
 //! transport: no gRPC server or client, no etcd; its errors are [`Error`].
 
+mod bulk;
 pub mod convert;
 mod dead_letter;
 mod error;
@@ -13,6 +14,8 @@ pub mod labels;
 mod manual;
 mod pause;
 pub mod policies;
+mod prepare;
+mod preview;
 mod queue;
 mod runner;
 mod sweep;
@@ -25,10 +28,12 @@ use tokio::sync::{Mutex, MutexGuard, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use bulk::{Bulk, MAX_BULK_NAMES, Selection};
 pub use dead_letter::check_dead_letter;
 pub use error::Error;
 pub use executions::{Ending, ExecutionCall, HeldExecution};
 pub use manual::DEFAULT_MAX_BACKFILL_TICKS;
+pub use preview::{JobPreview, preview_job};
 pub use runner::Stats;
 use runner::{Command, Runner};
 pub use views::{
@@ -68,18 +73,6 @@ impl JobExtras {
     }
 }
 
-/// A create checked and ready to store.
-struct NewJob {
-    /// The composed key.
-    key: String,
-    /// The record, with a new generation.
-    stored: StoredJob,
-    /// Its trigger plan.
-    plan: schedule::Plan,
-    /// Replace a job of the same key (else create-only).
-    overwrite: bool,
-}
-
 /// How an engine runs, beyond its store, clock and sink; the default is what tests and tools
 /// need.
 #[derive(Debug, Clone, Default)]
@@ -113,8 +106,11 @@ struct Inner {
     locks: Box<[Mutex<()>]>,
     /// Hashes keys to lock shards.
     hasher: RandomState,
-    /// Jobs created and deleted through this engine.
+    /// Jobs created and deleted through this engine (and ticks a resume written here passed
+    /// over).
     metrics: EngineMetrics,
+    /// What is kept of each job's past (for the runs this engine writes itself).
+    history: history::Options,
 }
 
 impl Engine {
@@ -221,6 +217,7 @@ impl Engine {
                 locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
                 hasher: RandomState::new(),
                 metrics: options.metrics,
+                history: options.history,
             }),
         }
     }
@@ -338,7 +335,7 @@ impl Engine {
             .write(vec![Op::PutJob {
                 key: new.key.clone(),
                 job: new.stored.clone(),
-                create_only: !new.overwrite,
+                create_only: new.create_only,
             }])
             .await?;
         match results.first() {
@@ -351,7 +348,7 @@ impl Engine {
     }
 
     /// Tells the loop and the metrics of a job just stored (under its key's lock).
-    fn created(&self, new: NewJob) {
+    fn created(&self, new: prepare::Prepared) {
         self.inner.metrics.created();
         self.notify(Command::Upsert {
             key: new.key.into(),
@@ -365,49 +362,8 @@ impl Engine {
         &self,
         req: sv1::ScheduleJobRequest,
         extras: JobExtras,
-    ) -> Result<NewJob, Error> {
-        let key = keys::job_key(keys::check_metadata(req.metadata.as_ref())?, &req.name)?;
-        // Present: checked just above.
-        let metadata = req.metadata.unwrap_or_default();
-        let mut job = req.job.ok_or(Error::NoJob)?;
-        labels::check(&extras.labels).map_err(Error::BadRequest)?;
-        let (tick_policy, policy) = match extras.policy {
-            Some(p) => {
-                let parsed = policies::tick_policy(&p).map_err(Error::BadRequest)?;
-                let kept = (p != crate::proto::jobsd_api::JobPolicy::default()).then_some(p);
-                (parsed, kept)
-            }
-            None => Default::default(),
-        };
-        let handling = extras
-            .failure_policy
-            .as_ref()
-            .map(policies::failure_handling)
-            .transpose()
-            .map_err(Error::BadRequest)?;
-        policies::check_together(&tick_policy, handling.as_ref()).map_err(Error::BadRequest)?;
-        if let Some(given) = &extras.failure_policy {
-            job.failure_policy = Some(policies::dapr_failure_policy(given));
-        }
-        let mut plan = convert::validate(&mut job, self.inner.clock.now())?;
-        if let Some(handling) = handling {
-            check_dead_letter(&metadata, &req.name, &handling.on_exhausted)
-                .map_err(Error::BadRequest)?;
-            plan.failure_policy = handling.policy;
-            plan.set_on_exhausted(handling.on_exhausted);
-        }
-        policies::apply_tick_policy(&mut plan, &tick_policy, policies::seed_of(&key));
-        let mut stored = convert::stored_job(job, metadata, &plan, fastrand::u64(..));
-        stored.labels = extras.labels.into_iter().collect();
-        stored.traceparent = extras.traceparent.unwrap_or_default();
-        stored.policy = policy;
-        stored.failure_policy = extras.failure_policy.filter(policies::needs_storing);
-        Ok(NewJob {
-            key,
-            stored,
-            plan,
-            overwrite: req.overwrite,
-        })
+    ) -> Result<prepare::Prepared, Error> {
+        prepare::prepare(req, extras, self.inner.clock.now())
     }
 
     /// The stored job (Scheduler `GetJob`); `NotFound` when there is none.

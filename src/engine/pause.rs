@@ -1,15 +1,21 @@
-//! Pausing and resuming a job by hand. A paused job keeps its schedule and progress; no tick
-//! fires until it is resumed, and then `policy.catchUp` decides about the ticks that came due
-//! meanwhile, as after an outage. The state lives in the job's stored counter
+//! Pausing and resuming jobs by hand. A paused job keeps its schedule, progress and counters;
+//! no tick fires while it is paused. Every tick that falls due meanwhile is skipped and
+//! counted (`skipped.paused`, computed from the plan when the job is viewed, written once at
+//! the resume); the resume follows `policy.catchUp` (`latest`: the latest of them runs once;
+//! `window`: those within the window; `all` and `none`: none runs — Dapr has no pause, so its
+//! default skips). The state lives in the job's stored counter
 //! ([`Paused`](crate::store::Paused)), so it survives restarts and moves with the job between
 //! replicas, and an overwrite (a new version) starts unpaused.
 //!
-//! One job at a time by name; wider selections (a name prefix, labels) are loops over the
-//! per-key change below.
+//! One job at a time by name here; wider selections (a name prefix, labels) are in
+//! `bulk.rs`, a loop over the same per-key change.
 
-use super::runner::{Command, paused_by_hand};
-use super::{Engine, Error};
+use super::history::Recorded;
+use super::runner::{Command, paused_by_hand, skipped_run, skipped_ticks};
+use super::{Engine, Error, convert};
+use crate::observe::Skip;
 use crate::proto::scheduler as sv1;
+use crate::proto::store::StoredJob;
 use crate::store::{Op, OpResult, Paused};
 use crate::trigger::keys;
 
@@ -44,7 +50,11 @@ impl Engine {
     /// order with the job's results (a result that pauses the job cannot land after a resume
     /// given later) and applied in memory once durable. Otherwise (no loop, or a replica that
     /// does not own the job) it is written here.
-    async fn set_paused(&self, key: String, paused: Option<Paused>) -> Result<Option<()>, Error> {
+    pub(super) async fn set_paused(
+        &self,
+        key: String,
+        paused: Option<Paused>,
+    ) -> Result<Option<()>, Error> {
         let _guard = self.lock(&key).await;
         let Some(job) = self.inner.store.get_job(&key).await? else {
             return Ok(None);
@@ -56,11 +66,15 @@ impl Engine {
         {
             Some(written) => written?,
             None => {
-                let op = Op::SetPaused {
+                let resume = match paused {
+                    None => self.resume_op(&key, &job).await?,
+                    Some(_) => None,
+                };
+                let op = resume.unwrap_or(Op::SetPaused {
                     key,
                     generation,
                     paused,
-                };
+                });
                 let results = self.write(vec![op]).await?;
                 results.first().copied().unwrap_or(OpResult::Skipped)
             }
@@ -89,5 +103,47 @@ impl Engine {
             })
             .ok()?;
         answer.await.ok().flatten()
+    }
+
+    /// The resume of the paused job under `key` as the trigger loop writes it (see
+    /// `runner/resume.rs`): the ticks that fell due while it was paused passed over and the
+    /// pause ended, in one op. `None` when a plain end of the pause does: the job is not
+    /// paused, nothing fell due, or a tick is in progress (whoever fires the job then
+    /// decides, as after an outage).
+    async fn resume_op(&self, key: &str, job: &StoredJob) -> Result<Option<Op>, Error> {
+        let Some(stored) = self
+            .inner
+            .store
+            .get_counter(key)
+            .await?
+            .filter(|c| c.generation == job.generation && c.paused.is_some())
+        else {
+            return Ok(None);
+        };
+        let Ok(plan) = convert::plan_of(key, job) else {
+            return Ok(None);
+        };
+        let now = self.inner.clock.now();
+        let Some(resume) = plan
+            .resume(&convert::counter_of(&stored), now)
+            .filter(|r| r.paused > 0)
+        else {
+            return Ok(None);
+        };
+        self.inner.metrics.skipped_many(Skip::Paused, resume.paused);
+        let op = Recorded {
+            key,
+            generation: job.generation,
+            progress: Some(&resume.counter),
+            finish: false,
+            dropped: false,
+            run: skipped_run(&resume, now),
+            skipped_ticks: skipped_ticks(&resume),
+            pause: None,
+            dead_letter: None,
+            resume: true,
+        }
+        .op(&self.inner.history, now);
+        Ok(Some(op))
     }
 }

@@ -27,6 +27,7 @@ mod lease;
 mod leases;
 mod manual;
 mod overlap;
+mod resume;
 mod skips;
 mod writes;
 
@@ -37,6 +38,7 @@ pub use exhausted::{PauseReply, paused_by_hand};
 use lease::LeaseWrite;
 pub use lease::{Call, Ending, ExecutionCall, HeldExecution};
 pub use manual::{ExtraRefused, ExtraRequest};
+pub use resume::{skipped_run, skipped_ticks};
 
 /// Most commands handled before the loop looks at the clock again.
 const DRAIN_BATCH: usize = 4096;
@@ -240,6 +242,9 @@ pub struct Runner {
     /// While a held execution's end is applied: what the result recording its run also does
     /// (release the hold, answer the app), taken by the first run pushed.
     ending: Option<Box<LeaseWrite>>,
+    /// Jobs resumed while a tick was in progress, by key: the version and the resume time.
+    /// The ticks that fell due while they were paused are passed over once that tick ends.
+    resuming: HashMap<Arc<str>, (u64, DateTime<Utc>)>,
 }
 
 impl Runner {
@@ -278,6 +283,7 @@ impl Runner {
             extras: HashMap::new(),
             leases: leases::Leases::default(),
             ending: None,
+            resuming: HashMap::new(),
         }
     }
 
@@ -459,10 +465,12 @@ impl Runner {
             Command::Remove(key) => {
                 self.jobs.remove(&key);
                 self.leases.forget(&key, false);
+                self.resuming.remove(&key);
             }
             Command::RemovePrefix(prefix) => {
                 self.jobs.remove_prefix(&prefix);
                 self.leases.forget(&prefix, true);
+                self.resuming.retain(|key, _| !key.starts_with(&prefix));
             }
             Command::Release(prefix) => {
                 for key in self.jobs.unstage_prefix(&prefix) {

@@ -150,6 +150,9 @@ pub struct ListPage {
     pub next_page_token: Option<String>,
 }
 
+/// The `skipped` reason of ticks that fell due while their job was paused.
+const PAUSED: &str = "paused";
+
 /// Most records read for one page before it is returned short.
 const SCAN_BUDGET: usize = 20_000;
 
@@ -183,7 +186,7 @@ impl Engine {
                 finished_at: None,
             };
             let live = self.inspect(&key).await;
-            return Ok(view_of(item, name.to_owned(), live));
+            return Ok(view_of(item, name.to_owned(), live, self.inner.clock.now()));
         }
         match store.get_finished(&key).await? {
             Some(finished) => Ok(view_of(
@@ -195,6 +198,7 @@ impl Engine {
                 },
                 name.to_owned(),
                 None,
+                self.inner.clock.now(),
             )),
             None => Err(Error::NotFound(name.to_owned())),
         }
@@ -284,6 +288,7 @@ impl Engine {
         }
         let mut jobs = Vec::new();
         let mut read = 0;
+        let now = self.inner.clock.now();
         loop {
             let items = self
                 .inner
@@ -294,15 +299,11 @@ impl Engine {
             for item in items {
                 read += 1;
                 after = Some(item.key.clone());
-                if !filter
-                    .labels
-                    .iter()
-                    .all(|(k, v)| item.job.labels.get(k) == Some(v))
-                {
+                if !has_labels(&item.job, &filter.labels) {
                     continue;
                 }
                 let name = item.key[owner.len()..].to_owned();
-                let view = view_of(item, name, None);
+                let view = view_of(item, name, None, now);
                 if filter.state.is_none_or(|s| view.status.state == Some(s)) {
                     jobs.push(view);
                 }
@@ -347,6 +348,14 @@ impl Engine {
     }
 }
 
+/// Whether `job` carries every one of `labels`, with these values.
+pub(super) fn has_labels(
+    job: &crate::proto::store::StoredJob,
+    labels: &[(String, String)],
+) -> bool {
+    labels.iter().all(|(k, v)| job.labels.get(k) == Some(v))
+}
+
 /// The page token for "after `name`" in `table`: `a:<name>` or `f:<name>`, base64url.
 fn encode_token(table: PageOf, name: &str) -> String {
     use base64::Engine as _;
@@ -389,24 +398,39 @@ fn held_of(counter: &crate::store::StoredCounter, name: &str) -> Vec<super::Held
         .collect()
 }
 
-/// The view of a stored job (`live`: the loop's state of it, for an active job).
-fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
+/// The view of a stored job at `now` (`live`: the loop's state of it, for an active job).
+pub(super) fn view_of(
+    item: PageItem,
+    name: String,
+    live: Option<State>,
+    now: DateTime<Utc>,
+) -> JobView {
     let counter = item.counter.unwrap_or_default();
     let finished = item.finished_at.is_some();
     let paused = counter.paused.as_ref().filter(|_| !finished);
     let progress = convert::counter_of(&counter);
+    let in_flight = matches!(live, Some(State::InFlight | State::Persisting));
+    let plan = || convert::plan_of(&item.key, &item.job).ok();
     let next_fire_time = match (finished || paused.is_some(), live) {
         (true, _) => None,
         (false, Some(State::Queued(at))) => Some(at),
-        _ => convert::plan_of(&item.key, &item.job)
-            .ok()
-            .and_then(|plan| plan.fire_time(&progress)),
+        _ => plan().and_then(|plan| plan.fire_time(&progress)),
     };
     let held = if finished {
         Vec::new()
     } else {
         held_of(&counter, &name)
     };
+    let in_flight = in_flight || !held.is_empty();
+    let mut skipped: BTreeMap<String, u64> = counter.skipped.clone().into_iter().collect();
+    if paused.is_some() {
+        // The ticks that fell due while paused are written once, at the resume; until then
+        // they are counted from the plan.
+        let passed = plan().map_or(0, |plan| plan.paused_ticks(&progress, in_flight, now));
+        if passed > 0 {
+            *skipped.entry(PAUSED.to_owned()).or_default() += passed;
+        }
+    }
     let status = JobStatus {
         state: Some(if finished {
             JobState::Finished
@@ -425,11 +449,11 @@ fn view_of(item: PageItem, name: String, live: Option<State>) -> JobView {
         failed_attempts: counter.failed_attempts,
         dropped: counter.dropped,
         staged_count: counter.staged,
-        skipped: counter.skipped.clone().into_iter().collect(),
+        skipped,
         on_exhausted: counter.on_exhausted.clone().into_iter().collect(),
         ticks: counter.count,
         current_attempt: progress.attempts + 1,
-        in_flight: matches!(live, Some(State::InFlight | State::Persisting)) || !held.is_empty(),
+        in_flight,
         staged: matches!(live, Some(State::Staged)),
         finished_at: item.finished_at.as_ref().and_then(instant),
         paused_at: paused.and_then(|p| p.at.as_ref()).and_then(instant),

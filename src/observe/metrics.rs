@@ -394,11 +394,19 @@ pub enum Skip {
     Overlap,
     /// `whileTargetDown: skip` dropped a tick that came due while the app could not take it.
     TargetDown,
+    /// The tick came due while its job was paused (counted when the job is resumed).
+    Paused,
 }
 
 impl Skip {
     /// Every reason, in the order they are exposed.
-    pub const ALL: [Skip; 4] = [Skip::Expired, Skip::Missed, Skip::Overlap, Skip::TargetDown];
+    pub const ALL: [Skip; 5] = [
+        Skip::Expired,
+        Skip::Missed,
+        Skip::Overlap,
+        Skip::TargetDown,
+        Skip::Paused,
+    ];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
@@ -407,6 +415,7 @@ impl Skip {
             Skip::Missed => "missed",
             Skip::Overlap => "overlap",
             Skip::TargetDown => "target_down",
+            Skip::Paused => "paused",
         }
     }
 }
@@ -659,9 +668,14 @@ impl EngineMetrics {
 
     /// A tick was skipped for `reason`.
     pub fn skipped(&self, reason: Skip) {
+        self.skipped_many(reason, 1);
+    }
+
+    /// `n` ticks were skipped for `reason`.
+    pub fn skipped_many(&self, reason: Skip, n: u64) {
         if let Some(cells) = &self.0 {
             let at = Skip::ALL.iter().position(|r| *r == reason).unwrap_or(0);
-            cells.skipped[at].inc();
+            cells.skipped[at].inc_by(n);
         }
     }
 

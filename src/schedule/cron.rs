@@ -28,7 +28,7 @@ mod fast;
 mod field;
 mod walk;
 
-pub use dst::{DstPolicy, DstPolicyError, Gap, Repeat};
+pub use dst::{DstPolicy, DstPolicyError, Gap, Repeat, Transition, transitions};
 pub use field::AtoiError;
 use field::{Bounds, DOM, DOW, HOURS, MINUTES, MONTHS, SECONDS, all, get_field};
 
@@ -238,6 +238,20 @@ impl SpecSchedule {
             Location::Zone(tz) if !is_utc(tz) => walk::next(self, tz, after),
             _ => fast::next(self, after),
         }
+    }
+
+    /// The first wall-clock time in `[from, stop)` that the fields match, reading the fields
+    /// on a civil clock (no zone): what the schedule would pick if `from..stop` existed.
+    pub fn first_wall_match(
+        &self,
+        from: chrono::NaiveDateTime,
+        stop: chrono::NaiveDateTime,
+    ) -> Option<chrono::NaiveDateTime> {
+        let from = from.and_utc().timestamp();
+        let stop = stop.and_utc().timestamp();
+        dst::first_match(self, from, stop)
+            .and_then(|wall| DateTime::from_timestamp(wall, 0))
+            .map(|wall| wall.naive_utc())
     }
 
     /// The next activation strictly after `after` under a daylight-saving policy; see

@@ -12,11 +12,12 @@ pub mod name;
 pub mod period;
 pub mod plan;
 pub mod policy;
+pub mod preview;
 pub mod rfc3339;
 
 pub use cron::Schedule;
 pub use job::{JobSpec, Rule, ValidationError, point_in_time, validate};
 pub use job_policy::{CatchUp, OnExhausted, Overlap, TickPolicy, WhileTargetDown};
 pub use name::NameError;
-pub use plan::{Begin, Counter, Keep, Outcome, Plan, PlanPolicy, Step};
+pub use plan::{Begin, Counter, Keep, Outcome, Plan, PlanPolicy, Resume, Step};
 pub use policy::FailurePolicy;

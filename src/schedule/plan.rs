@@ -8,6 +8,10 @@ use chrono::{DateTime, TimeDelta, Utc};
 use super::cron::{DstPolicy, Schedule};
 use super::policy::FailurePolicy;
 
+mod paused;
+
+pub use paused::Resume;
+
 /// Where a job's clock starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Begin {

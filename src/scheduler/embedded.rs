@@ -7,8 +7,8 @@ use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
 use super::{
-    Conditions, Error, ExecutionCall, Guarded, HeldExecution, IfMatch, JobExtras, JobView,
-    ListFilter, ListPage, Run, Scheduler,
+    Bulk, Conditions, Error, ExecutionCall, Guarded, HeldExecution, IfMatch, JobExtras, JobView,
+    ListFilter, ListPage, Run, Scheduler, Selection, Stats,
 };
 
 impl From<engine::Error> for Error {
@@ -139,6 +139,27 @@ impl Scheduler for Engine {
         call: ExecutionCall,
     ) -> Result<HeldExecution, Error> {
         Ok(Engine::execution_call(self, &metadata, &id, call).await?)
+    }
+
+    async fn pause_jobs(
+        &self,
+        metadata: sv1::JobMetadata,
+        selection: Selection,
+        note: String,
+    ) -> Result<Bulk, Error> {
+        Ok(Engine::pause_jobs(self, &metadata, &selection, &note).await?)
+    }
+
+    async fn resume_jobs(
+        &self,
+        metadata: sv1::JobMetadata,
+        selection: Selection,
+    ) -> Result<Bulk, Error> {
+        Ok(Engine::resume_jobs(self, &metadata, &selection).await?)
+    }
+
+    async fn sync(&self) -> Option<Stats> {
+        Engine::sync(self).await
     }
 
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {

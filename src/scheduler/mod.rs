@@ -19,6 +19,7 @@ pub use crate::engine::check_dead_letter;
 pub use crate::engine::guard::{self, Conditions, Guarded, IfMatch};
 pub use crate::engine::labels::check as check_labels;
 pub use crate::engine::policies::{check_together, failure_handling, tick_policy};
+pub use crate::engine::{Bulk, JobPreview, MAX_BULK_NAMES, Selection, Stats, preview_job};
 pub use crate::engine::{
     Ending, ExecutionCall, HeldExecution, JobExtras, JobState, JobStatus, JobView, ListFilter,
     ListPage, MAX_RUNS, Run, RunOutcome,
@@ -306,6 +307,34 @@ pub trait Scheduler: Send + Sync + 'static {
     ) -> Result<HeldExecution, Error> {
         let _ = (metadata, id, call);
         Err(executions_unavailable())
+    }
+
+    /// Pauses the jobs of the metadata's owner that `selection` takes and that are not
+    /// paused yet (as [`Scheduler::pause_job`] does each), saying why in `note`.
+    async fn pause_jobs(
+        &self,
+        metadata: sv1::JobMetadata,
+        selection: Selection,
+        note: String,
+    ) -> Result<Bulk, Error> {
+        let _ = (metadata, selection, note);
+        Err(pause_unavailable())
+    }
+
+    /// Resumes the paused jobs of the metadata's owner that `selection` takes.
+    async fn resume_jobs(
+        &self,
+        metadata: sv1::JobMetadata,
+        selection: Selection,
+    ) -> Result<Bulk, Error> {
+        let _ = (metadata, selection);
+        Err(pause_unavailable())
+    }
+
+    /// The state of the trigger loop in this process once it has handled everything sent
+    /// before the call; `None` when no loop runs here (remote mode) or it has stopped.
+    async fn sync(&self) -> Option<Stats> {
+        None
     }
 
     /// Deletes a job; deleting a missing job succeeds.

@@ -41,7 +41,8 @@ pub fn outcome_named(name: &str) -> Option<RunOutcome> {
     .find(|o| outcome_name(*o) == name)
 }
 
-fn stamp(t: Option<DateTime<Utc>>) -> Option<prost_types::Timestamp> {
+/// An instant as a protobuf `Timestamp`.
+pub fn stamp(t: Option<DateTime<Utc>>) -> Option<prost_types::Timestamp> {
     t.map(|t| SystemTime::from(t).into())
 }
 

@@ -479,6 +479,9 @@ fn record_result<T: Tables>(
     if let Some(pause) = record.pause {
         counter.paused = Some(pause);
     }
+    if record.resume {
+        counter.paused = None;
+    }
     let done = placed.map_or(OpResult::Done, OpResult::DeadLettered);
     let history = tables.keeps_history() && record.history_limit > 0;
     if let Some(run) = record.run {

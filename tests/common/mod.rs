@@ -115,6 +115,7 @@ pub fn sidecar_config(
         max_backfill_ticks: jobsd::engine::DEFAULT_MAX_BACKFILL_TICKS,
         otlp_endpoint: None,
         metrics: None,
+        test_clock: false,
     }
 }
 
@@ -155,6 +156,8 @@ pub fn state(scheduler: Arc<dyn Scheduler>, app_id: &str, namespace: &str) -> Ap
             Arc::new(jobsd::clock::SystemClock),
         ),
         scheduler,
+        clock: Arc::new(jobsd::clock::SystemClock),
+        test_clock: None,
     }
 }
 

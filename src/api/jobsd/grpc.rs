@@ -11,7 +11,7 @@ use crate::api::grpc::{authorize, traceparent};
 use crate::api::scheduler_to_runtime_job;
 use crate::proto::jobsd_api::{self as jv1, jobs_server::JobsServer};
 use crate::scheduler::ExecutionCall;
-use crate::scheduler::{JobExtras, JobView, views_wire};
+use crate::scheduler::{JobExtras, JobView, Selection, views_wire};
 
 /// The `jobsd.v1.Jobs` implementation over the shared job operations.
 #[derive(Clone, Debug)]
@@ -220,6 +220,110 @@ impl jv1::jobs_server::Jobs for JobsApi {
         Ok(Response::new(jv1::FailExecutionResponse {
             execution,
             name,
+        }))
+    }
+
+    async fn preview(
+        &self,
+        request: Request<jv1::PreviewRequest>,
+    ) -> Result<Response<jv1::PreviewResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let job = req.job.map(|mut job| {
+            if job.name.is_empty() {
+                job.name = super::preview::DEFAULT_NAME.to_owned();
+            }
+            job
+        });
+        let extras = JobExtras {
+            labels: req.labels.into_iter().collect(),
+            traceparent: None,
+            policy: req.policy,
+            failure_policy: req.failure_policy,
+        };
+        let count = match req.count {
+            0 => crate::schedule::preview::DEFAULT_COUNT,
+            n => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+        let dapr = crate::proto::runtime::ScheduleJobRequest {
+            job,
+            overwrite: false,
+        };
+        let found = self.state.preview_job(dapr, extras, count).await?;
+        Ok(Response::new(jv1::PreviewResponse {
+            job: Some(view(found.view)),
+            zone: found.preview.zone,
+            ticks: super::preview::ticks_to_wire(found.preview.ticks),
+        }))
+    }
+
+    async fn pause_jobs(
+        &self,
+        request: Request<jv1::PauseJobsRequest>,
+    ) -> Result<Response<jv1::PauseJobsResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let selection = Selection {
+            name_prefix: req.prefix,
+            labels: req.labels.into_iter().collect(),
+        };
+        let bulk = self.state.pause_jobs(selection, req.all, req.note).await?;
+        Ok(Response::new(jv1::PauseJobsResponse {
+            count: bulk.count,
+            truncated: super::bulk::truncated(&bulk),
+            names: bulk.names,
+        }))
+    }
+
+    async fn resume_jobs(
+        &self,
+        request: Request<jv1::ResumeJobsRequest>,
+    ) -> Result<Response<jv1::ResumeJobsResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let selection = Selection {
+            name_prefix: req.prefix,
+            labels: req.labels.into_iter().collect(),
+        };
+        let bulk = self.state.resume_jobs(selection, req.all).await?;
+        Ok(Response::new(jv1::ResumeJobsResponse {
+            count: bulk.count,
+            truncated: super::bulk::truncated(&bulk),
+            names: bulk.names,
+        }))
+    }
+
+    async fn get_clock(
+        &self,
+        request: Request<jv1::GetClockRequest>,
+    ) -> Result<Response<jv1::GetClockResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let now = self.state.clock_now()?;
+        Ok(Response::new(jv1::GetClockResponse {
+            now: views_wire::stamp(Some(now)),
+        }))
+    }
+
+    async fn advance_clock(
+        &self,
+        request: Request<jv1::AdvanceClockRequest>,
+    ) -> Result<Response<jv1::AdvanceClockResponse>, Status> {
+        authorize(&self.state, &request)?;
+        self.state.clock_now()?;
+        let req = request.into_inner();
+        let advance = match req.to {
+            Some(to) if req.by.is_empty() => super::Advance::To(
+                chrono::DateTime::from_timestamp(to.seconds, u32::try_from(to.nanos).unwrap_or(0))
+                    .ok_or_else(|| bad_request("to: out of range".to_owned()))?,
+            ),
+            // Both given: refused as the HTTP body is.
+            Some(_) => super::clock::parse_advance(Some(&req.by), Some("to"))?,
+            None => super::clock::parse_advance(Some(&req.by), None)?,
+        };
+        let (previous, now) = self.state.advance_clock(advance).await?;
+        Ok(Response::new(jv1::AdvanceClockResponse {
+            previous: views_wire::stamp(Some(previous)),
+            now: views_wire::stamp(Some(now)),
         }))
     }
 

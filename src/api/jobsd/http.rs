@@ -12,6 +12,10 @@
 //!   until it is resumed; 204.
 //! - `POST /jobsd/v1/jobs/{name}/resume`: it goes on (a job not paused is left as it is); 204.
 //! - `GET /jobsd/v1/jobs?prefix=&label=k=v&state=active|paused|finished&pageSize=&pageToken=`.
+//! - `POST /jobsd/v1/jobs:pause`, `POST /jobsd/v1/jobs:resume`: many at once (`bulk.rs`).
+//! - `POST /jobsd/v1/preview`: a create checked, its next fire times, nothing stored
+//!   (`preview.rs`).
+//! - `GET /jobsd/v1/clock`, `POST /jobsd/v1/clock/advance`: the `--test-clock` (`clock.rs`).
 
 use std::collections::BTreeMap;
 
@@ -30,7 +34,7 @@ use crate::api::{ApiError, ApiState};
 use crate::observe::trace::{self, TRACEPARENT};
 use crate::scheduler::{JobExtras, JobState, ListFilter};
 
-/// The routes, to merge into the API router.
+/// The routes of this file (`super::routes` has all of jobsd's).
 pub fn routes() -> Router<Shared> {
     Router::new()
         .route("/jobsd/v1/jobs", get(list))
@@ -45,14 +49,14 @@ pub fn routes() -> Router<Shared> {
         .route("/jobsd/v1/jobs/{name}/backfill", post(backfill))
 }
 
-fn respond(result: Result<Response, ApiError>) -> Response {
+pub(super) fn respond(result: Result<Response, ApiError>) -> Response {
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// What a create body carries beside Dapr's job: labels, policy and jobsd's failure policy.
 /// A `"failurePolicy"` with jobsd's kinds or members is taken out of the body Dapr's parser
 /// reads (which knows only `drop` and `constant`).
-fn split_body(bytes: &[u8]) -> Result<(Option<Vec<u8>>, JobExtras), ApiError> {
+pub(super) fn split_body(bytes: &[u8]) -> Result<(Option<Vec<u8>>, JobExtras), ApiError> {
     let mut extras = JobExtras::default();
     if bytes.is_empty() {
         return Ok((None, extras));
@@ -269,18 +273,21 @@ async fn list(State(state): State<Shared>, uri: Uri) -> Response {
     )
 }
 
+/// A `label` selector `k=v`, or a 400 naming it.
+pub(super) fn label_pair(value: &str) -> Result<(String, String), ApiError> {
+    let (k, v) = value
+        .split_once('=')
+        .ok_or_else(|| bad_request(format!("label: {value:?} is not key=value")))?;
+    Ok((k.to_owned(), v.to_owned()))
+}
+
 /// The filter a list query asks for.
 fn list_filter(_state: &ApiState, query: &str) -> Result<ListFilter, ApiError> {
     let mut filter = ListFilter::default();
     for (key, value) in query_params(query)? {
         match key.as_str() {
             "prefix" => filter.name_prefix = value,
-            "label" => {
-                let (k, v) = value
-                    .split_once('=')
-                    .ok_or_else(|| bad_request(format!("label: {value:?} is not key=value")))?;
-                filter.labels.push((k.to_owned(), v.to_owned()));
-            }
+            "label" => filter.labels.push(label_pair(&value)?),
             "state" => {
                 filter.state = Some(JobState::parse(&value).ok_or_else(|| {
                     bad_request(format!(

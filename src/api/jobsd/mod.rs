@@ -1,18 +1,25 @@
 //! jobsd's own API beside Dapr's (`/jobsd/v1/…`): jobs with labels, their status and run
-//! history, and filtered, paged lists. Dapr's routes and bodies are untouched by it, but for
-//! the `Idempotency-Key` and `If-Match` headers their creates also take ([`conditions`]).
+//! history, and filtered, paged lists; steering them (pause and resume, by name and in bulk,
+//! run now and backfill, preview before create, the opt-in test clock, async completion of
+//! held executions). Dapr's routes and bodies are untouched by it, but for the
+//! `Idempotency-Key` and `If-Match` headers their creates also take ([`conditions`]).
 
+mod bulk;
+mod clock;
 pub mod conditions;
 pub mod executions;
 pub mod grpc;
 pub mod http;
 mod json;
 mod policy_json;
+mod preview;
 mod steer;
 
 use std::sync::Arc;
 
 use ::http::StatusCode;
+
+pub use clock::{Advance, TestClock};
 
 use super::{ApiError, ApiState};
 use crate::proto::runtime as rv1;
@@ -25,6 +32,15 @@ pub use crate::scheduler::MAX_RUNS;
 
 /// Longest note given with a pause, in bytes.
 pub const MAX_PAUSE_NOTE: usize = 512;
+
+/// Every route of jobsd's own API, to merge into the API router.
+pub fn routes() -> axum::Router<crate::api::http_parts::Shared> {
+    http::routes()
+        .merge(executions::routes())
+        .merge(bulk::routes())
+        .merge(preview::routes())
+        .merge(clock::routes())
+}
 
 /// 400 `ERR_MALFORMED_REQUEST` with `message`.
 pub fn bad_request(message: String) -> ApiError {
@@ -83,14 +99,14 @@ impl ApiState {
         self.schedule_job_extras(req, extras).await
     }
 
-    /// jobsd's settings of a create, checked as the engine checks them.
+    /// jobsd's settings of a create, checked here, before any hop, so that a bad value is
+    /// refused with the same answer whichever scheduler is behind; the scheduler checks them
+    /// again where it stores them.
     pub(crate) fn check_extras(
         &self,
         req: &rv1::ScheduleJobRequest,
         extras: &JobExtras,
     ) -> Result<(), ApiError> {
-        // Checked here, before any hop, so that a bad value is refused with the same answer
-        // whichever scheduler is behind; the scheduler checks them again where it stores them.
         scheduler::check_labels(&extras.labels).map_err(bad_request)?;
         let tick = extras
             .policy
@@ -138,12 +154,7 @@ impl ApiState {
 
     /// Pauses job `name` of this app, with `note` saying why.
     pub async fn pause_job(&self, name: String, note: String) -> Result<(), ApiError> {
-        if note.len() > MAX_PAUSE_NOTE {
-            return Err(bad_request(format!(
-                "note: {} bytes, at most {MAX_PAUSE_NOTE} are allowed",
-                note.len()
-            )));
-        }
+        bulk::check_note(&note)?;
         let scheduler = Arc::clone(&self.scheduler);
         let metadata = self.job_metadata();
         scheduler

@@ -107,6 +107,17 @@ impl Runner {
             return;
         };
         let counter = entry.counter;
+        if paused.is_none()
+            && entry.paused
+            && let Some(passed) = self.resume_over(&key, self.clock.now())
+        {
+            // The resume is written with the ticks it passes over, in one op.
+            self.push_result(Persisted {
+                by_hand: Some(ByHand { paused, reply }),
+                ..passed
+            });
+            return;
+        }
         self.push_result(Persisted {
             by_hand: Some(ByHand { paused, reply }),
             record_only: true,
@@ -126,6 +137,13 @@ impl Runner {
         };
         let written = p.written.take().unwrap_or(Err(store::Error::Closed));
         if matches!(written, Ok(OpResult::Done)) {
+            if !p.record_only
+                && let Some(entry) = self.jobs.get_mut(&p.key)
+                && entry.generation == p.generation
+            {
+                // A resume that passed over ticks: the job goes on from the progress after them.
+                entry.counter = p.counter;
+            }
             self.apply_pause(&p.key, p.generation, by_hand.paused.is_some());
         }
         let _ = by_hand.reply.send(Some(written));
@@ -141,7 +159,8 @@ impl Runner {
             self.jobs.pause(key);
             return;
         }
-        // Missed ticks are then `policy.catchUp`'s to decide, as after any outage.
+        // The ticks that fell due while it was paused are passed over already (see
+        // `resume.rs`); the catch-up policy kept those that still run.
         let at = entry.plan.fire_time(&entry.counter);
         let counter = entry.counter;
         self.jobs.resume(key, at);

@@ -12,6 +12,15 @@ impl Runner {
             let Some((key, at)) = self.jobs.pop_due(now) else {
                 break;
             };
+            if !self.resuming.is_empty()
+                && let Some(paused) = self.resumed_tick(&key)
+            {
+                // Resumed while this tick was in progress: now that it has ended, the ticks
+                // that fell due while the job was paused are passed over.
+                self.jobs.set_persisting(&key);
+                self.push_result(paused);
+                continue;
+            }
             if self.hold_for_extras(&key, at) {
                 continue;
             }

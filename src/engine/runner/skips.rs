@@ -55,9 +55,7 @@ impl Runner {
             return;
         };
         let next = entry.plan.fire_time(&counter);
-        for _ in 0..skipped {
-            self.outlet.metrics.skipped(why);
-        }
+        self.outlet.metrics.skipped_many(why, u64::from(skipped));
         self.jobs.set_persisting(&key);
         self.push_result(Persisted {
             run: Some(StoredRun {

@@ -71,7 +71,7 @@ impl Runner {
                     return op;
                 }
                 let mut op = match (p.run.take(), p.next) {
-                    _ if p.by_hand.is_some() => Op::SetPaused {
+                    (None, _) if p.by_hand.is_some() => Op::SetPaused {
                         key: p.key.to_string(),
                         generation: p.generation,
                         paused: p.by_hand.as_ref().and_then(|b| b.paused.clone()),
@@ -80,12 +80,18 @@ impl Runner {
                         key: &p.key,
                         generation: p.generation,
                         progress: (!p.record_only).then_some(&p.counter),
-                        finish: next.is_none() && !p.record_only && !p.detached,
+                        // A resume whose job can fire no more is finished once applied, as at
+                        // load.
+                        finish: next.is_none()
+                            && !p.record_only
+                            && !p.detached
+                            && p.by_hand.is_none(),
                         dropped: p.dropped,
                         run,
                         skipped_ticks: p.skipped_ticks,
                         pause: p.pause.clone(),
                         dead_letter: p.dead_letter.as_ref().map(|d| d.record.clone()),
+                        resume: p.by_hand.as_ref().is_some_and(|b| b.paused.is_none()),
                     }
                     .op(&self.history, now),
                     (None, Some(_)) => Op::PutCounter {

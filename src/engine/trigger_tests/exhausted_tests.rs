@@ -87,7 +87,10 @@ async fn a_spent_failure_policy_pauses_the_job_across_a_restart_until_resumed() 
     assert_eq!(h.view("p").await.status.state, Some(JobState::Paused));
     assert_eq!(h.engine.sync().await.unwrap().queued, 0);
 
-    // Resumed at 10:15 with `catchUp: latest`: one run for the ticks missed, at the latest.
+    // The ticks of 0:20–10:10 fell due while paused: counted, not run.
+    assert_eq!(h.view("p").await.status.skipped.get("paused"), Some(&60));
+
+    // Resumed at 10:15 with `catchUp: latest`: the latest of them runs, once.
     h.answer_always("p", Success);
     h.engine.resume_job(&meta().unwrap(), "p").await.unwrap();
     h.settle().await;
@@ -95,13 +98,14 @@ async fn a_spent_failure_policy_pauses_the_job_across_a_restart_until_resumed() 
     let v = h.view("p").await;
     assert_eq!(v.status.state, Some(JobState::Active));
     assert_eq!(v.status.paused_reason, None);
-    assert_eq!(v.status.skipped.get("catch_up"), Some(&59));
+    assert_eq!(v.status.skipped.get("paused"), Some(&60));
+    assert_eq!(v.status.skipped.get("catch_up"), None);
     h.run_for(TimeDelta::seconds(10)).await;
     assert_eq!(h.scheduled("p")[2..], [secs(610), secs(620)]);
 }
 
 #[tokio::test]
-async fn a_job_paused_by_hand_fires_nothing_and_replays_what_it_missed_on_resume() {
+async fn a_job_paused_by_hand_skips_the_ticks_that_fall_due_and_goes_on_after_resume() {
     let h = Harness::new().await;
     let meta = meta().unwrap();
     h.schedule("m", every("@every 10s")).await;
@@ -115,15 +119,19 @@ async fn a_job_paused_by_hand_fires_nothing_and_replays_what_it_missed_on_resume
     assert_eq!(v.status.paused_at, Some(secs(25)));
     h.run_for(TimeDelta::seconds(60)).await;
     assert_eq!(h.deliveries("m").len(), 2);
-    // Resuming twice is resuming once; Dapr's catch-up (`all`) replays each missed tick.
+    assert_eq!(h.view("m").await.status.skipped.get("paused"), Some(&6));
+    // Resuming twice is resuming once; with Dapr's catch-up (`all`) none of the ticks that
+    // fell due while paused (0:30–1:20) runs: the job goes on at 1:30.
     h.engine.resume_job(&meta, "m").await.unwrap();
     h.engine.resume_job(&meta, "m").await.unwrap();
     h.settle().await;
-    assert_eq!(
-        h.scheduled("m"),
-        (1..=8).map(|i| secs(10 * i)).collect::<Vec<_>>()
-    );
-    assert_eq!(h.view("m").await.status.state, Some(JobState::Active));
+    assert_eq!(h.scheduled("m"), [secs(10), secs(20)]);
+    let v = h.view("m").await;
+    assert_eq!(v.status.state, Some(JobState::Active));
+    assert_eq!(v.status.skipped.get("paused"), Some(&6));
+    assert_eq!(v.status.next_fire_time, Some(secs(90)));
+    h.run_for(TimeDelta::seconds(10)).await;
+    assert_eq!(h.scheduled("m"), [secs(10), secs(20), secs(90)]);
     // Nothing of the kind for a job that does not exist.
     for missing in [
         h.engine.pause_job(&meta, "gone", "").await,
@@ -149,11 +157,19 @@ async fn a_pause_holds_a_queued_retry_until_resumed() {
     h.engine.pause_job(&meta, "r", "").await.unwrap();
     h.run_for(TimeDelta::seconds(30)).await;
     assert_eq!(h.deliveries("r").len(), 1, "the retry waits too");
+    assert_eq!(h.view("r").await.status.skipped.get("paused"), Some(&3));
     h.engine.resume_job(&meta, "r").await.unwrap();
     h.settle().await;
-    // The retry of the 10 s tick goes first, with its attempt number kept.
+    // The retry of the 10 s tick goes first, with its attempt number kept; then the ticks
+    // that fell due while paused (20, 30, 40) are passed over.
     let d = h.deliveries("r");
+    assert_eq!(d.len(), 2);
     assert_eq!((d[1].scheduled, d[1].attempt), (secs(11), 2));
+    let v = h.view("r").await;
+    assert_eq!(v.status.skipped.get("paused"), Some(&3));
+    assert_eq!(v.status.next_fire_time, Some(secs(50)));
+    h.run_for(TimeDelta::seconds(10)).await;
+    assert_eq!(h.scheduled("r")[2..], [secs(50)]);
 }
 
 /// The JSON object a dead-letter delivery carries.
@@ -288,7 +304,81 @@ async fn a_job_taken_over_by_another_loop_stays_paused() {
         h.view("t").await.status.paused_note.as_deref(),
         Some("moved")
     );
+    assert_eq!(h.view("t").await.status.skipped.get("paused"), Some(&3));
     h.engine.resume_job(&meta, "t").await.unwrap();
     h.settle().await;
-    assert_eq!(h.scheduled("t"), [secs(10), secs(20), secs(30)]);
+    assert!(
+        h.deliveries("t").is_empty(),
+        "10, 20, 30 fell due while paused"
+    );
+    h.run_for(TimeDelta::seconds(5)).await;
+    assert_eq!(h.scheduled("t"), [secs(40)]);
+}
+
+/// A bulk pause takes only the calling owner's jobs that its selection takes; another app's
+/// job of the same name is left alone, and so is a job paused already (its note kept).
+#[tokio::test]
+async fn a_bulk_pause_takes_only_the_owners_selected_jobs() {
+    use crate::engine::Selection;
+    let h = Harness::new().await;
+    let mine = meta().unwrap();
+    let other = sv1::JobMetadata {
+        app_id: "otherapp".into(),
+        ..mine.clone()
+    };
+    for (name, team) in [("a-1", "x"), ("a-2", "y"), ("b-1", "x")] {
+        let labels = [("team".to_owned(), team.to_owned())].into();
+        h.schedule_with(
+            name,
+            every("@every 10s"),
+            JobExtras {
+                labels,
+                ..Default::default()
+            },
+        )
+        .await;
+    }
+    h.engine
+        .schedule_job(sv1::ScheduleJobRequest {
+            name: "a-1".into(),
+            job: Some(every("@every 10s")),
+            metadata: Some(other.clone()),
+            overwrite: false,
+        })
+        .await
+        .unwrap();
+    h.engine.pause_job(&mine, "a-2", "first").await.unwrap();
+    let by_prefix = Selection {
+        name_prefix: "a-".into(),
+        labels: Vec::new(),
+    };
+    let bulk = h
+        .engine
+        .pause_jobs(&mine, &by_prefix, "bulk")
+        .await
+        .unwrap();
+    assert_eq!((bulk.count, bulk.names), (1, vec!["a-1".to_owned()]));
+    assert_eq!(
+        h.view("a-2").await.status.paused_note.as_deref(),
+        Some("first")
+    );
+    let theirs = h.engine.job_view(&other, "a-1").await.unwrap();
+    assert_eq!(theirs.status.state, Some(JobState::Active));
+    // By label: `b-1` (team x; `a-1` is paused already).
+    let by_label = Selection {
+        name_prefix: String::new(),
+        labels: vec![("team".into(), "x".into())],
+    };
+    let bulk = h.engine.pause_jobs(&mine, &by_label, "").await.unwrap();
+    assert_eq!(bulk.names, ["b-1"]);
+    let bulk = h
+        .engine
+        .resume_jobs(&mine, &Selection::default())
+        .await
+        .unwrap();
+    assert_eq!(bulk.names, ["a-1", "a-2", "b-1"]);
+    h.run_for(TimeDelta::seconds(10)).await;
+    for name in ["a-1", "a-2", "b-1"] {
+        assert_eq!(h.view(name).await.status.state, Some(JobState::Active));
+    }
 }

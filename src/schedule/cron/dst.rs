@@ -312,12 +312,55 @@ fn min_some(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 
 /// The first wall time in `[from, stop)` (seconds since the epoch, read as a civil clock)
 /// that matches the fields.
-fn first_match(s: &SpecSchedule, from: i64, stop: i64) -> Option<i64> {
+pub(super) fn first_match(s: &SpecSchedule, from: i64, stop: i64) -> Option<i64> {
     if from >= stop {
         return None;
     }
     let wall = fast::next(s, DateTime::from_timestamp(from.checked_sub(1)?, 0)?)?.timestamp();
     (wall < stop).then_some(wall)
+}
+
+/// A change of a zone's offset from UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transition {
+    /// The first instant with the new offset.
+    pub at: DateTime<Utc>,
+    /// Seconds east of UTC before it.
+    pub before: i32,
+    /// Seconds east of UTC from it on.
+    pub after: i32,
+}
+
+impl Transition {
+    /// Whether wall times are skipped (spring forward) rather than repeated (fall back).
+    pub fn is_gap(&self) -> bool {
+        self.after > self.before
+    }
+}
+
+/// The offset changes of `tz` in `(from, until]`, oldest first.
+pub fn transitions(tz: Tz, from: DateTime<Utc>, until: DateTime<Utc>) -> Vec<Transition> {
+    let mut found = Vec::new();
+    let (mut lo, until) = (from.timestamp(), until.timestamp());
+    let Some(mut offset) = offset_at(tz, lo) else {
+        return found;
+    };
+    while let Some((at, next)) = next_change(tz, lo, offset, until) {
+        let (Some(instant), Ok(before), Ok(after)) = (
+            DateTime::from_timestamp(at, 0),
+            i32::try_from(offset),
+            i32::try_from(next),
+        ) else {
+            break;
+        };
+        found.push(Transition {
+            at: instant,
+            before,
+            after,
+        });
+        (lo, offset) = (at, next);
+    }
+    found
 }
 
 /// Seconds east of UTC in force at a Unix second.

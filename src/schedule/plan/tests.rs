@@ -470,3 +470,112 @@ fn catch_up_none_runs_a_tick_less_than_ten_seconds_late() {
         "11 s late: missed"
     );
 }
+
+#[test]
+fn paused_ticks_are_counted_and_resume_keeps_what_catch_up_says() {
+    use crate::schedule::CatchUp;
+    for schedule in ["@every 10s", "*/10 * * * * *"] {
+        let mut p = plan(|s| s.schedule = Some(schedule.into()));
+        // Last tick done at 20 s; paused; ticks at 30, 40, 50 fall due by 55 s.
+        let c = Counter {
+            count: 2,
+            last_trigger: Some(secs(20)),
+            attempts: 0,
+        };
+        assert_eq!(p.paused_ticks(&c, false, secs(29)), 0, "{schedule}");
+        assert_eq!(p.paused_ticks(&c, false, secs(55)), 3, "{schedule}");
+        assert_eq!(
+            p.paused_ticks(&c, false, secs(50)),
+            3,
+            "{schedule}: inclusive"
+        );
+        // A tick in progress (a retry waiting or an attempt out) is not one of them.
+        let retrying = Counter { attempts: 1, ..c };
+        assert_eq!(p.paused_ticks(&retrying, false, secs(55)), 2, "{schedule}");
+        assert_eq!(p.paused_ticks(&c, true, secs(55)), 2, "{schedule}");
+        assert_eq!(p.resume(&retrying, secs(55)), None, "the retry goes first");
+
+        // Dapr's default and `none`: none of them runs; the job goes on at 60.
+        let r = p.resume(&c, secs(55)).unwrap();
+        assert_eq!(
+            resumed(&p, r),
+            (Some(secs(60)), 3, Some(secs(50))),
+            "{schedule}"
+        );
+        assert_eq!(r.counter.count, 2, "skips do not count toward repeats");
+        p.policy_mut().catch_up = CatchUp::None;
+        assert_eq!(
+            p.resume(&c, secs(55)).map(|x| resumed(&p, x)),
+            Some(resumed(&p, r))
+        );
+        // `latest`: the tick at 50 runs; all three are counted.
+        p.policy_mut().catch_up = CatchUp::Latest;
+        let r = p.resume(&c, secs(55)).unwrap();
+        assert_eq!(
+            resumed(&p, r),
+            (Some(secs(50)), 3, Some(secs(50))),
+            "{schedule}"
+        );
+        // A window of 12 s before 55: 50 and 45.. → the tick at 50 (and none at 40).
+        p.policy_mut().catch_up = CatchUp::Window(TimeDelta::seconds(15));
+        let r = p.resume(&c, secs(55)).unwrap();
+        assert_eq!(
+            resumed(&p, r),
+            (Some(secs(40)), 3, Some(secs(50))),
+            "{schedule}"
+        );
+        // Nothing fell due: the job goes on as it was.
+        let r = p.resume(&c, secs(25)).unwrap();
+        assert_eq!((r.counter, r.paused, r.last), (c, 0, None));
+    }
+}
+
+#[test]
+fn paused_ticks_stop_at_the_ttl_and_a_one_shot_is_never_passed_over() {
+    let p = plan(|s| {
+        s.schedule = Some("@every 10s".into());
+        s.ttl = Some("35s".into());
+    });
+    let c = Counter::default();
+    assert_eq!(p.paused_ticks(&c, false, secs(1000)), 3);
+    let r = p.resume(&c, secs(1000)).unwrap();
+    assert_eq!((r.paused, p.fire_time(&r.counter)), (3, None), "then done");
+    // A year of `@every 1s` is counted by division, not tick by tick.
+    let every = plan(|s| s.schedule = Some("@every 1s".into()));
+    assert_eq!(
+        every.paused_ticks(&c, false, secs(365 * 86_400)),
+        365 * 86_400
+    );
+    let one_shot = plan(|s| s.due_time = Some("10s".into()));
+    assert_eq!(one_shot.paused_ticks(&c, false, secs(60)), 0);
+    assert_eq!(one_shot.resume(&c, secs(60)), None, "it runs at the resume");
+}
+
+fn resumed(p: &Plan, r: Resume) -> (Option<DateTime<Utc>>, u64, Option<DateTime<Utc>>) {
+    (p.next_tick(&r.counter), r.paused, r.last)
+}
+
+#[test]
+fn a_dense_cron_paused_past_the_count_limit_still_resumes_right() {
+    use crate::schedule::CatchUp;
+    let mut p = plan(|s| s.schedule = Some("* * * * * *".into()));
+    let c = Counter::default();
+    let day = secs(2 * 86_400) + TimeDelta::milliseconds(500);
+    assert_eq!(p.paused_ticks(&c, false, day), Plan::PAUSED_COUNT_LIMIT);
+    let r = p.resume(&c, day).unwrap();
+    assert_eq!(
+        p.next_tick(&r.counter),
+        Some(secs(2 * 86_400 + 1)),
+        "all passed"
+    );
+    p.policy_mut().catch_up = CatchUp::Latest;
+    let r = p.resume(&c, day).unwrap();
+    assert_eq!(
+        p.next_tick(&r.counter),
+        Some(secs(2 * 86_400)),
+        "the latest runs"
+    );
+    p.policy_mut().catch_up = CatchUp::Window(TimeDelta::seconds(3));
+    let r = p.resume(&c, day).unwrap();
+    assert_eq!(p.next_tick(&r.counter), Some(secs(2 * 86_400 - 2)));
+}

@@ -642,6 +642,22 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.code, tonic::Code::FailedPrecondition);
+        // Nor many at once.
+        let some = crate::scheduler::Selection {
+            name_prefix: "x".into(),
+            labels: Vec::new(),
+        };
+        let err = remote
+            .pause_jobs(sv1::JobMetadata::default(), some.clone(), String::new())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, tonic::Code::FailedPrecondition);
+        let err = remote
+            .resume_jobs(sv1::JobMetadata::default(), some)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, tonic::Code::FailedPrecondition);
+        assert_eq!(remote.sync().await, None, "no trigger loop here");
 
         connections.close().await;
         served.stop().await;

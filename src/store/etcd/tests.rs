@@ -64,6 +64,7 @@ fn result(key: &str, generation: u64, tag: &str, limit: u32) -> Op {
         dead_letter: None,
         hold: None,
         release: Vec::new(),
+        resume: false,
     }))
 }
 

@@ -39,6 +39,7 @@ pub(super) fn record(key: &str, generation: u64, n: u32, limit: u32) -> ResultRe
         dead_letter: None,
         hold: None,
         release: Vec::new(),
+        resume: false,
     }
 }
 

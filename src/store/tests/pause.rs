@@ -84,6 +84,25 @@ async fn a_result_that_gives_up_its_tick_can_pause_its_job(make: Make) {
     assert_eq!(paused_of(s, "k").await, None);
 }
 
+async fn a_result_that_resumes_ends_the_pause_with_its_skipped_ticks(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    write1(s, put("k", job(1, "a"), true)).await;
+    write1(s, set_paused("k", 1, Some(paused("manual")))).await;
+    let mut r = record("k", 1, 1, 10);
+    r.run = Some(StoredRun {
+        outcome: RunOutcome::Skipped.into(),
+        error: "paused".into(),
+        ..StoredRun::default()
+    });
+    r.skipped_ticks = 3;
+    r.resume = true;
+    assert_eq!(write1(s, result(r)).await, OpResult::Done);
+    let c = s.get_counter("k").await.unwrap().unwrap();
+    assert_eq!(c.paused, None);
+    assert_eq!(c.skipped.get("paused"), Some(&3));
+}
+
 async fn a_result_creates_its_dead_letter_job_under_a_free_name(make: Make) {
     let f = make(&[]);
     let s = &*f.store;
@@ -149,6 +168,7 @@ async fn a_dead_letter_is_undone_with_the_request_that_carries_it(make: Make) {
 suite!(
     the_pause_is_kept_with_the_progress_of_its_version,
     a_result_that_gives_up_its_tick_can_pause_its_job,
+    a_result_that_resumes_ends_the_pause_with_its_skipped_ticks,
     a_result_creates_its_dead_letter_job_under_a_free_name,
     a_dead_letter_is_undone_with_the_request_that_carries_it,
 );

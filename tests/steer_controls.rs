@@ -475,6 +475,16 @@ async fn the_test_clock_moves_only_when_advanced_and_fires_every_tick_on_the_way
     assert_eq!(status, 204, "{body}");
     app.status.lock().unwrap().insert("flaky".into(), 500);
     call("POST", "/jobsd/v1/jobs/flaky", r#"{"dueTime":"30m"}"#).await;
+    // Held executions' leases run out on the way too: a 202 under a 20-minute lease, never
+    // completed, fails each attempt 20 minutes after it went out.
+    app.status.lock().unwrap().insert("leased".into(), 202);
+    let (status, body) = call(
+        "POST",
+        "/jobsd/v1/jobs/leased",
+        r#"{"dueTime":"1h","policy":{"lease":"20m"}}"#,
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
 
     let (status, body) = call("POST", "/jobsd/v1/clock/advance", r#"{"by":"3h"}"#).await;
     assert_eq!(status, 200, "{body}");
@@ -487,6 +497,25 @@ async fn the_test_clock_moves_only_when_advanced_and_fires_every_tick_on_the_way
         app.count("flaky"),
         4,
         "the tick and Dapr's three retries, 1 s apart"
+    );
+    assert_eq!(app.count("leased"), 4, "the tick and three retries");
+    let (_, runs) = call("GET", "/jobsd/v1/jobs/leased/runs", "").await;
+    let attempts: Vec<_> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["started"].clone(), r["error"].clone()))
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            "2026-01-01T02:00:00Z",
+            "2026-01-01T01:40:00Z",
+            "2026-01-01T01:20:00Z",
+            "2026-01-01T01:00:00Z"
+        ]
+        .map(|t| (json!(t), json!("lease expired"))),
+        "each retry when the lease before it ran out: {runs}"
     );
     let (_, runs) = call("GET", "/jobsd/v1/jobs/hourly/runs", "").await;
     let started: Vec<_> = runs["runs"]

@@ -368,21 +368,12 @@ fn fingerprint(
 /// Deletes expired idempotency records every [`SWEEP_PERIOD`] (by `clock`) until `stop`.
 pub(super) fn spawn_sweep(store: Arc<dyn Store>, clock: Arc<dyn Clock>, stop: CancellationToken) {
     let period = TimeDelta::from_std(SWEEP_PERIOD).unwrap_or(TimeDelta::MAX);
-    // Read now, not when the task first runs.
-    let mut next = clock.now() + period;
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = clock.sleep_until(next) => {}
-            }
-            // The next sweep is a period after this one began, not after it ended: time that
-            // passed while it ran (a jump of the clock included) counts.
-            let now = clock.now();
+    super::sweep::every(clock, period, stop, move |now| {
+        let store = Arc::clone(&store);
+        async move {
             if let Err(e) = sweep(&*store, now).await {
                 tracing::warn!(error = %e, "idempotency-key sweep failed; next time");
             }
-            next = now + period;
         }
     });
 }

@@ -147,6 +147,14 @@ pub struct Stats {
     pub next_lease: Option<DateTime<Utc>>,
 }
 
+impl Stats {
+    /// When the loop next has something to do by the clock: a fire time or a lease running
+    /// out, whichever comes first.
+    pub fn next_event(&self) -> Option<DateTime<Utc>> {
+        earlier(self.next_due, self.next_lease)
+    }
+}
+
 /// A written result.
 pub struct Persisted {
     key: Arc<str>,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::convert::timestamp;
@@ -27,17 +27,39 @@ pub fn spawn(
     let period = (retention / 10).clamp(Duration::from_millis(100), MAX_PERIOD);
     let period = TimeDelta::from_std(period).unwrap_or(TimeDelta::MAX);
     let retention = TimeDelta::from_std(retention).unwrap_or(TimeDelta::MAX);
+    every(clock, period, stop, move |now| {
+        let store = Arc::clone(&store);
+        async move {
+            if let Err(e) = sweep(&*store, now - retention).await {
+                tracing::warn!(error = %e, "finished-job retention sweep failed; next time");
+            }
+        }
+    });
+}
+
+/// Runs `task` with the clock's time every `period` (by `clock`) until `stop`. The next run
+/// is a period after the last one began, not after it ended: time that passed while it ran (a
+/// jump of a manual clock included) counts. The first is a period after this call.
+pub(super) fn every<F, Fut>(
+    clock: Arc<dyn Clock>,
+    period: TimeDelta,
+    stop: CancellationToken,
+    mut task: F,
+) where
+    F: FnMut(DateTime<Utc>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    // Read now, not when the task first runs.
+    let mut next = clock.now() + period;
     tokio::spawn(async move {
         loop {
-            let next = clock.now() + period;
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = clock.sleep_until(next) => {}
             }
-            let cutoff = clock.now() - retention;
-            if let Err(e) = sweep(&*store, cutoff).await {
-                tracing::warn!(error = %e, "finished-job retention sweep failed; next time");
-            }
+            let now = clock.now();
+            task(now).await;
+            next = now + period;
         }
     });
 }

@@ -7,13 +7,13 @@
 //!
 //! Without the flag both answer 412 `ERR_JOBSD_TEST_CLOCK_OFF` (gRPC `FailedPrecondition`).
 //!
-//! An advance steps the clock through every fire time on the way (ticks, retries, timeouts
-//! alike), waiting at each until the trigger loop has handed out what is due and the app has
-//! answered, so each tick fires at its own instant as it would in real time: `@every 1h`
-//! advanced by `3h` is three deliveries, not one late tick and its catch-up. The clock drives
-//! everything the engine times (ticks, retries, `policy.timeout`, catch-up, ttl, finished
-//! retention, actor reminders and timers); the app's health probes and resiliency policies
-//! measure the app, and stay on real time.
+//! An advance steps the clock through every fire time on the way (ticks, retries, timeouts,
+//! held executions' leases running out alike), waiting at each until the trigger loop has
+//! handed out what is due and the app has answered, so each tick fires at its own instant as
+//! it would in real time: `@every 1h` advanced by `3h` is three deliveries, not one late tick
+//! and its catch-up. The clock drives everything the engine times (ticks, retries,
+//! `policy.timeout`, leases, catch-up, ttl, finished retention, actor reminders and timers);
+//! the app's health probes and resiliency policies measure the app, and stay on real time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,7 +125,7 @@ impl ApiState {
             if !self.settle(clock, deadline).await {
                 break;
             }
-            let next = self.scheduler.sync().await.and_then(|s| s.next_due);
+            let next = self.scheduler.sync().await.and_then(|s| s.next_event());
             match next {
                 Some(at) if at <= target && at > clock.now() => clock.set(at),
                 _ => break,
@@ -143,7 +143,7 @@ impl ApiState {
             let Some(stats) = self.scheduler.sync().await else {
                 return false;
             };
-            if stats.outstanding == 0 && stats.next_due.is_none_or(|t| t > clock.now()) {
+            if stats.outstanding == 0 && stats.next_event().is_none_or(|t| t > clock.now()) {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {

@@ -323,6 +323,19 @@ e2e_wait_tcp() {
   done
 }
 
+# e2e_start_app PORT LOG CMD...: spawn an app (as e2e_spawn, its pid in E2E_SPAWNED) and wait
+# up to APP_START_TIMEOUT seconds (default 30) for it to listen on 127.0.0.1:PORT; on failure
+# print its log and return 1.
+e2e_start_app() {
+  local port="$1" log="$2"
+  shift 2
+  e2e_spawn "$log" "$@"
+  e2e_wait_tcp "$port" "${APP_START_TIMEOUT:-30}" "$E2E_SPAWNED" || {
+    cat "$log" >&2
+    return 1
+  }
+}
+
 # e2e_now: the wall-clock time in seconds with a fraction, as Python's time.time() gives it.
 e2e_now() { date +%s.%N; }
 

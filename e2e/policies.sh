@@ -50,12 +50,8 @@ e2e_suite_begin
 # start_app PORT EVENTS LOG: start policy_http_app.py on PORT; its pid is left in APP_PID.
 APP_PID=""
 start_app() {
-  e2e_spawn "$3" "$E2E_PY" "$PY_DIR/policy_http_app.py" --port "$1" --log "$2"
+  e2e_start_app "$1" "$3" "$E2E_PY" "$PY_DIR/policy_http_app.py" --port "$1" --log "$2" || return 1
   APP_PID=$E2E_SPAWNED
-  e2e_wait_tcp "$1" "$APP_START_TIMEOUT" "$APP_PID" || {
-    cat "$3" >&2
-    return 1
-  }
   e2e_log "app (pid $APP_PID) on 127.0.0.1:$1"
 }
 

@@ -47,10 +47,9 @@ data="$work/data-http"
 log="$work/jobsd-http.log"
 # jobsd first: the app is told its API port. Nothing is due before the app listens.
 jobsd_start "$data" "$log" --app-port "$app_port"
-e2e_spawn "$work/app.log" "$E2E_PY" "$PY_DIR/async_app.py" --port "$app_port" \
-  --jobsd "http://127.0.0.1:$JOBSD_HTTP_PORT" --log "$events"
+e2e_start_app "$app_port" "$work/app.log" "$E2E_PY" "$PY_DIR/async_app.py" --port "$app_port" \
+  --jobsd "http://127.0.0.1:$JOBSD_HTTP_PORT" --log "$events" || exit 1
 app_pid=$E2E_SPAWNED
-e2e_wait_tcp "$app_port" "$APP_START_TIMEOUT" "$app_pid" || cat "$work/app.log" >&2
 run_phase http http "$events"
 e2e_log "scenario 1 took $((SECONDS - t))s"
 
@@ -77,11 +76,10 @@ grpc_events="$work/grpc-app-events.jsonl"
 grpc_log="$work/jobsd-grpc.log"
 jobsd_start "$work/data-grpc" "$grpc_log" --app-port "$grpc_app_port" --app-protocol grpc
 # (The script's own directory is on its import path: it uses async_app and policy_checks.)
-e2e_spawn "$work/grpc-app.log" "$E2E_PY" "$PY_DIR/async_grpc_app.py" \
+e2e_start_app "$grpc_app_port" "$work/grpc-app.log" "$E2E_PY" "$PY_DIR/async_grpc_app.py" \
   --port "$grpc_app_port" --jobsd-grpc "127.0.0.1:$JOBSD_GRPC_PORT" --log "$grpc_events" \
-  --names async-gdone-1 async-gfail-1
+  --names async-gdone-1 async-gfail-1 || exit 1
 grpc_app_pid=$E2E_SPAWNED
-e2e_wait_tcp "$grpc_app_port" "$APP_START_TIMEOUT" "$grpc_app_pid" || cat "$work/grpc-app.log" >&2
 run_phase grpc grpc "$grpc_events"
 shell_check grpc_jobsd_exits_0_on_sigterm jobsd_stop
 shell_check grpc_no_panic_in_jobsd_log no_panic_in_logs "$grpc_log"

@@ -30,13 +30,9 @@ APP_START_TIMEOUT=30
 e2e_suite_begin
 
 app_port="$(free_ports 1)"
-e2e_spawn "$work/app.log" "$E2E_PY" "$E2E_DIR/python/policy_http_app.py" --port "$app_port" \
-  --log "$work/app-events.jsonl"
+e2e_start_app "$app_port" "$work/app.log" "$E2E_PY" "$E2E_DIR/python/policy_http_app.py" \
+  --port "$app_port" --log "$work/app-events.jsonl" || exit 1
 app_pid=$E2E_SPAWNED
-e2e_wait_tcp "$app_port" "$APP_START_TIMEOUT" "$app_pid" || {
-  cat "$work/app.log" >&2
-  exit 1
-}
 
 data="$work/data"
 log="$work/jobsd.log"

@@ -2,12 +2,12 @@
 //! `dapr scheduler` or `jobsd scheduler`) and receives triggers from them, as daprd does
 //! (`dapr-jobs-api.md` §4.1–4.3, `pkg/runtime/scheduler`).
 //!
-//! - [`hosts`]: WatchHosts on a configured address names the replicas; each gets one channel.
+//! - `hosts`: WatchHosts on a configured address names the replicas; each gets one channel.
 //! - unary calls ([`Remote`] as the [`Scheduler`] seam) go round robin over the replicas,
 //!   wait (up to 30 s) until replicas are known and reachable, and are retried once on
 //!   `Canceled` on the next replica. Creates with jobsd's settings and jobsd's views go to
 //!   `jobsd.scheduler.v1.Jobs`, which only a jobsd replica serves.
-//! - [`watch`]: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
+//! - `watch`: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
 //!   deliverable; every trigger is delivered to the app and acknowledged on its stream.
 
 #[cfg(test)]

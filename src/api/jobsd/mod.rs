@@ -4,6 +4,7 @@
 //! held executions). Dapr's routes and bodies are untouched by it, but for the
 //! `Idempotency-Key` and `If-Match` headers their creates also take ([`conditions`]).
 
+pub mod backup;
 mod bulk;
 mod clock;
 pub mod conditions;
@@ -40,6 +41,7 @@ pub fn routes() -> axum::Router<crate::api::http_parts::Shared> {
         .merge(bulk::routes())
         .merge(preview::routes())
         .merge(clock::routes())
+        .merge(backup::routes())
 }
 
 /// 400 `ERR_MALFORMED_REQUEST` with `message`.

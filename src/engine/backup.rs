@@ -209,7 +209,12 @@ fn restore_op(
     if job.job.is_none() {
         return Err(Error::NoJob);
     }
-    convert::plan_of(&key, &job).map_err(|e| Error::BadRequest(e.to_string()))?;
+    convert::plan_of(&key, &job).map_err(|e| {
+        Error::BadRequest(match e {
+            convert::RestoreError::Schedule(e) => format!("job.schedule: {e}"),
+            other => other.to_string(),
+        })
+    })?;
     labels::check(&job.labels.clone().into_iter().collect()).map_err(Error::BadRequest)?;
     let counter = record.counter.map(|c| StoredCounter {
         generation: job.generation,

@@ -7,8 +7,9 @@ use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
 use super::{
-    BackupRecord, Bulk, Conditions, ExportCursor, ExportPage, Imported, Error, ExecutionCall, Guarded, HeldExecution, IfMatch, JobExtras, JobView,
-    ListFilter, ListPage, Run, Scheduler, Selection, Stats,
+    BackupRecord, Bulk, Conditions, Error, ExecutionCall, ExportCursor, ExportPage, Guarded,
+    HeldExecution, IfMatch, Imported, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
+    Selection, Stats,
 };
 
 impl From<engine::Error> for Error {

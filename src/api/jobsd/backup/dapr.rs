@@ -37,7 +37,8 @@ pub fn too_large() -> String {
 /// Whether `head` (the first bytes of an input) starts a gob stream of dapr/cli's
 /// `ExportFile`: the type definition sent first names the struct.
 pub fn looks_like_dapr_export(head: &[u8]) -> bool {
-    head.windows(b"ExportFile".len()).any(|w| w == b"ExportFile")
+    head.windows(b"ExportFile".len())
+        .any(|w| w == b"ExportFile")
 }
 
 /// go-etcd-cron's `stored.Job`.
@@ -172,11 +173,14 @@ type Maps = (HashMap<String, Vec<u8>>, HashMap<String, Vec<u8>>);
 /// Reads the gob stream of one `ExportFile` value: type definitions (skipped, but the struct's
 /// must name `Jobs` before `Counters`, the field order the value is decoded in), then the value.
 fn decode_export_file(bytes: &[u8]) -> Result<Maps, String> {
-    let bad = |what: &str| format!("Dapr Scheduler export (Go gob of dapr/cli's ExportFile): {what}");
+    let bad =
+        |what: &str| format!("Dapr Scheduler export (Go gob of dapr/cli's ExportFile): {what}");
     let mut r = Gob(bytes);
     let mut defined_struct = false;
     while !r.0.is_empty() {
-        let len = r.uint().ok_or_else(|| bad("a message length is cut short"))?;
+        let len = r
+            .uint()
+            .ok_or_else(|| bad("a message length is cut short"))?;
         let len = usize::try_from(len).map_err(|_| bad("a message length is too large"))?;
         let mut m = Gob(r.take(len).ok_or_else(|| bad("a message is cut short"))?);
         let id = m.int().ok_or_else(|| bad("a type id is cut short"))?;

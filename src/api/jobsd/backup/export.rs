@@ -113,8 +113,7 @@ impl Exporter {
     fn write_page(&mut self, out: &mut Vec<u8>, page: ExportPage) -> Result<(), String> {
         out.reserve(page.records.len() * 512);
         for record in &page.records {
-            format::write_record(out, record)
-                .map_err(|e| format!("job {:?}: {e}", record.name))?;
+            format::write_record(out, record).map_err(|e| format!("job {:?}: {e}", record.name))?;
             out.push(b'\n');
             self.jobs += 1;
         }

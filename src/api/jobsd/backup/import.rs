@@ -79,9 +79,9 @@ impl Summary {
     }
 }
 
-/// A batch on its way to the store: its lines' numbers and the write.
+/// A batch on its way to the store: its lines' numbers and names, and the write.
 type Pending = (
-    Vec<u64>,
+    Vec<(u64, String)>,
     tokio::task::JoinHandle<Result<Vec<Result<Imported, scheduler::Error>>, scheduler::Error>>,
 );
 
@@ -106,14 +106,12 @@ impl Writer {
         if batch.is_empty() {
             return Ok(());
         }
-        let (numbers, records): (Vec<u64>, Vec<BackupRecord>) = batch.into_iter().unzip();
+        let numbers = batch.iter().map(|(n, r)| (*n, r.name.clone())).collect();
+        let records = batch.into_iter().map(|(_, r)| r).collect();
         let scheduler = Arc::clone(&self.scheduler);
         let (metadata, overwrite) = (self.metadata.clone(), self.overwrite);
-        let write = tokio::spawn(async move {
-            scheduler
-                .import_batch(metadata, records, overwrite)
-                .await
-        });
+        let write =
+            tokio::spawn(async move { scheduler.import_batch(metadata, records, overwrite).await });
         self.pending = Some((numbers, write));
         Ok(())
     }
@@ -132,10 +130,10 @@ impl Writer {
                 ))
             })?
             .map_err(route_error_of)?;
-        for (number, outcome) in numbers.into_iter().zip(outcomes) {
+        for ((number, name), outcome) in numbers.into_iter().zip(outcomes) {
             match outcome {
                 Ok(outcome) => summary.count(outcome),
-                Err(e) => summary.fail(number, "", e.message),
+                Err(e) => summary.fail(number, name, e.message),
             }
         }
         Ok(())
@@ -221,7 +219,11 @@ where
                 }
                 Err((name, error)) => {
                     jobs += 1;
-                    summary.fail(line.number, name.unwrap_or_default(), truncated(&line, error));
+                    summary.fail(
+                        line.number,
+                        name.unwrap_or_default(),
+                        truncated(&line, error),
+                    );
                 }
             },
             Kind::Trailer(t) => {
@@ -249,6 +251,8 @@ where
     }
     writer.push(batch, &mut summary).await?;
     writer.settle(&mut summary).await?;
+    // A batch's refusals come after the parse errors of the lines read while it was written.
+    summary.failed.sort_by_key(|f| f.line);
     if !ended {
         summary.fail(
             lines.count() + 1,

@@ -97,19 +97,21 @@ where
 
     /// The next line; `None` at the end of the stream.
     pub async fn next_line(&mut self) -> Result<Option<Line>, LinesError> {
-        let mut searched = self.start;
+        // Bytes after `start` known to hold no newline (a fill may move `start`).
+        let mut searched = 0;
         loop {
-            if let Some(i) = self.buf[searched..].iter().position(|&b| b == b'\n') {
-                let end = searched + i;
+            let from = self.start + searched;
+            if let Some(i) = self.buf[from..].iter().position(|&b| b == b'\n') {
+                let end = from + i;
+                if end - self.start > self.max_line {
+                    return Err(self.too_long());
+                }
                 let bytes = self.take(end, end + 1);
                 return Ok(Some(self.line(bytes, true)));
             }
-            searched = self.buf.len();
-            if searched - self.start > self.max_line {
-                return Err(LinesError::TooLong {
-                    line: self.number + 1,
-                    max: self.max_line,
-                });
+            searched = self.buf.len() - self.start;
+            if searched > self.max_line {
+                return Err(self.too_long());
             }
             if self.eof {
                 if self.start == self.buf.len() {
@@ -120,6 +122,13 @@ where
                 return Ok(Some(self.line(bytes, false)));
             }
             self.fill().await?;
+        }
+    }
+
+    fn too_long(&self) -> LinesError {
+        LinesError::TooLong {
+            line: self.number + 1,
+            max: self.max_line,
         }
     }
 
@@ -180,11 +189,7 @@ mod tests {
         let mut lines = Lines::new(chunks(parts), max);
         let mut out = Vec::new();
         while let Some(l) = lines.next_line().await? {
-            out.push((
-                l.number,
-                String::from_utf8(l.bytes).unwrap(),
-                l.terminated,
-            ));
+            out.push((l.number, String::from_utf8(l.bytes).unwrap(), l.terminated));
         }
         Ok(out)
     }
@@ -201,6 +206,15 @@ mod tests {
                 (4, "d".into(), false),
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_line_across_many_chunks_after_earlier_lines_comes_out_whole() {
+        let got = all(&["first\nsec", "ond-", "part", "\nthird\n"], 100)
+            .await
+            .unwrap();
+        let texts: Vec<&str> = got.iter().map(|(_, t, _)| t.as_str()).collect();
+        assert_eq!(texts, ["first", "second-part", "third"]);
     }
 
     #[tokio::test]

@@ -8,8 +8,8 @@ use crate::proto::scheduler as sv1;
 
 use super::{
     BackupRecord, Bulk, Conditions, Error, ExecutionCall, ExportCursor, ExportPage, Guarded,
-    HeldExecution, IfMatch, Imported, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
-    Selection, Stats,
+    HeldExecution, IfMatch, Imported, JobExtras, JobView, ListFilter, ListPage, NextFireTimes, Run,
+    Scheduler, Selection, Stats,
 };
 
 impl From<engine::Error> for Error {
@@ -76,6 +76,15 @@ impl Scheduler for Engine {
 
     async fn job_view(&self, metadata: sv1::JobMetadata, name: String) -> Result<JobView, Error> {
         Ok(Engine::job_view(self, &metadata, &name).await?)
+    }
+
+    async fn next_fire_times(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        count: usize,
+    ) -> Result<NextFireTimes, Error> {
+        Ok(Engine::next_fire_times(self, &metadata, &name, count).await?)
     }
 
     async fn list_runs(

@@ -128,7 +128,7 @@ impl<'a> Pages<'a> {
 
 /// The names of every job `selector` takes.
 pub async fn names(client: &Client, selector: &Selector) -> Result<Vec<String>, CliError> {
-    let mut pages = Pages::new(client, selector.pairs(), super::list::PAGE_SIZE);
+    let mut pages = Pages::new(client, selector.pairs(), PAGE_SIZE);
     let mut names = Vec::new();
     while let Some(jobs) = pages.next().await? {
         names.extend(jobs.iter().map(|j| str_of(j, "/name").to_owned()));
@@ -139,10 +139,8 @@ pub async fn names(client: &Client, selector: &Selector) -> Result<Vec<String>, 
 /// `jobsd jobs list`.
 pub async fn run(client: &Client, args: &ListArgs, out: &Printer) -> Result<(), CliError> {
     let mut pairs = args.selector.pairs();
-    if let Some(state) = args.state {
-        if let Some(name) = state.to_possible_value() {
-            pairs.push(("state", name.get_name().to_owned()));
-        }
+    if let Some(name) = args.state.and_then(|s| s.to_possible_value()) {
+        pairs.push(("state", name.get_name().to_owned()));
     }
     let now = if out.is_table() {
         client.now().await?
@@ -171,13 +169,19 @@ pub async fn run(client: &Client, args: &ListArgs, out: &Printer) -> Result<(), 
     stream.finish()
 }
 
-/// Items printed as they arrive: table rows, or the elements of one JSON array or YAML
-/// sequence.
+/// Table rows held back so that a list of up to this many is aligned as one table; past it
+/// rows go out page by page (a wider page widens the columns from there on).
+const ALIGNED_ROWS: usize = 1000;
+
+/// Items printed as they arrive: the elements of one JSON array or YAML sequence at once,
+/// table rows once [`ALIGNED_ROWS`] are in (or at the end).
 pub struct Stream<'a> {
     /// The format.
     out: &'a Printer,
     /// The table, for table formats.
     table: Table,
+    /// Table rows not printed yet.
+    pending: Vec<Vec<String>>,
     /// Items printed so far.
     count: usize,
 }
@@ -188,6 +192,7 @@ impl<'a> Stream<'a> {
         Stream {
             out,
             table: Table::new(header),
+            pending: Vec::new(),
             count: 0,
         }
     }
@@ -195,7 +200,12 @@ impl<'a> Stream<'a> {
     /// Prints a batch: `items` as JSON/YAML, or their table `rows`.
     pub fn push(&mut self, items: &[Value], rows: &[Vec<String>]) -> Result<(), CliError> {
         match self.out.format {
-            Output::Table | Output::Wide => self.table.print(rows)?,
+            Output::Table | Output::Wide => {
+                self.pending.extend_from_slice(rows);
+                if self.pending.len() >= ALIGNED_ROWS {
+                    self.table.print(&std::mem::take(&mut self.pending))?;
+                }
+            }
             Output::Json => {
                 let mut text = String::new();
                 for item in items {
@@ -224,6 +234,9 @@ impl<'a> Stream<'a> {
     /// Closes the array (or prints an empty one, or the bare header).
     pub fn finish(mut self) -> Result<(), CliError> {
         match (self.out.format, self.count) {
+            (Output::Table | Output::Wide, _) if !self.pending.is_empty() => {
+                self.table.print(&self.pending)
+            }
             (Output::Table | Output::Wide, _) => self.table.finish(),
             (Output::Json, 0) => output::print("[]\n"),
             (Output::Json, _) => output::print("\n]\n"),

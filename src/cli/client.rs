@@ -134,6 +134,28 @@ impl Client {
         Err(error_of(&self.base, &answer))
     }
 
+    /// A request for `path` with the API token set, for the calls that stream their bodies
+    /// (`export`, `import`) and so do not go through [`Client::call`].
+    pub fn request(&self, method: Method, path: &str) -> http::request::Builder {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.header("dapr-api-token", token);
+        }
+        request
+    }
+
+    /// The sidecar's address (`http://host:port`), for messages.
+    pub fn address(&self) -> &str {
+        &self.base
+    }
+
+    /// Longest one request may take; for a stream, the longest wait for its next chunk.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// `GET path` as JSON.
     pub async fn get(&self, path: &str) -> Result<Value, CliError> {
         self.call(Method::GET, path, None).await?.json()

@@ -8,7 +8,8 @@ pub mod exit {
     /// The server answered with an error not covered below (its `errorCode` and message are
     /// printed), or something else failed.
     pub const ERROR: u8 = 1;
-    /// Partly done: a delete of many jobs where some deletes failed (each failure printed).
+    /// Partly done: a delete of many jobs where some deletes failed, or an import where some
+    /// lines failed (each failure printed).
     pub const PARTIAL: u8 = 2;
     /// The job does not exist (or the selection took no job, for a delete).
     pub const NOT_FOUND: u8 = 3;
@@ -69,6 +70,10 @@ pub enum CliError {
         /// How many were tried.
         total: usize,
     },
+    /// Partly done, as the message says (an import where some lines failed; each was
+    /// printed).
+    #[error("{0}")]
+    PartlyDone(String),
     /// Whoever read our output stopped reading (`jobsd jobs list | head`): not a failure.
     #[error("output closed")]
     OutputClosed,
@@ -87,7 +92,7 @@ impl CliError {
             CliError::Unauthorized { .. } => exit::UNAUTHORIZED,
             CliError::Server { .. } | CliError::Other(_) => exit::ERROR,
             CliError::NotConfirmed(_) => exit::NOT_CONFIRMED,
-            CliError::Partial { .. } => exit::PARTIAL,
+            CliError::Partial { .. } | CliError::PartlyDone(_) => exit::PARTIAL,
             CliError::OutputClosed => exit::OK,
         }
     }

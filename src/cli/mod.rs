@@ -7,6 +7,7 @@
 //! bodies. Errors go to stderr, and the process exits with one of the [`exit`] codes, so a
 //! shell script can tell "not found" from "cannot connect" from "the server said no".
 
+mod backup;
 mod client;
 mod error;
 mod list;
@@ -89,6 +90,10 @@ pub enum JobsCommand {
     Backfill(steer::BackfillArgs),
     /// Show the next fire times of a job before creating it; needs no server.
     Preview(preview::PreviewArgs),
+    /// Write every job with its progress to a file (NDJSON, docs/export-format.md).
+    Export(backup::ExportArgs),
+    /// Restore jobs from an export (or a `dapr scheduler export` file).
+    Import(backup::ImportArgs),
 }
 
 /// A Go duration flag (`30s`, `1m30s`) as a [`Duration`].
@@ -148,6 +153,8 @@ async fn dispatch(args: JobsArgs) -> Result<(), CliError> {
         JobsCommand::Resume(resume) => steer::resume(&sidecar()?, resume, &out).await,
         JobsCommand::Trigger(trigger) => steer::trigger(&sidecar()?, trigger, &out).await,
         JobsCommand::Backfill(backfill) => steer::backfill(&sidecar()?, backfill, &out).await,
+        JobsCommand::Export(export) => backup::export(&sidecar()?, export, &out).await,
+        JobsCommand::Import(import) => backup::import(&sidecar()?, import, &out).await,
     }
 }
 

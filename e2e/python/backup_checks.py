@@ -76,7 +76,7 @@ def spec(i: int):
         return f"fail-{i}", {
             "schedule": "@every 1h",
             "dueTime": "1s",
-            "failurePolicy": {"constant": {"interval": "20s", "maxRetries": 50}},
+            "failurePolicy": {"constant": {"interval": "5s", "maxRetries": 500}},
         }
     if i % 200 == 9:
         return f"soon-{i}", {"dueTime": "1s", "data": f"one-shot {i}"}

@@ -141,18 +141,16 @@ pub async fn export(client: &Client, args: &ExportArgs, out: &Printer) -> Result
     };
     let file = target.commit().await?;
     let seconds = started.elapsed().as_secs_f64();
+    let rate = (jobs as f64 / seconds.max(1e-6)).round() as u64;
     let summary = serde_json::json!({
         "jobs": jobs,
         "file": file,
         "seconds": (seconds * 1000.0).round() / 1000.0,
-        "jobsPerSecond": (jobs as f64 / seconds.max(1e-6)).round(),
+        "jobsPerSecond": rate,
     });
     if args.file == "-" {
         // stdout carries the export: the summary goes to stderr.
-        eprintln!(
-            "exported {jobs} jobs in {seconds:.2}s ({} jobs/s)",
-            summary["jobsPerSecond"]
-        );
+        eprintln!("exported {jobs} jobs in {seconds:.2}s ({rate} jobs/s)");
         return Ok(());
     }
     if !out.is_table() {
@@ -162,7 +160,7 @@ pub async fn export(client: &Client, args: &ExportArgs, out: &Printer) -> Result
         jobs.to_string(),
         file,
         format!("{seconds:.2}"),
-        summary["jobsPerSecond"].to_string(),
+        rate.to_string(),
     ]])
 }
 

@@ -75,10 +75,10 @@ export_with_handover() {
   lines="$(wc -l <"$file")"
   jobs="$("$E2E_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"])' \
     "$work/export.json")"
-  [ "$jobs" -eq "$JOBS" ] && [ "$lines" -eq "$((JOBS + 2))" ] || {
+  if [ "$jobs" -ne "$JOBS" ] || [ "$lines" -ne "$((JOBS + 2))" ]; then
     echo "exported $jobs jobs in $lines lines, want $JOBS" >&2
     return 1
-  }
+  fi
 }
 shell_check export_with_handover_writes_every_job export_with_handover
 run_phase snapshot-a snapshot "$JOBSD_HTTP_PORT" "$file" "$work/a.jsonl"

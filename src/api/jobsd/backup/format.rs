@@ -14,12 +14,12 @@ use serde_json::Value;
 
 use super::super::policy_json;
 use crate::api::json::{format_duration, parse_duration};
-use crate::engine::policies::dapr_failure_policy;
 use crate::proto::jobsd_api as jv1;
 use crate::proto::scheduler as sv1;
 use crate::proto::store::{self as st, stored_job::Begin};
 use crate::scheduler::BackupRecord;
-use crate::scheduler::views_wire::{outcome_name, outcome_named};
+use crate::scheduler::dapr_failure_policy;
+use crate::scheduler::views_wire::{outcome_name, outcome_named, stamp};
 use crate::trigger::ExecutionId;
 
 /// `"format"` of the header line.
@@ -221,7 +221,7 @@ fn parse_time(field: &str, text: &str) -> Result<Timestamp, String> {
     let at = DateTime::parse_from_rfc3339(text)
         .map_err(|e| format!("{field}: {text:?} is not an RFC 3339 time ({e})"))?
         .with_timezone(&Utc);
-    Ok(crate::engine::convert::timestamp(at))
+    stamp(Some(at)).ok_or_else(|| format!("{field}: {text:?} is out of range"))
 }
 
 fn parse_opt_time(field: &str, text: Option<&str>) -> Result<Option<Timestamp>, String> {

@@ -276,6 +276,15 @@ async fn get_and_runs_show_status_and_history() {
     ] {
         assert!(text.lines().any(|l| l == line), "{line:?} in\n{text}");
     }
+    // Then its next fire times, from the sidecar's `…/next` route.
+    let at = text.find("Next fire times (UTC):\n").expect(text);
+    let next: Vec<&str> = text[at..].lines().collect();
+    assert_eq!(next.len(), 2 + 5, "{next:?}");
+    assert!(next[1].starts_with("#  TIME (UTC)"), "{next:?}");
+    assert!(
+        next[2].starts_with("1  2026-01-01T00:00:40Z  2026-01-01T00:00:40Z  UTC   in 5s"),
+        "{next:?}"
+    );
     let view = jobsd(&["--address", &addr, "get", "flaky", "-o", "json"])
         .await
         .json();
@@ -490,6 +499,59 @@ async fn delete_by_name_and_by_selection() {
     assert!(out.stderr.contains("no job matches"), "{out:?}");
     let usage = jobsd(&["--address", &addr, "delete"]).await;
     assert_eq!(usage.code, 64, "{usage:?}");
+    r.stop().await;
+}
+
+/// Runs `jobsd jobs <args>` on a pseudo-terminal (util-linux `script`), typing `input`.
+async fn on_terminal(args: &str, input: &str) -> Out {
+    let command = format!("{} jobs {args}", env!("CARGO_BIN_EXE_jobsd"));
+    let input = input.to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .env_remove("DAPR_API_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("util-linux script");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// On a terminal a delete asks first: "n" keeps the jobs (exit 6), "y" deletes them.
+#[tokio::test]
+async fn delete_asks_on_a_terminal() {
+    let app = HttpApp::new();
+    let r = sidecar(&app, None).await;
+    for name in ["tmp-1", "tmp-2"] {
+        r.create(name, r#"{"schedule":"@every 1h"}"#).await;
+    }
+    let args = format!("--address {} delete --prefix tmp-", address(&r));
+    let declined = on_terminal(&args, "n\n").await;
+    assert_eq!(declined.code, 6, "{declined:?}");
+    assert!(
+        declined
+            .stdout
+            .contains("Delete 2 jobs (tmp-1, tmp-2)? [y/N]"),
+        "{declined:?}"
+    );
+    assert_eq!(r.view("tmp-1").await["name"], "tmp-1");
+    let confirmed = on_terminal(&args, "y\n").await;
+    assert_eq!(confirmed.code, 0, "{confirmed:?}");
+    assert!(confirmed.stdout.contains("deleted 2 jobs"), "{confirmed:?}");
+    let (status, _) = r.call("GET", "/jobsd/v1/jobs/tmp-2", "").await;
+    assert_eq!(status, 404);
     r.stop().await;
 }
 

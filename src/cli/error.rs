@@ -10,7 +10,7 @@ pub mod exit {
     pub const ERROR: u8 = 1;
     /// Partly done: a delete of many jobs where some deletes failed (each failure printed).
     pub const PARTIAL: u8 = 2;
-    /// The job does not exist (or the selection took no job, for a delete).
+    /// The job does not exist.
     pub const NOT_FOUND: u8 = 3;
     /// No server answered: connection refused, unknown host, or the timeout passed.
     pub const UNREACHABLE: u8 = 4;

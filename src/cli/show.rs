@@ -185,10 +185,16 @@ fn runs_header(wide: bool) -> &'static [&'static str] {
 fn run_row(run: &Value, now: DateTime<Utc>, wide: bool) -> Vec<String> {
     let started = time_of(run, "/started");
     let id = str_of(run, "/executionId");
-    let latency = run
-        .get("latencyMs")
-        .and_then(Value::as_f64)
-        .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.0}ms"));
+    let latency = run.get("latencyMs").and_then(Value::as_f64).map_or_else(
+        || "-".to_owned(),
+        |ms| {
+            if ms < 10.0 {
+                format!("{ms:.1}ms")
+            } else {
+                format!("{ms:.0}ms")
+            }
+        },
+    );
     let code = match (run.get("httpStatus"), run.get("grpcCode")) {
         (Some(Value::Number(http)), _) => format!("HTTP {http}"),
         (_, Some(Value::Number(grpc))) if grpc.as_u64() != Some(0) => format!("gRPC {grpc}"),

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tonic::transport::{Channel, Endpoint};
 
 use super::list::{ListArgs, Selector, Stream};
-use super::output::{Printer, or_dash, text_of};
+use super::output::{Column, Printer, or_dash, text_of};
 use super::show::GetArgs;
 use super::steer::{self, DeleteArgs, Deleter};
 use super::{CliError, JobsCommand};
@@ -213,35 +213,16 @@ fn job_json(name: &str, job: sv1::Job) -> Result<Value, CliError> {
     serde_json::from_str(&text).map_err(|e| CliError::Other(format!("job {name}: {e}")))
 }
 
-/// The columns of a Scheduler job table.
-fn header(wide: bool) -> &'static [&'static str] {
-    if wide {
-        &[
-            "NAME",
-            "SCHEDULE",
-            "DUE TIME",
-            "REPEATS",
-            "TTL",
-            "FAILURE POLICY",
-            "DATA",
-        ]
-    } else {
-        &["NAME", "SCHEDULE", "DUE TIME", "REPEATS", "TTL"]
-    }
-}
-
-/// A Scheduler job (Dapr's GET body) as a table row.
-fn row(job: &Value, wide: bool) -> Vec<String> {
-    let mut row: Vec<String> = ["/name", "/schedule", "/dueTime", "/repeats", "/ttl"]
-        .iter()
-        .map(|p| or_dash(text_of(job, p)))
-        .collect();
-    if wide {
-        row.push(or_dash(text_of(job, "/failurePolicy")));
-        row.push(or_dash(text_of(job, "/data")));
-    }
-    row
-}
+/// The columns of a Scheduler job table, and the member of Dapr's GET body each shows.
+const COLUMNS: &[(Column, &str)] = &[
+    (("NAME", false), "/name"),
+    (("SCHEDULE", false), "/schedule"),
+    (("DUE TIME", false), "/dueTime"),
+    (("REPEATS", false), "/repeats"),
+    (("TTL", false), "/ttl"),
+    (("FAILURE POLICY", true), "/failurePolicy"),
+    (("DATA", true), "/data"),
+];
 
 /// `list`, `get` or `delete` through the Scheduler.
 pub async fn run(
@@ -282,8 +263,17 @@ async fn list(
         .into_iter()
         .map(|j| job_json(&j.name, j.job.unwrap_or_default()))
         .collect::<Result<Vec<_>, _>>()?;
-    let rows: Vec<Vec<String>> = items.iter().map(|j| row(j, out.is_wide())).collect();
-    let mut stream = Stream::new(out, header(out.is_wide()));
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|job| {
+            COLUMNS
+                .iter()
+                .map(|(_, member)| or_dash(text_of(job, member)))
+                .collect()
+        })
+        .collect();
+    let columns: Vec<Column> = COLUMNS.iter().map(|(column, _)| *column).collect();
+    let mut stream = Stream::new(out, &columns);
     stream.push(&items, &rows)?;
     stream.finish()
 }

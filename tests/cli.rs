@@ -59,6 +59,7 @@ async fn jobsd_env(args: &[&str], env: &[(&str, &str)], input: &str) -> Out {
             .args(&args)
             .env_remove("DAPR_API_TOKEN")
             .env_remove("JOBSD_ADDRESS")
+            .env_remove("NAMESPACE")
             .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -48,7 +48,10 @@ pub async fn get(client: &Client, args: &GetArgs, out: &Printer) -> Result<(), C
     }
     let now = client.now().await?;
     let mut text = describe(&view, now);
-    if let Some(next) = next_fire_times(client, &args.name).await? {
+    let next = next_fire_times(client, &args.name).await?;
+    // A finished job has none to show.
+    let ticks = |n: &Value| n.get("ticks").and_then(Value::as_array).map_or(0, Vec::len);
+    if let Some(next) = next.filter(|n| ticks(n) > 0) {
         text.push_str(&format!("Next fire times ({}):\n", zone_of(&next)));
         text.push_str(&ticks_table(&next, now, out.is_wide()));
     }

@@ -138,7 +138,7 @@ sched=(--scheduler "127.0.0.1:$replica_port" --app-id myapp)
 through_replica() {
   expect 0 "$work/r-list.txt" "${sched[@]}" list &&
     [ "$(wc -l <"$work/r-list.txt")" -eq 4 ] &&
-    grep -q '^beta  *@every 1h' "$work/r-list.txt" &&
+    grep -q '^beta  *active  *@every 1h' "$work/r-list.txt" &&
     expect 0 "$work/r-get.json" "${sched[@]}" get beta -o json &&
     grep -q '"schedule": "@every 1h"' "$work/r-get.json" &&
     expect 0 "$work/r-delete.txt" "${sched[@]}" delete alpha &&

@@ -70,7 +70,7 @@ async fn next_fire_times(client: &Client, name: &str) -> Result<Option<Value>, C
 }
 
 /// A job view as a key-value block.
-fn describe(view: &Value, now: DateTime<Utc>) -> String {
+pub(super) fn describe(view: &Value, now: DateTime<Utc>) -> String {
     let job = view.get("job").unwrap_or(&Value::Null);
     let status = |p: &str| text_of(view, &format!("/status{p}"));
     let mut pairs: Vec<(&str, String)> = vec![

@@ -10,6 +10,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use common::app::{self, HttpApp};
+use common::dapr_scheduler::DaprScheduler;
 use common::replica::Rep;
 use common::running::Running;
 use common::{eventually, sidecar_config, t0};
@@ -59,6 +60,7 @@ async fn jobsd_env(args: &[&str], env: &[(&str, &str)], input: &str) -> Out {
             .args(&args)
             .env_remove("DAPR_API_TOKEN")
             .env_remove("JOBSD_ADDRESS")
+            .env_remove("NAMESPACE")
             .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -276,6 +278,15 @@ async fn get_and_runs_show_status_and_history() {
     ] {
         assert!(text.lines().any(|l| l == line), "{line:?} in\n{text}");
     }
+    // Then its next fire times, from the sidecar's `…/next` route.
+    let at = text.find("Next fire times (UTC):\n").expect(text);
+    let next: Vec<&str> = text[at..].lines().collect();
+    assert_eq!(next.len(), 2 + 5, "{next:?}");
+    assert!(next[1].starts_with("#  TIME (UTC)"), "{next:?}");
+    assert!(
+        next[2].starts_with("1  2026-01-01T00:00:40Z  2026-01-01T00:00:40Z  UTC   in 5s"),
+        "{next:?}"
+    );
     let view = jobsd(&["--address", &addr, "get", "flaky", "-o", "json"])
         .await
         .json();
@@ -493,6 +504,59 @@ async fn delete_by_name_and_by_selection() {
     r.stop().await;
 }
 
+/// Runs `jobsd jobs <args>` on a pseudo-terminal (util-linux `script`), typing `input`.
+async fn on_terminal(args: &str, input: &str) -> Out {
+    let command = format!("{} jobs {args}", env!("CARGO_BIN_EXE_jobsd"));
+    let input = input.to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .env_remove("DAPR_API_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("util-linux script");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// On a terminal a delete asks first: "n" keeps the jobs (exit 6), "y" deletes them.
+#[tokio::test]
+async fn delete_asks_on_a_terminal() {
+    let app = HttpApp::new();
+    let r = sidecar(&app, None).await;
+    for name in ["tmp-1", "tmp-2"] {
+        r.create(name, r#"{"schedule":"@every 1h"}"#).await;
+    }
+    let args = format!("--address {} delete --prefix tmp-", address(&r));
+    let declined = on_terminal(&args, "n\n").await;
+    assert_eq!(declined.code, 6, "{declined:?}");
+    assert!(
+        declined
+            .stdout
+            .contains("Delete 2 jobs (tmp-1, tmp-2)? [y/N]"),
+        "{declined:?}"
+    );
+    assert_eq!(r.view("tmp-1").await["name"], "tmp-1");
+    let confirmed = on_terminal(&args, "y\n").await;
+    assert_eq!(confirmed.code, 0, "{confirmed:?}");
+    assert!(confirmed.stdout.contains("deleted 2 jobs"), "{confirmed:?}");
+    let (status, _) = r.call("GET", "/jobsd/v1/jobs/tmp-2", "").await;
+    assert_eq!(status, 404);
+    r.stop().await;
+}
+
 /// The exit codes scripts rely on: not found 3, the server's refusal 1 (its errorCode
 /// printed), bad flags 64, nobody listening 4.
 #[tokio::test]
@@ -659,8 +723,8 @@ async fn preview_works_offline() {
     assert_eq!(bad.code, 64, "{bad:?}");
 }
 
-/// `--scheduler`: list, get and delete an app's jobs on a `jobsd scheduler` replica over
-/// Dapr's Scheduler gRPC.
+/// `--scheduler`: a `jobsd scheduler` replica answers list and get from jobsd's views (labels,
+/// status, filters, as a sidecar shows them) and deletes through Dapr's Scheduler gRPC.
 #[tokio::test]
 async fn scheduler_replicas_list_get_and_delete() {
     let rep = Rep::start().await;
@@ -687,21 +751,29 @@ async fn scheduler_replicas_list_get_and_delete() {
         jobsd(&args).await
     };
 
-    let out = run(with(&["list"])).await;
-    assert_eq!(
-        out.ok(),
-        "\
-NAME   SCHEDULE   DUE TIME  REPEATS  TTL
-alpha  @every 1m  -         -        -
-beta   @every 1m  -         -        -
-gamma  @every 1m  -         -        -
-"
-    );
+    let out = run(with(&["list", "--page-size", "2"])).await;
+    let lines: Vec<Vec<&str>> = out
+        .ok()
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[0][..2], ["NAME", "STATE"]);
+    assert_eq!(lines[1][..4], ["alpha", "active", "@every", "1m"]);
+    assert_eq!(lines[3][0], "gamma");
     let got = run(with(&["get", "beta", "-o", "json"])).await.json();
     assert_eq!(got["name"], "beta");
-    assert_eq!(got["schedule"], "@every 1m");
+    assert_eq!(got["job"]["schedule"], "@every 1m");
+    assert_eq!(got["status"]["state"], "active");
+    let text = run(with(&["get", "beta"])).await;
+    assert!(
+        text.ok().contains("Schedule:        @every 1m\n"),
+        "{text:?}"
+    );
     let missing = run(with(&["get", "nope"])).await;
     assert_eq!(missing.code, 3, "{missing:?}");
+    let paused = run(with(&["list", "--state", "paused", "-o", "json"])).await;
+    assert_eq!(paused.json(), serde_json::json!([]));
 
     let out = run(with(&["delete", "--prefix", "a", "--yes"])).await;
     assert_eq!(out.ok(), "deleted job alpha\n");
@@ -712,15 +784,60 @@ gamma  @every 1m  -         -        -
     assert_eq!(left[0]["name"], "gamma");
     assert_eq!(left.as_array().unwrap().len(), 1);
 
-    // What a Scheduler cannot answer, and whom it cannot find.
+    // What a Scheduler does not serve, and whom it cannot find.
     let out = jobsd(&["--scheduler", &scheduler, "list"]).await;
     assert_eq!(out.code, 64, "--app-id is needed: {out:?}");
-    let out = run(with(&["list", "-l", "a=b"])).await;
-    assert_eq!(out.code, 64, "{out:?}");
     let out = run(with(&["pause", "gamma"])).await;
     assert_eq!(out.code, 64, "{out:?}");
     let nowhere = closed_port().to_string();
     let out = jobsd(&["--scheduler", &nowhere, "--app-id", "myapp", "list"]).await;
     assert_eq!(out.code, 4, "{out:?}");
     rep.stop().await;
+}
+
+/// A real Dapr Scheduler has no views: list and get fall back to Dapr's `ListJobs` and
+/// `GetJob` (Dapr's fields, Dapr's GET body); labels and states are refused there.
+#[tokio::test]
+async fn a_dapr_scheduler_answers_with_dapr_s_jobs() {
+    let dapr = DaprScheduler::start().await;
+    for name in ["alpha", "beta"] {
+        dapr.engine
+            .schedule_job(sv1::ScheduleJobRequest {
+                name: name.into(),
+                job: Some(sv1::Job {
+                    schedule: Some("@every 1m".into()),
+                    ..Default::default()
+                }),
+                metadata: Some(common::app_metadata("myapp")),
+                overwrite: false,
+            })
+            .await
+            .unwrap();
+    }
+    let base = ["--scheduler", dapr.address.as_str(), "--app-id", "myapp"];
+    let args = |more: &[&'static str]| -> Vec<&str> {
+        base.iter().copied().chain(more.iter().copied()).collect()
+    };
+    let out = jobsd(&args(&["list"])).await;
+    assert_eq!(
+        out.ok(),
+        "\
+NAME   SCHEDULE   DUE TIME  REPEATS  TTL
+alpha  @every 1m  -         -        -
+beta   @every 1m  -         -        -
+"
+    );
+    let got = jobsd(&args(&["get", "beta", "-o", "json"])).await.json();
+    assert_eq!(got["name"], "beta");
+    assert_eq!(got["schedule"], "@every 1m");
+    let missing = jobsd(&args(&["get", "nope"])).await;
+    assert_eq!(missing.code, 3, "{missing:?}");
+    for refused in [&["list", "-l", "a=b"][..], &["list", "--state", "paused"]] {
+        let out = jobsd(&args(refused)).await;
+        assert_eq!(out.code, 64, "{refused:?}: {out:?}");
+    }
+    let out = jobsd(&args(&["delete", "alpha"])).await;
+    assert_eq!(out.ok(), "deleted job alpha\n");
+    assert!(!dapr.exists("alpha").await);
+    dapr.stop().await;
 }

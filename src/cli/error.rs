@@ -11,7 +11,7 @@ pub mod exit {
     /// Partly done: a delete of many jobs where some deletes failed, or an import where some
     /// lines failed (each failure printed).
     pub const PARTIAL: u8 = 2;
-    /// The job does not exist (or the selection took no job, for a delete).
+    /// The job does not exist.
     pub const NOT_FOUND: u8 = 3;
     /// No server answered: connection refused, unknown host, or the timeout passed.
     pub const UNREACHABLE: u8 = 4;

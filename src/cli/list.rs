@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use super::client::{self, Client};
 use super::output::{
-    self, Printer, Table, absolute_or_dash, or_dash, relative_or_dash, str_of, text_of, time_of,
+    self, Column, Printer, Table, absolute_or_dash, or_dash, relative_or_dash, str_of, text_of,
+    time_of,
 };
 use super::{CliError, Output};
 
@@ -152,7 +153,7 @@ pub async fn run(client: &Client, args: &ListArgs, out: &Printer) -> Result<(), 
         None => args.page_size,
     };
     let mut pages = Pages::new(client, pairs, page_size.max(1));
-    let mut stream = Stream::new(out, job_header(out.is_wide()));
+    let mut stream = Stream::new(out, JOB_COLUMNS);
     let mut left = args.limit.unwrap_or(usize::MAX);
     while left > 0 {
         let Some(mut jobs) = pages.next().await? else {
@@ -160,10 +161,7 @@ pub async fn run(client: &Client, args: &ListArgs, out: &Printer) -> Result<(), 
         };
         jobs.truncate(left);
         left -= jobs.len();
-        let rows: Vec<Vec<String>> = jobs
-            .iter()
-            .map(|j| job_row(j, now, out.is_wide()))
-            .collect();
+        let rows: Vec<Vec<String>> = jobs.iter().map(|j| job_row(j, now)).collect();
         stream.push(&jobs, &rows)?;
     }
     stream.finish()
@@ -187,11 +185,11 @@ pub struct Stream<'a> {
 }
 
 impl<'a> Stream<'a> {
-    /// A stream with this table header.
-    pub fn new(out: &'a Printer, header: &[&str]) -> Self {
+    /// A stream printing table rows with a cell for each of `columns`.
+    pub fn new(out: &'a Printer, columns: &[Column]) -> Self {
         Stream {
             out,
-            table: Table::new(header),
+            table: Table::of(columns, out.is_wide()),
             pending: Vec::new(),
             count: 0,
         }
@@ -247,37 +245,23 @@ impl<'a> Stream<'a> {
 }
 
 /// The columns of a job table.
-pub fn job_header(wide: bool) -> &'static [&'static str] {
-    if wide {
-        &[
-            "NAME",
-            "STATE",
-            "SCHEDULE",
-            "NEXT FIRE",
-            "NEXT FIRE (UTC)",
-            "LAST FIRE",
-            "LAST FIRE (UTC)",
-            "OUTCOME",
-            "DELIVERED",
-            "SUCCEEDED",
-            "FAILED",
-            "TICKS",
-            "REPEATS",
-            "LABELS",
-            "NOTE",
-        ]
-    } else {
-        &[
-            "NAME",
-            "STATE",
-            "SCHEDULE",
-            "NEXT FIRE",
-            "LAST FIRE",
-            "OUTCOME",
-            "LABELS",
-        ]
-    }
-}
+pub const JOB_COLUMNS: &[Column] = &[
+    ("NAME", false),
+    ("STATE", false),
+    ("SCHEDULE", false),
+    ("NEXT FIRE", false),
+    ("NEXT FIRE (UTC)", true),
+    ("LAST FIRE", false),
+    ("LAST FIRE (UTC)", true),
+    ("OUTCOME", false),
+    ("DELIVERED", true),
+    ("SUCCEEDED", true),
+    ("FAILED", true),
+    ("TICKS", true),
+    ("REPEATS", true),
+    ("LABELS", false),
+    ("NOTE", true),
+];
 
 /// How a job is scheduled, in one cell: its schedule, else `at <dueTime>`.
 pub fn schedule_cell(job: &Value) -> String {
@@ -303,37 +287,30 @@ pub fn labels_cell(view: &Value) -> String {
     }
 }
 
-/// One job view (`GET /jobsd/v1/jobs/{name}`'s body) as a table row.
-pub fn job_row(view: &Value, now: DateTime<Utc>, wide: bool) -> Vec<String> {
+/// One job view (`GET /jobsd/v1/jobs/{name}`'s body) as a row of [`JOB_COLUMNS`].
+pub fn job_row(view: &Value, now: DateTime<Utc>) -> Vec<String> {
     let job = view.get("job").unwrap_or(&Value::Null);
     let next = time_of(view, "/status/nextFireTime");
     let last = time_of(view, "/status/lastFireTime/actual");
-    let mut row = vec![
+    let note = match text_of(view, "/status/pausedNote") {
+        note if note.is_empty() => text_of(view, "/status/lastError"),
+        note => note,
+    };
+    vec![
         str_of(view, "/name").to_owned(),
         or_dash(str_of(view, "/status/state").to_owned()),
         schedule_cell(job),
         relative_or_dash(next, now),
-    ];
-    if wide {
-        row.push(absolute_or_dash(next));
-    }
-    row.push(relative_or_dash(last, now));
-    if wide {
-        row.push(absolute_or_dash(last));
-    }
-    row.push(or_dash(text_of(view, "/status/lastOutcome")));
-    if wide {
-        for counter in ["delivered", "succeeded", "failedAttempts"] {
-            row.push(text_of(view, &format!("/status/counters/{counter}")));
-        }
-        row.push(text_of(view, "/status/ticks"));
-        row.push(or_dash(text_of(job, "/repeats")));
-    }
-    row.push(or_dash(labels_cell(view)));
-    if wide {
-        let note = text_of(view, "/status/pausedNote");
-        let error = text_of(view, "/status/lastError");
-        row.push(or_dash(if note.is_empty() { error } else { note }));
-    }
-    row
+        absolute_or_dash(next),
+        relative_or_dash(last, now),
+        absolute_or_dash(last),
+        or_dash(text_of(view, "/status/lastOutcome")),
+        text_of(view, "/status/counters/delivered"),
+        text_of(view, "/status/counters/succeeded"),
+        text_of(view, "/status/counters/failedAttempts"),
+        text_of(view, "/status/ticks"),
+        or_dash(text_of(job, "/repeats")),
+        or_dash(labels_cell(view)),
+        or_dash(note),
+    ]
 }

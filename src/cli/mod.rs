@@ -46,7 +46,7 @@ pub struct JobsArgs {
     #[arg(long, global = true)]
     pub app_id: Option<String>,
     /// The namespace of `--app-id` with `--scheduler`.
-    #[arg(long, global = true, default_value = "default")]
+    #[arg(long, global = true, env = "NAMESPACE", default_value = "default")]
     pub namespace: String,
     /// Output format.
     #[arg(short, long, global = true, value_enum, default_value_t = Output::Table)]

@@ -70,6 +70,9 @@ pub fn yaml(value: &Value) -> Result<String, CliError> {
     })
 }
 
+/// A table column: its title, and whether only `-o wide` shows it.
+pub type Column = (&'static str, bool);
+
 /// A table printed as its rows arrive: the header goes out with the first batch, and each
 /// column is as wide as the widest cell seen so far (a later, wider batch widens it from
 /// there on rather than holding every row back).
@@ -81,6 +84,8 @@ pub struct Table {
     widths: Vec<usize>,
     /// Whether the header went out.
     started: bool,
+    /// Which cells of a row are shown (all when `None`).
+    shown: Option<Vec<bool>>,
 }
 
 impl Table {
@@ -90,6 +95,26 @@ impl Table {
             header: header.iter().map(|h| (*h).to_owned()).collect(),
             widths: header.iter().map(|h| h.width()).collect(),
             started: false,
+            shown: None,
+        }
+    }
+
+    /// A table of `columns` whose rows hold a cell for every column: the wide ones are left
+    /// out unless `wide`.
+    pub fn of(columns: &[Column], wide: bool) -> Self {
+        let titles: Vec<&str> = columns
+            .iter()
+            .filter(|(_, only_wide)| wide || !only_wide)
+            .map(|(title, _)| *title)
+            .collect();
+        Table {
+            shown: Some(
+                columns
+                    .iter()
+                    .map(|(_, only_wide)| wide || !only_wide)
+                    .collect(),
+            ),
+            ..Table::new(&titles)
         }
     }
 
@@ -100,7 +125,20 @@ impl Table {
 
     /// The text [`Table::print`] writes.
     pub fn render(&mut self, rows: &[Vec<String>]) -> String {
-        for row in rows {
+        let rows: Vec<Vec<String>> = match &self.shown {
+            None => rows.to_vec(),
+            Some(shown) => rows
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .zip(shown)
+                        .filter(|(_, show)| **show)
+                        .map(|(cell, _)| cell.clone())
+                        .collect()
+                })
+                .collect(),
+        };
+        for row in &rows {
             for (w, cell) in self.widths.iter_mut().zip(row) {
                 *w = (*w).max(cell.width());
             }
@@ -111,7 +149,7 @@ impl Table {
             let header = self.header.clone();
             self.line(&header, &mut text);
         }
-        for row in rows {
+        for row in &rows {
             self.line(row, &mut text);
         }
         text
@@ -273,6 +311,16 @@ mod tests {
         assert_eq!(second, "longer-name  paused\n");
         let mut empty = Table::new(&["NAME", "STATE"]);
         assert_eq!(empty.render(&[]), "NAME  STATE\n");
+        let columns = [("NAME", false), ("UTC", true), ("STATE", false)];
+        let row = vec!["a".to_owned(), "2026".to_owned(), "paused".to_owned()];
+        assert_eq!(
+            Table::of(&columns, false).render(std::slice::from_ref(&row)),
+            "NAME  STATE\na     paused\n"
+        );
+        assert_eq!(
+            Table::of(&columns, true).render(&[row]),
+            "NAME  UTC   STATE\na     2026  paused\n"
+        );
     }
 
     #[test]

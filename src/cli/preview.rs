@@ -16,7 +16,9 @@ use tower::ServiceExt;
 
 use super::CliError;
 use super::client::{self, Answer};
-use super::output::{Printer, Table, absolute_or_dash, print, relative_or_dash, str_of, time_of};
+use super::output::{
+    Column, Printer, Table, absolute_or_dash, print, relative_or_dash, str_of, time_of,
+};
 use crate::api::{self, ApiState};
 use crate::clock::{Clock, ManualClock};
 use crate::engine::Engine;
@@ -224,21 +226,19 @@ pub fn zone_of(answer: &Value) -> &str {
     }
 }
 
+/// The columns of a table of ticks.
+const TICK_COLUMNS: &[Column] = &[
+    ("#", false),
+    ("TIME (UTC)", false),
+    ("FIRES AT (UTC)", true),
+    ("LOCAL", false),
+    ("ZONE", false),
+    ("WHEN", false),
+    ("NOTES", false),
+];
+
 /// The `ticks` of a preview or next-fire-times answer as a table, times relative to `from`.
 pub fn ticks_table(answer: &Value, from: DateTime<Utc>, wide: bool) -> String {
-    let header: &[&str] = if wide {
-        &[
-            "#",
-            "TIME (UTC)",
-            "FIRES AT (UTC)",
-            "LOCAL",
-            "ZONE",
-            "WHEN",
-            "NOTES",
-        ]
-    } else {
-        &["#", "TIME (UTC)", "LOCAL", "ZONE", "WHEN", "NOTES"]
-    };
     let ticks = answer
         .get("ticks")
         .and_then(Value::as_array)
@@ -249,10 +249,6 @@ pub fn ticks_table(answer: &Value, from: DateTime<Utc>, wide: bool) -> String {
         .enumerate()
         .map(|(i, tick)| {
             let time = time_of(tick, "/time");
-            let mut row = vec![(i + 1).to_string(), absolute_or_dash(time)];
-            if wide {
-                row.push(str_of(tick, "/fireTime").to_owned());
-            }
             let notes: Vec<&str> = tick
                 .get("notes")
                 .and_then(Value::as_array)
@@ -260,14 +256,16 @@ pub fn ticks_table(answer: &Value, from: DateTime<Utc>, wide: bool) -> String {
                 .flatten()
                 .filter_map(Value::as_str)
                 .collect();
-            row.extend([
+            vec![
+                (i + 1).to_string(),
+                absolute_or_dash(time),
+                str_of(tick, "/fireTime").to_owned(),
                 str_of(tick, "/local").to_owned(),
                 str_of(tick, "/abbreviation").to_owned(),
                 relative_or_dash(time, from),
                 notes.join("; "),
-            ]);
-            row
+            ]
         })
         .collect();
-    Table::new(header).render(&rows)
+    Table::of(TICK_COLUMNS, wide).render(&rows)
 }

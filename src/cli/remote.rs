@@ -1,23 +1,31 @@
-//! `jobsd jobs list|get|delete --scheduler HOST:PORT --app-id A`: the jobs of app `A` read
-//! and deleted through Dapr's `dapr.proto.scheduler.v1.Scheduler` service (`ListJobs`,
-//! `GetJob`, `DeleteJob`), so the command line works against `jobsd scheduler` replicas and a
-//! real Dapr Scheduler alike. The Scheduler keeps Dapr's job only: no labels, status or
-//! history (those need a sidecar), and the JSON is Dapr's GET body.
+//! `jobsd jobs list|get|delete --scheduler HOST:PORT --app-id A`: the jobs of app `A` on
+//! Scheduler replicas. `jobsd scheduler` replicas answer `list` and `get` from jobsd's views
+//! beside the Scheduler service (`jobsd.scheduler.v1.Jobs`: labels, status, the list's
+//! filters and pages), so the output is the sidecar's. A real Dapr Scheduler answers those
+//! `Unimplemented`; then Dapr's `dapr.proto.scheduler.v1.Scheduler` (`ListJobs`, `GetJob`)
+//! gives Dapr's job only — no labels, status or history — and the JSON is Dapr's GET body.
+//! Deletes always go through Dapr's `DeleteJob`, which both serve.
 
 use std::time::Duration;
 
+use chrono::Utc;
+use clap::ValueEnum;
 use serde_json::Value;
 use tonic::transport::{Channel, Endpoint};
 
-use super::list::{ListArgs, Selector, Stream};
-use super::output::{Printer, or_dash, text_of};
-use super::show::GetArgs;
+use super::list::{JOB_COLUMNS, ListArgs, Selector, Stream, job_row};
+use super::output::{Column, Printer, or_dash, print, text_of};
+use super::show::{GetArgs, describe};
 use super::steer::{self, DeleteArgs, Deleter};
 use super::{CliError, JobsCommand};
+use crate::api::jobsd::json::view as view_json;
 use crate::api::json::job_to_json;
 use crate::api::scheduler_to_runtime_job;
+use crate::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_client::SchedulerClient;
+use crate::scheduler::views_wire::{filter_to_wire, view_from_wire};
+use crate::scheduler::{JobState, JobView, ListFilter};
 
 /// How long a connection to a replica may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -62,6 +70,8 @@ impl Target {
 struct Session {
     /// The client of the replica that answered.
     client: SchedulerClient<Channel>,
+    /// jobsd's views on the same replica (`Unimplemented` on a Dapr Scheduler).
+    views: JobsClient<Channel>,
     /// Its address, for messages.
     address: String,
     /// The owner of the jobs.
@@ -82,6 +92,8 @@ impl Session {
             match endpoint.connect().await {
                 Ok(channel) => {
                     return Ok(Session {
+                        views: JobsClient::new(channel.clone())
+                            .max_decoding_message_size(usize::MAX),
                         client: SchedulerClient::new(channel).max_decoding_message_size(usize::MAX),
                         address: address.clone(),
                         metadata: target.metadata.clone(),
@@ -156,12 +168,77 @@ impl Session {
     }
 }
 
+impl Session {
+    /// One page of jobsd's views; `None` from a Dapr Scheduler, which has none.
+    async fn view_page(
+        &self,
+        filter: ListFilter,
+    ) -> Result<Option<jsv1::ListJobsResponse>, CliError> {
+        let mut request = tonic::Request::new(jsv1::ListJobsRequest {
+            metadata: Some(self.metadata.clone()),
+            filter: Some(filter_to_wire(filter)),
+        });
+        request.set_timeout(self.timeout);
+        match self.views.clone().list_jobs(request).await {
+            Ok(page) => Ok(Some(page.into_inner())),
+            Err(status) if status.code() == tonic::Code::Unimplemented => Ok(None),
+            Err(status) => Err(self.error(status)),
+        }
+    }
+
+    /// jobsd's view of job `name`; `None` from a Dapr Scheduler.
+    async fn view(&self, name: &str) -> Result<Option<JobView>, CliError> {
+        let mut request = tonic::Request::new(jsv1::GetJobRequest {
+            metadata: Some(self.metadata.clone()),
+            name: name.to_owned(),
+        });
+        request.set_timeout(self.timeout);
+        match self.views.clone().get_job(request).await {
+            Ok(view) => Ok(Some(view_from_wire(view.into_inner()))),
+            Err(status) if status.code() == tonic::Code::Unimplemented => Ok(None),
+            Err(status) => Err(self.error(status)),
+        }
+    }
+}
+
+/// The views' filter of what `selector` takes (a page of the most the views answer).
+fn filter_of(selector: &Selector) -> ListFilter {
+    ListFilter {
+        name_prefix: selector.prefix.clone().unwrap_or_default(),
+        labels: selector
+            .labels
+            .iter()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        state: None,
+        page_size: crate::engine::MAX_PAGE_SIZE,
+        page_token: None,
+    }
+}
+
+/// A view as jobsd's GET answers it.
+fn view_value(view: &JobView) -> Result<Value, CliError> {
+    let text = view_json(view).map_err(|e| CliError::Other(format!("job {}: {e}", view.name)))?;
+    serde_json::from_str(&text).map_err(|e| CliError::Other(format!("job {}: {e}", view.name)))
+}
+
 impl Deleter for Session {
     async fn check(&self, name: &str) -> Result<(), CliError> {
         self.get(name).await.map(|_| ())
     }
 
     async fn select(&self, selector: &Selector) -> Result<Vec<String>, CliError> {
+        // jobsd's views select by labels too; a Dapr Scheduler's list by prefix only.
+        let mut filter = filter_of(selector);
+        let mut names = Vec::new();
+        while let Some(page) = self.view_page(filter.clone()).await? {
+            names.extend(page.jobs.into_iter().map(|v| v.name));
+            if page.next_page_token.is_empty() {
+                return Ok(names);
+            }
+            filter.page_token = Some(page.next_page_token);
+        }
         Ok(select(self.list().await?, selector)?
             .into_iter()
             .map(|j| j.name)
@@ -196,7 +273,8 @@ fn innermost(e: &dyn std::error::Error) -> String {
 fn select(jobs: Vec<sv1::NamedJob>, selector: &Selector) -> Result<Vec<sv1::NamedJob>, CliError> {
     if !selector.labels.is_empty() {
         return Err(CliError::Usage(
-            "--label needs a sidecar: a Dapr Scheduler keeps no labels".to_owned(),
+            "--label needs jobsd's scheduler or a sidecar: a Dapr Scheduler keeps no labels"
+                .to_owned(),
         ));
     }
     let prefix = selector.prefix.as_deref().unwrap_or_default();
@@ -213,35 +291,16 @@ fn job_json(name: &str, job: sv1::Job) -> Result<Value, CliError> {
     serde_json::from_str(&text).map_err(|e| CliError::Other(format!("job {name}: {e}")))
 }
 
-/// The columns of a Scheduler job table.
-fn header(wide: bool) -> &'static [&'static str] {
-    if wide {
-        &[
-            "NAME",
-            "SCHEDULE",
-            "DUE TIME",
-            "REPEATS",
-            "TTL",
-            "FAILURE POLICY",
-            "DATA",
-        ]
-    } else {
-        &["NAME", "SCHEDULE", "DUE TIME", "REPEATS", "TTL"]
-    }
-}
-
-/// A Scheduler job (Dapr's GET body) as a table row.
-fn row(job: &Value, wide: bool) -> Vec<String> {
-    let mut row: Vec<String> = ["/name", "/schedule", "/dueTime", "/repeats", "/ttl"]
-        .iter()
-        .map(|p| or_dash(text_of(job, p)))
-        .collect();
-    if wide {
-        row.push(or_dash(text_of(job, "/failurePolicy")));
-        row.push(or_dash(text_of(job, "/data")));
-    }
-    row
-}
+/// The columns of a Scheduler job table, and the member of Dapr's GET body each shows.
+const COLUMNS: &[(Column, &str)] = &[
+    (("NAME", false), "/name"),
+    (("SCHEDULE", false), "/schedule"),
+    (("DUE TIME", false), "/dueTime"),
+    (("REPEATS", false), "/repeats"),
+    (("TTL", false), "/ttl"),
+    (("FAILURE POLICY", true), "/failurePolicy"),
+    (("DATA", true), "/data"),
+];
 
 /// `list`, `get` or `delete` through the Scheduler.
 pub async fn run(
@@ -268,12 +327,50 @@ async fn list(
     out: &Printer,
     timeout: Duration,
 ) -> Result<(), CliError> {
+    let session = Session::open(target, timeout).await?;
+    let mut filter = filter_of(&args.selector);
+    filter.state = args
+        .state
+        .and_then(|s| s.to_possible_value())
+        .and_then(|v| JobState::parse(v.get_name()));
+    filter.page_size = args.page_size.min(args.limit.unwrap_or(usize::MAX)).max(1);
+    let Some(mut page) = session.view_page(filter.clone()).await? else {
+        return dapr_list(&session, args, out).await;
+    };
+    // A replica's clock is not ours to read: relative times are from this machine's.
+    let now = Utc::now();
+    let mut stream = Stream::new(out, JOB_COLUMNS);
+    let mut left = args.limit.unwrap_or(usize::MAX);
+    loop {
+        let mut items = page
+            .jobs
+            .into_iter()
+            .map(|v| view_value(&view_from_wire(v)))
+            .collect::<Result<Vec<_>, _>>()?;
+        items.truncate(left);
+        left -= items.len();
+        let rows: Vec<Vec<String>> = items.iter().map(|v| job_row(v, now)).collect();
+        stream.push(&items, &rows)?;
+        let token = Some(page.next_page_token).filter(|t| !t.is_empty());
+        let (Some(token), true) = (token, left > 0) else {
+            break;
+        };
+        filter.page_token = Some(token);
+        page = session.view_page(filter.clone()).await?.ok_or_else(|| {
+            CliError::Other("the replica stopped serving jobsd's views".to_owned())
+        })?;
+    }
+    stream.finish()
+}
+
+/// `list` through Dapr's `ListJobs`: Dapr's fields only, a prefix filter at most.
+async fn dapr_list(session: &Session, args: &ListArgs, out: &Printer) -> Result<(), CliError> {
     if args.state.is_some() {
         return Err(CliError::Usage(
-            "--state needs a sidecar: a Dapr Scheduler keeps no status".to_owned(),
+            "--state needs jobsd's scheduler or a sidecar: a Dapr Scheduler keeps no status"
+                .to_owned(),
         ));
     }
-    let session = Session::open(target, timeout).await?;
     let mut jobs = select(session.list().await?, &args.selector)?;
     if let Some(limit) = args.limit {
         jobs.truncate(limit);
@@ -282,8 +379,17 @@ async fn list(
         .into_iter()
         .map(|j| job_json(&j.name, j.job.unwrap_or_default()))
         .collect::<Result<Vec<_>, _>>()?;
-    let rows: Vec<Vec<String>> = items.iter().map(|j| row(j, out.is_wide())).collect();
-    let mut stream = Stream::new(out, header(out.is_wide()));
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|job| {
+            COLUMNS
+                .iter()
+                .map(|(_, member)| or_dash(text_of(job, member)))
+                .collect()
+        })
+        .collect();
+    let columns: Vec<Column> = COLUMNS.iter().map(|(column, _)| *column).collect();
+    let mut stream = Stream::new(out, &columns);
     stream.push(&items, &rows)?;
     stream.finish()
 }
@@ -295,6 +401,13 @@ async fn get(
     timeout: Duration,
 ) -> Result<(), CliError> {
     let session = Session::open(target, timeout).await?;
+    if let Some(view) = session.view(&args.name).await? {
+        let view = view_value(&view)?;
+        if !out.is_table() {
+            return out.document(&view);
+        }
+        return print(&describe(&view, Utc::now()));
+    }
     let job = job_json(&args.name, session.get(&args.name).await?)?;
     if !out.is_table() {
         return out.document(&job);
@@ -311,7 +424,7 @@ async fn get(
     .iter()
     .map(|(k, p)| (*k, or_dash(text_of(&job, p))))
     .collect();
-    super::output::print(&super::output::fields(&pairs))
+    print(&super::output::fields(&pairs))
 }
 
 async fn delete(

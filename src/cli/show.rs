@@ -10,8 +10,8 @@ use super::CliError;
 use super::client::{self, Client};
 use super::list::{Stream, labels_cell, schedule_cell};
 use super::output::{
-    Printer, absolute_or_dash, fields, or_dash, print, relative, relative_or_dash, str_of, text_of,
-    time_of, when,
+    Column, Printer, absolute_or_dash, fields, or_dash, print, relative, relative_or_dash, str_of,
+    text_of, time_of, when,
 };
 use super::preview::{ticks_table, zone_of};
 
@@ -48,7 +48,10 @@ pub async fn get(client: &Client, args: &GetArgs, out: &Printer) -> Result<(), C
     }
     let now = client.now().await?;
     let mut text = describe(&view, now);
-    if let Some(next) = next_fire_times(client, &args.name).await? {
+    let next = next_fire_times(client, &args.name).await?;
+    // A finished job has none to show.
+    let ticks = |n: &Value| n.get("ticks").and_then(Value::as_array).map_or(0, Vec::len);
+    if let Some(next) = next.filter(|n| ticks(n) > 0) {
         text.push_str(&format!("Next fire times ({}):\n", zone_of(&next)));
         text.push_str(&ticks_table(&next, now, out.is_wide()));
     }
@@ -67,7 +70,7 @@ async fn next_fire_times(client: &Client, name: &str) -> Result<Option<Value>, C
 }
 
 /// A job view as a key-value block.
-fn describe(view: &Value, now: DateTime<Utc>) -> String {
+pub(super) fn describe(view: &Value, now: DateTime<Utc>) -> String {
     let job = view.get("job").unwrap_or(&Value::Null);
     let status = |p: &str| text_of(view, &format!("/status{p}"));
     let mut pairs: Vec<(&str, String)> = vec![
@@ -150,63 +153,51 @@ fn describe(view: &Value, now: DateTime<Utc>) -> String {
 }
 
 /// The columns of the run table.
-fn runs_header(wide: bool) -> &'static [&'static str] {
-    if wide {
-        &[
-            "SEQ",
-            "STARTED",
-            "STARTED (UTC)",
-            "FINISHED (UTC)",
-            "EXECUTION",
-            "TRIGGER",
-            "NOMINAL (UTC)",
-            "ATTEMPT",
-            "OUTCOME",
-            "LATENCY",
-            "STATUS",
-            "ERROR",
-        ]
-    } else {
-        &[
-            "STARTED",
-            "EXECUTION",
-            "TRIGGER",
-            "NOMINAL (UTC)",
-            "ATTEMPT",
-            "OUTCOME",
-            "LATENCY",
-            "STATUS",
-            "ERROR",
-        ]
-    }
-}
+const RUN_COLUMNS: &[Column] = &[
+    ("SEQ", true),
+    ("STARTED", false),
+    ("STARTED (UTC)", true),
+    ("FINISHED (UTC)", true),
+    ("EXECUTION", false),
+    ("TRIGGER", false),
+    ("NOMINAL (UTC)", false),
+    ("ATTEMPT", false),
+    ("OUTCOME", false),
+    ("LATENCY", false),
+    ("STATUS", false),
+    ("ERROR", false),
+];
 
-/// One run as a table row.
+/// One run as a row of [`RUN_COLUMNS`]; the execution id is cut to 8 characters unless
+/// `wide`.
 fn run_row(run: &Value, now: DateTime<Utc>, wide: bool) -> Vec<String> {
     let started = time_of(run, "/started");
     let id = str_of(run, "/executionId");
-    let latency = run
-        .get("latencyMs")
-        .and_then(Value::as_f64)
-        .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.0}ms"));
+    let latency = run.get("latencyMs").and_then(Value::as_f64).map_or_else(
+        || "-".to_owned(),
+        |ms| {
+            if ms < 10.0 {
+                format!("{ms:.1}ms")
+            } else {
+                format!("{ms:.0}ms")
+            }
+        },
+    );
     let code = match (run.get("httpStatus"), run.get("grpcCode")) {
         (Some(Value::Number(http)), _) => format!("HTTP {http}"),
         (_, Some(Value::Number(grpc))) if grpc.as_u64() != Some(0) => format!("gRPC {grpc}"),
         _ => "-".to_owned(),
     };
-    let mut row = Vec::new();
-    if wide {
-        row.push(text_of(run, "/seq"));
-    }
-    row.push(relative_or_dash(started, now));
-    if wide {
-        row.push(absolute_or_dash(started));
-        row.push(absolute_or_dash(time_of(run, "/finished")));
-        row.push(or_dash(id.to_owned()));
-    } else {
-        row.push(or_dash(id.chars().take(8).collect()));
-    }
-    row.extend([
+    vec![
+        text_of(run, "/seq"),
+        relative_or_dash(started, now),
+        absolute_or_dash(started),
+        absolute_or_dash(time_of(run, "/finished")),
+        or_dash(if wide {
+            id.to_owned()
+        } else {
+            id.chars().take(8).collect()
+        }),
         or_dash(text_of(run, "/trigger")),
         absolute_or_dash(time_of(run, "/nominalTime")),
         text_of(run, "/attempt"),
@@ -214,8 +205,7 @@ fn run_row(run: &Value, now: DateTime<Utc>, wide: bool) -> Vec<String> {
         latency,
         code,
         or_dash(text_of(run, "/error")),
-    ]);
-    row
+    ]
 }
 
 /// `jobsd jobs runs NAME`.
@@ -225,7 +215,7 @@ pub async fn runs(client: &Client, args: &RunsArgs, out: &Printer) -> Result<(),
     } else {
         Utc::now()
     };
-    let mut stream = Stream::new(out, runs_header(out.is_wide()));
+    let mut stream = Stream::new(out, RUN_COLUMNS);
     let mut before = args.before;
     let mut left = args.limit;
     while left > 0 {

@@ -207,6 +207,24 @@ pub async fn delete(
 /// Asks on the terminal before deleting `names`; many jobs without a terminal are refused.
 fn confirm(names: &[String], many: bool) -> Result<(), CliError> {
     let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    ask(
+        names,
+        many,
+        terminal,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stderr(),
+    )
+}
+
+/// [`confirm`] with the terminal's answer read from `input` and the question written to
+/// `prompt`.
+fn ask(
+    names: &[String],
+    many: bool,
+    terminal: bool,
+    input: &mut impl BufRead,
+    prompt: &mut impl Write,
+) -> Result<(), CliError> {
     if !terminal {
         if many {
             return Err(CliError::NotConfirmed(format!(
@@ -226,11 +244,10 @@ fn confirm(names: &[String], many: bool) -> Result<(), CliError> {
         [one] => format!("Delete job {one}? [y/N] "),
         _ => format!("Delete {} jobs ({})? [y/N] ", names.len(), shown.join(", ")),
     };
-    let mut stderr = std::io::stderr();
-    stderr.write_all(question.as_bytes())?;
-    stderr.flush()?;
+    prompt.write_all(question.as_bytes())?;
+    prompt.flush()?;
     let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer)?;
+    input.read_line(&mut answer)?;
     if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
         Ok(())
     } else {
@@ -400,4 +417,47 @@ pub async fn backfill(client: &Client, args: &BackfillArgs, out: &Printer) -> Re
         })
         .collect();
     table.print(&rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("job-{i}")).collect()
+    }
+
+    fn asked(names: &[String], many: bool, terminal: bool, input: &str) -> (bool, String) {
+        let mut prompt = Vec::new();
+        let result = ask(names, many, terminal, &mut input.as_bytes(), &mut prompt);
+        if let Err(e) = &result {
+            assert!(matches!(e, CliError::NotConfirmed(_)), "{e}");
+        }
+        (result.is_ok(), String::from_utf8(prompt).unwrap())
+    }
+
+    #[test]
+    fn a_terminal_is_asked_and_only_yes_deletes() {
+        assert_eq!(
+            asked(&names(1), false, true, "y\n"),
+            (true, "Delete job job-1? [y/N] ".to_owned())
+        );
+        assert!(asked(&names(2), true, true, "YES\n").0);
+        for no in ["\n", "n\n", "nope\n", ""] {
+            assert!(!asked(&names(2), true, true, no).0, "{no:?}");
+        }
+        let (_, prompt) = asked(&names(12), true, true, "n\n");
+        assert_eq!(
+            prompt,
+            "Delete 12 jobs (job-1, job-2, job-3, job-4, job-5, job-6, job-7, job-8, job-9, \
+             job-10, …)? [y/N] "
+        );
+    }
+
+    #[test]
+    fn without_a_terminal_one_named_job_goes_and_a_selection_is_refused() {
+        assert_eq!(asked(&names(1), false, false, ""), (true, String::new()));
+        let (ok, prompt) = asked(&names(3), true, false, "y\n");
+        assert!(!ok && prompt.is_empty());
+    }
 }

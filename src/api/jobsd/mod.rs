@@ -11,7 +11,7 @@ pub mod conditions;
 pub mod executions;
 pub mod grpc;
 pub mod http;
-mod json;
+pub mod json;
 mod policy_json;
 mod preview;
 mod steer;

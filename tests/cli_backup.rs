@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::sync::Arc;
 
 use common::app::{self, HttpApp};
@@ -14,48 +13,10 @@ use jobsd::clock::ManualClock;
 use jobsd::config::AppProtocol;
 use jobsd::store;
 
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+use common::cli::CliOut as Out;
 
-/// Runs `jobsd jobs <args>` with `env` and `input` on stdin (neither stdin nor stderr is a
-/// terminal: no progress bar).
 async fn jobsd(args: &[&str], env: &[(&str, &str)], input: Vec<u8>) -> Out {
-    let args: Vec<String> = std::iter::once("jobs")
-        .chain(args.iter().copied())
-        .map(str::to_owned)
-        .collect();
-    let env: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jobsd"))
-            .args(&args)
-            .env_remove("DAPR_API_TOKEN")
-            .env_remove("JOBSD_ADDRESS")
-            .envs(env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(&input).unwrap();
-        drop(stdin);
-        let out = child.wait_with_output().unwrap();
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    })
-    .await
-    .unwrap()
+    common::cli::jobs(args, env, input).await
 }
 
 async fn sidecar(token: Option<&str>) -> Running {

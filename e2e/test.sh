@@ -17,3 +17,5 @@ bash e2e/cluster.sh
 bash e2e/actors.sh
 bash e2e/steer_idempotency.sh
 bash e2e/steer_async.sh
+bash e2e/cli.sh
+bash e2e/backup.sh

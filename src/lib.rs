@@ -9,6 +9,7 @@
 //! | room | owns |
 //! |---|---|
 //! | [`app`] | wiring of the sidecar role: store, engine or remote client, API servers, delivery; graceful shutdown |
+//! | [`cli`] | `jobsd jobs …`: the command line over a sidecar's `/jobsd/v1` routes or Scheduler replicas, offline preview |
 //! | [`config`] | daprd's and the Dapr Scheduler's flags and environment, validated into settings |
 //! | [`api`] | what apps call: daprd's Jobs API over HTTP (axum) and gRPC (tonic), Dapr's error model, protojson |
 //! | [`scheduler`] | the seam the API talks to (Dapr Scheduler calls): the embedded engine, or `remote` replicas over gRPC |
@@ -28,6 +29,7 @@
 pub mod actors;
 pub mod api;
 pub mod app;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod delivery;

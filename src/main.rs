@@ -34,6 +34,7 @@ fn main() -> ExitCode {
             println!("jobsd {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
+        Some(Command::Jobs(args)) => return ExitCode::from(jobsd::cli::run(args)),
         Some(Command::Scheduler(args)) => {
             let cfg = match args.validate() {
                 Ok(cfg) => cfg,

@@ -691,6 +691,64 @@ mod tests {
         assert!(paths(&[]).is_empty());
     }
 
+    fn jobs(args: &[&str]) -> crate::cli::JobsArgs {
+        let mut argv = vec!["jobs"];
+        argv.extend_from_slice(args);
+        match run(&argv).unwrap() {
+            (
+                Cli {
+                    command: Some(Role::Jobs(args)),
+                    ..
+                },
+                ignored,
+            ) => {
+                assert!(ignored.is_empty());
+                args
+            }
+            other => panic!("not the jobs command line: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_jobs_command_line_parses_beside_daprd_s() {
+        use crate::cli::{JobsCommand, Output};
+        let args = jobs(&["list", "--prefix", "rep", "-l", "team=a", "-o", "json"]);
+        assert_eq!(args.output, Output::Json);
+        assert_eq!(args.address, "http://127.0.0.1:3500");
+        assert!(matches!(args.command, JobsCommand::List(_)));
+        // Options before or after the subcommand; `--app-id` belongs to `jobs` here.
+        let args = jobs(&[
+            "--address",
+            "h:1",
+            "--scheduler=s:50006",
+            "--app-id",
+            "x",
+            "delete",
+            "--prefix",
+            "-tmp",
+            "--yes",
+        ]);
+        assert_eq!(
+            (args.address.as_str(), args.app_id.as_deref()),
+            ("h:1", Some("x"))
+        );
+        let JobsCommand::Delete(delete) = args.command else {
+            panic!("not a delete")
+        };
+        assert!(delete.yes);
+        assert_eq!(delete.selector.prefix.as_deref(), Some("-tmp"));
+        // Single-dash words stay what they are after `jobs` (daprd's Go syntax is the
+        // sidecar's only), so unknown ones are refused rather than read as long flags.
+        assert!(run(&["jobs", "list", "-prefix", "a"]).is_err());
+        assert!(run(&["jobs", "frobnicate"]).is_err());
+        // The sidecar's command lines are untouched: daprd's flags, single dash too.
+        assert_eq!(sidecar(&["--app-id", "x"]).app_id.as_deref(), Some("x"));
+        assert_eq!(
+            sidecar(&["-app-id", "jobs"]).app_id.as_deref(),
+            Some("jobs")
+        );
+    }
+
     #[test]
     fn wait_mode_is_refused() {
         let err = sidecar(&["--app-id", "a", "--wait"])

@@ -45,6 +45,9 @@ pub enum Command {
     /// Run a Dapr Scheduler replica (`dapr.proto.scheduler.v1` on `--port`) on the embedded
     /// store.
     Scheduler(SchedulerArgs),
+    /// Look at and steer the jobs of a running sidecar (or Scheduler replicas):
+    /// `jobsd jobs list|get|runs|delete|pause|resume|trigger|backfill|preview`.
+    Jobs(crate::cli::JobsArgs),
 }
 
 /// What the app speaks on its port.

@@ -112,8 +112,8 @@ pub enum Command {
         /// The attempt, with what the sink said.
         attempt: Box<Attempt>,
     },
-    /// Jobs this loop now fires (a cluster replica took over their partitions), with their
-    /// stored progress.
+    /// Jobs this loop now fires with their stored progress (a cluster replica took over their
+    /// partitions, or an import restored them; a version it fired already is replaced).
     Adopt(Vec<LoadedJob>),
     /// Stop firing the jobs whose key `owns` accepts: queued and staged ones are dropped at
     /// once, ones with a trigger out are dropped once its result is written. `reply` is
@@ -351,6 +351,11 @@ impl Runner {
             let paused = loaded.counter.as_ref().is_some_and(|c| c.paused.is_some());
             let held = loaded.counter.map(|c| c.held).unwrap_or_default();
             let at = plan.fire_time(&counter);
+            if self.jobs.get(&key).is_some() {
+                // A restore replaced a version this loop fires: its leases and resume go.
+                self.leases.forget(&key, false);
+                self.resuming.remove(&key);
+            }
             if at.is_none() {
                 self.jobs.remove(&key);
                 self.outlet.metrics.skipped(Skip::Expired);

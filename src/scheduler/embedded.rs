@@ -7,8 +7,9 @@ use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
 use super::{
-    Bulk, Conditions, Error, ExecutionCall, Guarded, HeldExecution, IfMatch, JobExtras, JobView,
-    ListFilter, ListPage, NextFireTimes, Run, Scheduler, Selection, Stats,
+    BackupRecord, Bulk, Conditions, Error, ExecutionCall, ExportCursor, ExportPage, Guarded,
+    HeldExecution, IfMatch, Imported, JobExtras, JobView, ListFilter, ListPage, NextFireTimes, Run,
+    Scheduler, Selection, Stats,
 };
 
 impl From<engine::Error> for Error {
@@ -169,6 +170,32 @@ impl Scheduler for Engine {
 
     async fn sync(&self) -> Option<Stats> {
         Engine::sync(self).await
+    }
+
+    async fn export_page(
+        &self,
+        metadata: sv1::JobMetadata,
+        cursor: Option<ExportCursor>,
+        limit: usize,
+    ) -> Result<ExportPage, Error> {
+        Ok(Engine::export_page(self, &metadata, cursor, limit).await?)
+    }
+
+    async fn hand_over(&self, metadata: sv1::JobMetadata) -> Result<(), Error> {
+        Ok(Engine::hand_over(self, &metadata).await?)
+    }
+
+    async fn import_batch(
+        &self,
+        metadata: sv1::JobMetadata,
+        records: Vec<BackupRecord>,
+        overwrite: bool,
+    ) -> Result<Vec<Result<Imported, Error>>, Error> {
+        let outcomes = Engine::import_batch(self, &metadata, records, overwrite).await?;
+        Ok(outcomes
+            .into_iter()
+            .map(|o| o.map_err(Error::from))
+            .collect())
     }
 
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {

@@ -15,10 +15,15 @@ use std::fmt;
 
 pub use remote::{Connections, Remote, RemoteConfig};
 
+pub use crate::engine::backup::{
+    BackupRecord, ExportCursor, ExportPage, Imported, MAX_BACKUP_BATCH,
+};
 pub use crate::engine::check_dead_letter;
 pub use crate::engine::guard::{self, Conditions, Guarded, IfMatch};
 pub use crate::engine::labels::check as check_labels;
-pub use crate::engine::policies::{check_together, failure_handling, tick_policy};
+pub use crate::engine::policies::{
+    check_together, dapr_failure_policy, failure_handling, tick_policy,
+};
 pub use crate::engine::{
     Bulk, JobPreview, MAX_BULK_NAMES, NextFireTimes, Selection, Stats, preview_job,
 };
@@ -105,6 +110,15 @@ fn executions_unavailable() -> Error {
         tonic::Code::FailedPrecondition,
         "async completion (held executions, heartbeat, complete, fail) needs jobsd's embedded \
          scheduler; it is not available with --scheduler-host-address",
+    )
+}
+
+/// What a scheduler that cannot export or import jobs with their progress answers.
+fn backup_unavailable() -> Error {
+    Error::new(
+        tonic::Code::FailedPrecondition,
+        "export and import of jobs with their progress need jobsd's embedded scheduler; \
+         they are not available with --scheduler-host-address",
     )
 }
 
@@ -347,6 +361,38 @@ pub trait Scheduler: Send + Sync + 'static {
     ) -> Result<Bulk, Error> {
         let _ = (metadata, selection);
         Err(pause_unavailable())
+    }
+
+    /// Up to `limit` of the owner's jobs with their progress, from `cursor` on (`None`: from
+    /// the start): active jobs in name order, then finished ones. Only jobsd's embedded
+    /// scheduler keeps what a backup needs.
+    async fn export_page(
+        &self,
+        metadata: sv1::JobMetadata,
+        cursor: Option<ExportCursor>,
+        limit: usize,
+    ) -> Result<ExportPage, Error> {
+        let _ = (metadata, cursor, limit);
+        Err(backup_unavailable())
+    }
+
+    /// Stops firing the owner's jobs here and resolves once none has a trigger out: an
+    /// export taken next is their final state (a handover to another jobsd).
+    async fn hand_over(&self, metadata: sv1::JobMetadata) -> Result<(), Error> {
+        let _ = metadata;
+        Err(backup_unavailable())
+    }
+
+    /// Restores `records` as the owner's jobs, with their progress, in one write; names
+    /// that exist are skipped unless `overwrite`. One outcome per record, in order.
+    async fn import_batch(
+        &self,
+        metadata: sv1::JobMetadata,
+        records: Vec<BackupRecord>,
+        overwrite: bool,
+    ) -> Result<Vec<Result<Imported, Error>>, Error> {
+        let _ = (metadata, records, overwrite);
+        Err(backup_unavailable())
     }
 
     /// The state of the trigger loop in this process once it has handled everything sent

@@ -11,7 +11,8 @@ pub(crate) use guarded::record_time;
 
 use super::{
     DeadLetter, DeadLetterAt, Error, FinishedJob, GuardedWrite, LoadedJob, Op, OpResult, PageItem,
-    Paused, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
+    Paused, RestoreRecord, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun, run_key,
+    runs_prefix,
 };
 
 /// One of the tables.
@@ -144,6 +145,15 @@ pub(crate) enum Prepared {
         key: String,
         before: prost_types::Timestamp,
     },
+    /// [`Op::Restore`], encoded: `value` is the `StoredJob`, or the `FinishedJob` when
+    /// `finished`; `counter` the job's `StoredCounter` (active jobs only).
+    Restore {
+        key: String,
+        value: Vec<u8>,
+        counter: Option<Vec<u8>>,
+        finished: bool,
+        overwrite: bool,
+    },
 }
 
 impl Prepared {
@@ -183,6 +193,7 @@ impl Prepared {
                 job: job.map(|job| job.encode_to_vec()),
             },
             Op::ForgetIdempotency { key, before } => Prepared::ForgetIdempotency { key, before },
+            Op::Restore(record) => prepare_restore(*record),
         }
     }
 
@@ -200,6 +211,12 @@ impl Prepared {
                 write.encoded_len() + write.key.len() + job.as_ref().map_or(0, Vec::len)
             }
             Prepared::DeletePrefix { prefix } => prefix.len(),
+            Prepared::Restore {
+                key,
+                value,
+                counter,
+                ..
+            } => key.len() + value.len() + counter.as_ref().map_or(0, Vec::len),
             Prepared::RecordResult(record) => record.key.len() * 2 + record.encoded_len(),
             Prepared::SetPaused { key, paused, .. } => {
                 key.len() + paused.as_ref().map_or(0, Message::encoded_len)
@@ -345,7 +362,88 @@ fn apply_op<T: Tables>(
         }
         Prepared::Guarded { write, job } => guarded::apply(tables, *write, job, undo),
         Prepared::ForgetIdempotency { key, before } => guarded::forget(tables, &key, &before, undo),
+        Prepared::Restore {
+            key,
+            value,
+            counter,
+            finished,
+            overwrite,
+        } => restore(tables, &key, (value, counter, finished), overwrite, undo),
     }
+}
+
+/// [`Op::Restore`] with its records encoded (in the caller's task, as every op's values).
+fn prepare_restore(record: RestoreRecord) -> Prepared {
+    let RestoreRecord {
+        key,
+        job,
+        counter,
+        finished_at,
+        overwrite,
+    } = record;
+    let job = job.unwrap_or_default();
+    // A counter belongs to the job it came with, whatever generation it was written with.
+    let counter = counter.map(|c| StoredCounter {
+        generation: job.generation,
+        ..c
+    });
+    match finished_at {
+        Some(at) => Prepared::Restore {
+            key,
+            value: FinishedJob {
+                job: Some(job),
+                counter,
+                finished_at: Some(at),
+            }
+            .encode_to_vec(),
+            counter: None,
+            finished: true,
+            overwrite,
+        },
+        None => Prepared::Restore {
+            key,
+            value: job.encode_to_vec(),
+            counter: counter.map(|c| c.encode_to_vec()),
+            finished: false,
+            overwrite,
+        },
+    }
+}
+
+/// Applies [`Op::Restore`]: `record` is the encoded job (or finished record), its counter,
+/// and whether it is a finished record.
+fn restore<T: Tables>(
+    tables: &mut T,
+    key: &str,
+    (value, counter, finished): (Vec<u8>, Option<Vec<u8>>, bool),
+    overwrite: bool,
+    mut undo: Option<&mut Undo>,
+) -> Result<OpResult, Error> {
+    let history = tables.keeps_history();
+    let held = tables.with_value(Table::Jobs, key, |_| ())?.is_some()
+        || (history && tables.with_value(Table::Finished, key, |_| ())?.is_some());
+    if held && !overwrite {
+        return Ok(OpResult::AlreadyExists);
+    }
+    // Whatever the key held goes, runs included: they belong to another version.
+    tables.remove(Table::Jobs, key, undo.as_deref_mut())?;
+    tables.remove(Table::Counters, key, undo.as_deref_mut())?;
+    forget_history(tables, key, undo.as_deref_mut())?;
+    if finished {
+        if history {
+            tables.insert(Table::Finished, key, value, undo)?;
+        }
+    } else {
+        tables.insert(Table::Jobs, key, value, undo.as_deref_mut())?;
+        if let Some(counter) = counter {
+            tables.insert(Table::Counters, key, counter, undo)?;
+        }
+    }
+    Ok(if held {
+        OpResult::Replaced
+    } else {
+        OpResult::Done
+    })
 }
 
 /// Applies [`Op::DeleteJob`].

@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 
 pub use crate::proto::store::{
     DeadLetter, FinishedJob, GuardedWrite, HeldExecution, IdempotencyClaim, IdempotencyRecord,
-    IfMatch, Paused, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
+    IfMatch, Paused, RestoreRecord, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
 };
 pub use etcd::{Change, Etcd};
 pub use memory::Memory;
@@ -162,6 +162,13 @@ pub enum Op {
         /// Cut-off.
         before: prost_types::Timestamp,
     },
+    /// A job from a backup with its progress (see [`RestoreRecord`]): without `overwrite`, a
+    /// job or finished record under the key answers `AlreadyExists` and nothing changes; else
+    /// the key's job, counter, finished record and runs are replaced. The job goes to the jobs
+    /// table with its counter (whose generation is made the job's), or to the finished table
+    /// when `finished_at` is set. Result: `Done` (nothing was there), `Replaced` or
+    /// `AlreadyExists`.
+    Restore(Box<RestoreRecord>),
 }
 
 impl fmt::Debug for Op {
@@ -227,6 +234,13 @@ impl fmt::Debug for Op {
                 .field("key", key)
                 .field("before", before)
                 .finish(),
+            Op::Restore(r) => f
+                .debug_struct("Restore")
+                .field("key", &r.key)
+                .field("generation", &r.job.as_ref().map(|j| j.generation))
+                .field("finished", &r.finished_at.is_some())
+                .field("overwrite", &r.overwrite)
+                .finish(),
         }
     }
 }
@@ -251,6 +265,8 @@ pub enum OpResult {
     Replayed(u64),
     /// `Guarded`: another request came before under its idempotency key; nothing changed.
     KeyReused,
+    /// `Restore` with `overwrite`: what the key held was replaced.
+    Replaced,
 }
 
 /// Where the dead-letter job of a [`ResultRecord`] was created.

@@ -652,6 +652,7 @@ mod guarded;
 mod held;
 mod history;
 mod pause;
+mod restore;
 
 // ---- what only a file can show ----
 

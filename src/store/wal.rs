@@ -230,6 +230,8 @@ const SET_PAUSED: u8 = 8;
 // do not collide.
 const GUARDED: u8 = 20;
 const FORGET_IDEMPOTENCY: u8 = 21;
+// Issue 14 (backup and restore).
+const RESTORE: u8 = 30;
 
 fn put_u32(buf: &mut Vec<u8>, n: usize) {
     // Lengths come from in-memory strings and a batch bounded far below 4 GiB.
@@ -314,6 +316,22 @@ fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
             buf.push(FORGET_IDEMPOTENCY);
             put_bytes(buf, key.as_bytes());
             put_time(buf, before);
+        }
+        Prepared::Restore {
+            key,
+            value,
+            counter,
+            finished,
+            overwrite,
+        } => {
+            buf.push(RESTORE);
+            // Flags, not empty values: an empty counter is still a counter.
+            buf.push(
+                u8::from(*overwrite) | u8::from(*finished) << 1 | u8::from(counter.is_some()) << 2,
+            );
+            put_bytes(buf, key.as_bytes());
+            put_bytes(buf, value);
+            put_bytes(buf, counter.as_deref().unwrap_or_default());
         }
     }
 }
@@ -417,6 +435,22 @@ fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
             let key = take_string(p)?;
             let before = take_time(p)?;
             Prepared::ForgetIdempotency { key, before }
+        }
+        RESTORE => {
+            let flags = take(p, 1)?[0];
+            if flags > 0b111 {
+                return None;
+            }
+            let key = take_string(p)?;
+            let value = take_bytes(p)?.to_vec();
+            let counter = take_bytes(p)?.to_vec();
+            Prepared::Restore {
+                key,
+                value,
+                counter: (flags & 0b100 != 0).then_some(counter),
+                finished: flags & 0b10 != 0,
+                overwrite: flags & 1 != 0,
+            }
         }
         _ => return None,
     })

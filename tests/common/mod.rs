@@ -4,6 +4,7 @@
 
 pub mod actor_app;
 pub mod app;
+pub mod cli;
 pub mod clockwork;
 pub mod dapr_scheduler;
 pub mod replica;

@@ -41,6 +41,28 @@ fn view(view: JobView) -> jv1::JobView {
 
 #[tonic::async_trait]
 impl jv1::jobs_server::Jobs for JobsApi {
+    type ExportJobsStream = super::backup::ExportStream;
+
+    async fn export_jobs(
+        &self,
+        request: Request<jv1::ExportJobsRequest>,
+    ) -> Result<Response<Self::ExportJobsStream>, Status> {
+        authorize(&self.state, &request)?;
+        let handover = request.into_inner().handover;
+        Ok(Response::new(
+            super::backup::grpc_export(&self.state, handover).await?,
+        ))
+    }
+
+    async fn import_jobs(
+        &self,
+        request: Request<tonic::Streaming<jv1::ImportJobsChunk>>,
+    ) -> Result<Response<jv1::ImportJobsResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let summary = super::backup::grpc_import(&self.state, request.into_inner()).await?;
+        Ok(Response::new(summary))
+    }
+
     async fn schedule_job(
         &self,
         request: Request<jv1::ScheduleJobRequest>,

@@ -4,13 +4,14 @@
 //! held executions). Dapr's routes and bodies are untouched by it, but for the
 //! `Idempotency-Key` and `If-Match` headers their creates also take ([`conditions`]).
 
+pub mod backup;
 mod bulk;
 mod clock;
 pub mod conditions;
 pub mod executions;
 pub mod grpc;
 pub mod http;
-mod json;
+pub mod json;
 mod policy_json;
 mod preview;
 mod steer;
@@ -40,6 +41,7 @@ pub fn routes() -> axum::Router<crate::api::http_parts::Shared> {
         .merge(bulk::routes())
         .merge(preview::routes())
         .merge(clock::routes())
+        .merge(backup::routes())
 }
 
 /// 400 `ERR_MALFORMED_REQUEST` with `message`.

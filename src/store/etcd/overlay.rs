@@ -142,7 +142,9 @@ pub(super) fn reads(op: &Prepared) -> (Result<&str, &str>, &'static [Table]) {
     const LIVE: &[Table] = &[Table::Jobs, Table::Counters];
     const ALL: &[Table] = &[Table::Jobs, Table::Counters, Table::Finished];
     match op {
-        Prepared::PutJob { key, .. } | Prepared::DeleteJob { key } => (Ok(key), ALL),
+        Prepared::PutJob { key, .. }
+        | Prepared::DeleteJob { key }
+        | Prepared::Restore { key, .. } => (Ok(key), ALL),
         Prepared::Guarded { write, .. } => (Ok(&write.key), ALL),
         Prepared::ForgetIdempotency { key, .. } => (Ok(key), &[Table::Idempotency]),
         Prepared::PutCounter { key, .. } | Prepared::FinishJob { key, .. } => (Ok(key), LIVE),
@@ -183,7 +185,7 @@ fn claim_key(op: &Prepared) -> Option<&str> {
 pub(super) fn txn_keys(op: &Prepared) -> usize {
     let writes = match op {
         // Job, counter and finished record; the runs' range.
-        Prepared::PutJob { .. } | Prepared::DeleteJob { .. } => 4,
+        Prepared::PutJob { .. } | Prepared::DeleteJob { .. } | Prepared::Restore { .. } => 4,
         // As `PutJob`, and the idempotency record (read, and written with the job).
         Prepared::Guarded { write, .. } => return 4 + usize::from(write.idempotency.is_some()),
         Prepared::ForgetIdempotency { .. } => 1,

@@ -445,5 +445,18 @@ fn clone_prepared(op: &Prepared) -> Prepared {
             key: key.clone(),
             before: *before,
         },
+        Prepared::Restore {
+            key,
+            value,
+            counter,
+            finished,
+            overwrite,
+        } => Prepared::Restore {
+            key: key.clone(),
+            value: value.clone(),
+            counter: counter.clone(),
+            finished: *finished,
+            overwrite: *overwrite,
+        },
     }
 }

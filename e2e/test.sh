@@ -17,3 +17,4 @@ bash e2e/cluster.sh
 bash e2e/actors.sh
 bash e2e/steer_idempotency.sh
 bash e2e/steer_async.sh
+bash e2e/console.sh

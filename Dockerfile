@@ -19,9 +19,9 @@ FROM gcr.io/distroless/cc-debian12:nonroot
 USER 65532:65532
 COPY --from=build /src/target/release/jobsd /usr/local/bin/jobsd
 COPY --from=build --chown=65532:65532 /out/data /data
-# Sample resource files (a Resiliency policy); mount your own folder and pass it with
-# --resources-path.
-COPY config /etc/jobsd
+# A sample resource file (a Resiliency policy); mount your own folder and pass it with
+# --resources-path. (config/ also holds the compose examples, which are not resources.)
+COPY config/resiliency.yaml /etc/jobsd/resiliency.yaml
 # Dapr's ports: HTTP API, gRPC API, scheduler replica, Prometheus metrics.
 EXPOSE 3500 50001 50006 9090
 VOLUME ["/data"]

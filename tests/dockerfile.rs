@@ -192,7 +192,7 @@ fn only_what_the_build_and_the_image_need_is_copied() {
             "Cargo.lock",
             "Cargo.toml",
             "build.rs",
-            "config",
+            "config/resiliency.yaml",
             "proto",
             "src"
         ]

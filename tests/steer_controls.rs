@@ -596,3 +596,107 @@ async fn the_test_clock_moves_only_when_advanced_and_fires_every_tick_on_the_way
     assert_eq!(r.clock.now(), t0());
     r.stop().await;
 }
+
+/// A stored job's next fire times (`GET /jobsd/v1/jobs/{name}/next`, gRPC `NextFireTimes`)
+/// come from its progress: they move on as it fires, stop at its `repeats`, say when it is
+/// paused, and end when it has finished.
+#[tokio::test]
+async fn a_jobs_next_fire_times_follow_its_progress() {
+    let app = HttpApp::new();
+    let addr = app::serve(app.clone()).await;
+    // redb keeps finished jobs for the views (the memory store does not).
+    let dir = tempfile::tempdir().unwrap();
+    let r = Running::start(
+        cfg(addr),
+        Arc::new(store::Redb::open(dir.path()).unwrap()),
+        ManualClock::new(t0()),
+    )
+    .await;
+    r.create(
+        "nightly",
+        r#"{"schedule":"TZ=America/New_York 0 30 2 * * *","repeats":3}"#,
+    )
+    .await;
+    let next = |count: &'static str| {
+        let r = &r;
+        async move {
+            r.call("GET", &format!("/jobsd/v1/jobs/nightly/next{count}"), "")
+                .await
+        }
+    };
+    let times = |body: &Value| -> Vec<String> {
+        body["ticks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{body}"))
+            .iter()
+            .map(|t| t["time"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, body) = next("?count=2").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["zone"], "America/New_York");
+    assert_eq!(body["paused"], false);
+    assert_eq!(
+        times(&body),
+        ["2026-01-01T07:30:00Z", "2026-01-02T07:30:00Z"],
+        "02:30 EST"
+    );
+    assert_eq!(body["ticks"][0]["local"], "2026-01-01T02:30:00-05:00");
+    // Three repeats: no fourth, whatever the count.
+    let (_, body) = next("").await;
+    assert_eq!(times(&body).len(), 3, "{body}");
+
+    // Once the first has fired, the list starts at the second.
+    r.run_for(TimeDelta::hours(8)).await;
+    assert_eq!(app.count("nightly"), 1);
+    let (_, body) = next("").await;
+    assert_eq!(
+        times(&body),
+        ["2026-01-02T07:30:00Z", "2026-01-03T07:30:00Z"],
+        "{body}"
+    );
+
+    // Paused: the same ticks, said to be skipped unless resumed.
+    r.call("POST", "/jobsd/v1/jobs/nightly/pause", "").await;
+    let (_, body) = next("?count=1").await;
+    assert_eq!(body["paused"], true, "{body}");
+    assert!(
+        body["ticks"][0]["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("paused"),
+        "{body}"
+    );
+    r.call("POST", "/jobsd/v1/jobs/nightly/resume", "").await;
+
+    // gRPC, the same.
+    let mut c = grpc(&r).await;
+    let got = c
+        .next_fire_times(jv1::NextFireTimesRequest {
+            name: "nightly".into(),
+            count: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.ticks.len(), 2);
+    assert_eq!(
+        got.ticks[0].time.as_ref().unwrap().seconds,
+        at("2026-01-02T07:30:00Z").timestamp()
+    );
+
+    // Finished: none; unknown: 404; a bad count: 400.
+    r.run_for(TimeDelta::days(3)).await;
+    assert_eq!(app.count("nightly"), 3);
+    let (status, body) = next("").await;
+    assert_eq!((status, times(&body).len()), (200, 0), "{body}");
+    let (status, body) = r.call("GET", "/jobsd/v1/jobs/nope/next", "").await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["errorCode"], "ERR_JOB_NOT_FOUND");
+    for bad in ["?count=0", "?count=1001", "?count=x"] {
+        let (status, body) = next(bad).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert_eq!(body["errorCode"], "ERR_MALFORMED_REQUEST");
+    }
+    r.stop().await;
+}

@@ -33,7 +33,7 @@ pub use dead_letter::check_dead_letter;
 pub use error::Error;
 pub use executions::{Ending, ExecutionCall, HeldExecution};
 pub use manual::DEFAULT_MAX_BACKFILL_TICKS;
-pub use preview::{JobPreview, preview_job};
+pub use preview::{JobPreview, NextFireTimes, preview_job};
 pub use runner::Stats;
 use runner::{Command, Runner};
 pub use views::{

@@ -1,14 +1,16 @@
 //! A job as a create would store it and its next ticks, with nothing stored
 //! (`POST /jobsd/v1/preview`): the create's own checks ([`prepare`](super::prepare)), its view
-//! as jobsd's GET would show it, and the plan's ticks ([`schedule::preview`]).
+//! as jobsd's GET would show it, and the plan's ticks ([`schedule::preview`]); and a stored
+//! job's next fire times from its progress.
 
 use chrono::{DateTime, Utc};
 
 use super::views::view_of;
-use super::{Error, JobExtras, JobView, prepare};
+use super::{Error, JobExtras, JobView, convert, prepare};
 use crate::proto::scheduler as sv1;
 use crate::schedule::preview::{self, Preview};
 use crate::store::PageItem;
+use crate::trigger::keys;
 
 /// What a preview answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,4 +44,56 @@ pub fn preview_job(
         view: view_of(item, name, None, now),
         preview: ticks,
     })
+}
+
+/// A stored job's next fire times (`GET /jobsd/v1/jobs/{name}/next`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextFireTimes {
+    /// The ticks from the job's progress on; none for a finished job.
+    pub preview: Preview,
+    /// The job is paused: these ticks are skipped unless it is resumed before them.
+    pub paused: bool,
+}
+
+impl super::Engine {
+    /// The next `count` ticks (at most [`preview::MAX_COUNT`]) of job `name` of the
+    /// metadata's owner, from its stored progress: what it will fire if nothing changes.
+    /// `NotFound` when there is no such job (a finished one answers no ticks).
+    pub async fn next_fire_times(
+        &self,
+        metadata: &sv1::JobMetadata,
+        name: &str,
+        count: usize,
+    ) -> Result<NextFireTimes, Error> {
+        let key = keys::job_key(keys::check_metadata(Some(metadata))?, name)?;
+        let store = &self.inner.store;
+        let Some(job) = store.get_job(&key).await? else {
+            return match store.get_finished(&key).await? {
+                Some(_) => Ok(NextFireTimes {
+                    preview: Preview {
+                        zone: String::new(),
+                        ticks: Vec::new(),
+                    },
+                    paused: false,
+                }),
+                None => Err(Error::NotFound(name.to_owned())),
+            };
+        };
+        let counter = store
+            .get_counter(&key)
+            .await?
+            .filter(|c| c.generation == job.generation)
+            .unwrap_or_default();
+        let plan = convert::plan_of(&key, &job).map_err(|e| Error::BadRequest(e.to_string()))?;
+        let progress = convert::counter_of(&counter);
+        let mut preview = preview::next_ticks(&plan, &progress, self.inner.clock.now(), count);
+        let paused = counter.paused.is_some();
+        if paused {
+            for tick in &mut preview.ticks {
+                tick.notes
+                    .push("the job is paused: skipped unless it is resumed first".to_owned());
+            }
+        }
+        Ok(NextFireTimes { preview, paused })
+    }
 }

@@ -48,13 +48,43 @@ pub struct PreviewTick {
 
 /// The first `count` ticks (at most [`MAX_COUNT`]) of `plan` for a job created at `now`.
 pub fn preview(plan: &Plan, now: DateTime<Utc>, count: usize) -> Preview {
+    upcoming(
+        plan,
+        &Counter::default(),
+        now,
+        count,
+        "already due: fires as soon as the job is created",
+    )
+}
+
+/// The next `count` ticks (at most [`MAX_COUNT`]) of a stored job that has got as far as
+/// `progress`, at `now` (`GET /jobsd/v1/jobs/{name}/next`). The first is the tick it is on:
+/// one that is due (in flight, or waiting for a retry or for the app) fires as soon as it can.
+pub fn next_ticks(plan: &Plan, progress: &Counter, now: DateTime<Utc>, count: usize) -> Preview {
+    upcoming(
+        plan,
+        progress,
+        now,
+        count,
+        "already due: fires (or is firing) as soon as it can",
+    )
+}
+
+/// `count` ticks of `plan` from `progress` on, noting a tick before `now` with `due_note`.
+fn upcoming(
+    plan: &Plan,
+    progress: &Counter,
+    now: DateTime<Utc>,
+    count: usize,
+    due_note: &str,
+) -> Preview {
     let zone = match &plan.schedule {
         Some(Schedule::Spec(spec)) => spec.time_zone(),
         _ => None,
     }
     .unwrap_or(Tz::UTC);
     let mut ticks = Vec::new();
-    let mut counter = Counter::default();
+    let mut counter = *progress;
     while ticks.len() < count.min(MAX_COUNT) {
         let (Some(time), Some(fire)) = (plan.next_tick(&counter), plan.fire_time(&counter)) else {
             break;
@@ -62,7 +92,7 @@ pub fn preview(plan: &Plan, now: DateTime<Utc>, count: usize) -> Preview {
         let local = time.with_timezone(&zone);
         let mut notes = Vec::new();
         if time < now {
-            notes.push("already due: fires as soon as the job is created".to_owned());
+            notes.push(due_note.to_owned());
         }
         ticks.push(PreviewTick {
             time,

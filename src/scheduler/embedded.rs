@@ -8,7 +8,7 @@ use crate::proto::scheduler as sv1;
 
 use super::{
     Bulk, Conditions, Error, ExecutionCall, Guarded, HeldExecution, IfMatch, JobExtras, JobView,
-    ListFilter, ListPage, Run, Scheduler, Selection, Stats,
+    ListFilter, ListPage, NextFireTimes, Run, Scheduler, Selection, Stats,
 };
 
 impl From<engine::Error> for Error {
@@ -75,6 +75,15 @@ impl Scheduler for Engine {
 
     async fn job_view(&self, metadata: sv1::JobMetadata, name: String) -> Result<JobView, Error> {
         Ok(Engine::job_view(self, &metadata, &name).await?)
+    }
+
+    async fn next_fire_times(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        count: usize,
+    ) -> Result<NextFireTimes, Error> {
+        Ok(Engine::next_fire_times(self, &metadata, &name, count).await?)
     }
 
     async fn list_runs(

@@ -19,7 +19,9 @@ pub use crate::engine::check_dead_letter;
 pub use crate::engine::guard::{self, Conditions, Guarded, IfMatch};
 pub use crate::engine::labels::check as check_labels;
 pub use crate::engine::policies::{check_together, failure_handling, tick_policy};
-pub use crate::engine::{Bulk, JobPreview, MAX_BULK_NAMES, Selection, Stats, preview_job};
+pub use crate::engine::{
+    Bulk, JobPreview, MAX_BULK_NAMES, NextFireTimes, Selection, Stats, preview_job,
+};
 pub use crate::engine::{
     Ending, ExecutionCall, HeldExecution, JobExtras, JobState, JobStatus, JobView, ListFilter,
     ListPage, MAX_RUNS, Run, RunOutcome,
@@ -219,6 +221,22 @@ pub trait Scheduler: Send + Sync + 'static {
     async fn job_view(&self, metadata: sv1::JobMetadata, name: String) -> Result<JobView, Error> {
         let _ = (metadata, name);
         Err(views_unavailable())
+    }
+
+    /// The next `count` fire times of job `name` of the metadata's owner, from its stored
+    /// progress. Only jobsd's embedded scheduler keeps the progress here.
+    async fn next_fire_times(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        count: usize,
+    ) -> Result<NextFireTimes, Error> {
+        let _ = (metadata, name, count);
+        Err(Error::new(
+            tonic::Code::FailedPrecondition,
+            "a stored job's next fire times need jobsd's embedded scheduler; they are not \
+             available with --scheduler-host-address (POST /jobsd/v1/preview works there)",
+        ))
     }
 
     /// A job's run history, newest first.

@@ -241,10 +241,7 @@ impl jv1::jobs_server::Jobs for JobsApi {
             policy: req.policy,
             failure_policy: req.failure_policy,
         };
-        let count = match req.count {
-            0 => crate::schedule::preview::DEFAULT_COUNT,
-            n => usize::try_from(n).unwrap_or(usize::MAX),
-        };
+        let count = count_or_default(req.count);
         let dapr = crate::proto::runtime::ScheduleJobRequest {
             job,
             overwrite: false,
@@ -254,6 +251,21 @@ impl jv1::jobs_server::Jobs for JobsApi {
             job: Some(view(found.view)),
             zone: found.preview.zone,
             ticks: super::preview::ticks_to_wire(found.preview.ticks),
+        }))
+    }
+
+    async fn next_fire_times(
+        &self,
+        request: Request<jv1::NextFireTimesRequest>,
+    ) -> Result<Response<jv1::NextFireTimesResponse>, Status> {
+        authorize(&self.state, &request)?;
+        let req = request.into_inner();
+        let count = count_or_default(req.count);
+        let next = self.state.next_fire_times(req.name, count).await?;
+        Ok(Response::new(jv1::NextFireTimesResponse {
+            zone: next.preview.zone,
+            ticks: super::preview::ticks_to_wire(next.preview.ticks),
+            paused: next.paused,
         }))
     }
 
@@ -344,5 +356,13 @@ impl jv1::jobs_server::Jobs for JobsApi {
             runs: runs.into_iter().map(views_wire::run_to_wire).collect(),
             next_before,
         }))
+    }
+}
+
+/// A request's tick count: 0 means the default (10).
+fn count_or_default(count: u32) -> usize {
+    match count {
+        0 => crate::schedule::preview::DEFAULT_COUNT,
+        n => usize::try_from(n).unwrap_or(usize::MAX),
     }
 }

@@ -5,12 +5,16 @@
 //! the schedule's zone, with notes where a daylight-saving gap or repeat changes a tick.
 //! Nothing is stored; an existing job of the name is no error. The name (`?name=`, default
 //! `preview`) is checked as a create's and chooses the job's jitter offset.
+//!
+//! `GET /jobsd/v1/jobs/{name}/next[?count=]` and `jobsd.v1.Jobs/NextFireTimes`: a stored job's
+//! next fire times in the same form, from its progress (embedded scheduler only).
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::Path;
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::post;
+use axum::routing::{get, post};
 use chrono::{DateTime, SecondsFormat, Utc};
 use http::Uri;
 use serde_json::{Value, json};
@@ -23,7 +27,7 @@ use crate::proto::jobsd_api as jv1;
 use crate::proto::runtime as rv1;
 use crate::schedule::preview::{DEFAULT_COUNT, MAX_COUNT, PreviewTick};
 use crate::scheduler::views_wire::stamp;
-use crate::scheduler::{self, JobExtras, JobPreview};
+use crate::scheduler::{self, JobExtras, JobPreview, NextFireTimes};
 
 /// The name a preview checks when none is given.
 pub(super) const DEFAULT_NAME: &str = "preview";
@@ -37,17 +41,39 @@ impl ApiState {
         extras: JobExtras,
         count: usize,
     ) -> Result<JobPreview, ApiError> {
-        if !(1..=MAX_COUNT).contains(&count) {
-            return Err(bad_request(format!(
-                "count: {count} is not between 1 and {MAX_COUNT}"
-            )));
-        }
+        check_count(count)?;
         self.check_extras(&req, &extras)?;
         let now = self.clock.now();
         self.submit_job(req, extras, move |_, request, extras| async move {
             scheduler::preview_job(request, extras, now, count).map_err(scheduler::Error::from)
         })
         .await
+    }
+
+    /// The next `count` fire times (1 to [`MAX_COUNT`]) of this app's job `name`, from its
+    /// stored progress.
+    pub async fn next_fire_times(
+        &self,
+        name: String,
+        count: usize,
+    ) -> Result<NextFireTimes, ApiError> {
+        check_count(count)?;
+        let metadata = self.job_metadata();
+        self.scheduler
+            .next_fire_times(metadata, name, count)
+            .await
+            .map_err(super::view_error)
+    }
+}
+
+/// 400 unless `count` is 1 to [`MAX_COUNT`].
+fn check_count(count: usize) -> Result<(), ApiError> {
+    if (1..=MAX_COUNT).contains(&count) {
+        Ok(())
+    } else {
+        Err(bad_request(format!(
+            "count: {count} is not between 1 and {MAX_COUNT}"
+        )))
     }
 }
 
@@ -71,9 +97,32 @@ fn count_of(body: &[u8], query: &[(String, String)]) -> Result<usize, ApiError> 
     }
 }
 
-/// The route, to merge into jobsd's router.
+/// The routes, to merge into jobsd's router.
 pub(super) fn routes() -> Router<Shared> {
-    Router::new().route("/jobsd/v1/preview", post(preview))
+    Router::new()
+        .route("/jobsd/v1/preview", post(preview))
+        .route("/jobsd/v1/jobs/{name}/next", get(next))
+}
+
+/// `GET /jobsd/v1/jobs/{name}/next[?count=]`: `{"name", "zone", "paused", "ticks"}`.
+async fn next(State(state): State<Shared>, Path(name): Path<String>, uri: Uri) -> Response {
+    super::http::respond(
+        async {
+            let query = query_params(uri.query().unwrap_or_default())?;
+            let count = count_of(b"", &query)?;
+            let next = state.next_fire_times(name.clone(), count).await?;
+            Ok(json_response(
+                json!({
+                    "name": name,
+                    "zone": next.preview.zone,
+                    "paused": next.paused,
+                    "ticks": ticks_json(&next.preview.ticks),
+                })
+                .to_string(),
+            ))
+        }
+        .await,
+    )
 }
 
 /// `POST /jobsd/v1/preview`.
@@ -104,11 +153,9 @@ fn time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
-/// jobsd's GET body of the job, plus `"zone"` and `"ticks"`.
-fn preview_json(p: &JobPreview) -> Result<String, ApiError> {
-    let ticks: Vec<Value> = p
-        .preview
-        .ticks
+/// Ticks as their JSON objects.
+fn ticks_json(ticks: &[PreviewTick]) -> Vec<Value> {
+    ticks
         .iter()
         .map(|t| {
             json!({
@@ -119,7 +166,12 @@ fn preview_json(p: &JobPreview) -> Result<String, ApiError> {
                 "notes": t.notes,
             })
         })
-        .collect();
+        .collect()
+}
+
+/// jobsd's GET body of the job, plus `"zone"` and `"ticks"`.
+fn preview_json(p: &JobPreview) -> Result<String, ApiError> {
+    let ticks = ticks_json(&p.preview.ticks);
     let view = json::view(&p.view)?;
     let more = json!({ "zone": p.preview.zone, "ticks": ticks }).to_string();
     // The view's object, then the preview's members.

@@ -204,20 +204,23 @@ def browse_phase(shots: str, events: str) -> Suite:
     def pages_of_three_cover_every_job_once():
         page = b["page"]
         page.goto(UI + "#/?pageSize=3")
+        expect(page.locator("#f-size")).to_have_value("3")
         seen = []
-        for _ in range(5):
-            expect(page.locator("#page-info")).to_contain_text("Page")
-            wait_until(lambda: len(rows(page)) > 0, 5, 0.1)
+        for number in range(1, 4):
+            expect(page.locator("#page-info")).to_have_text(re.compile(f"^Page {number} · "))
+            assert len(rows(page)) == (3 if number < 3 else 2), rows(page)
             seen += rows(page)
-            if page.locator("#page-next").is_disabled():
-                break
-            first = rows(page)[0]
-            page.locator("#page-next").click()
-            wait_until(lambda: rows(page)[:1] != [first], 10, 0.1)
+            if number < 3:
+                page.locator("#page-next").click()
+        expect(page.locator("#page-next")).to_be_disabled()
         assert sorted(seen) == sorted(JOBS), seen
+        page.locator("#page-prev").click()
+        expect(page.locator("#page-info")).to_have_text(re.compile("^Page 2 · 3 jobs"))
+        assert rows(page) == seen[3:6], rows(page)
         page.locator("#page-first").click()
+        expect(page.locator("#page-info")).to_have_text(re.compile("^Page 1 · 3 jobs"))
+        assert rows(page) == seen[:3], rows(page)
         expect(page.locator("#page-prev")).to_be_disabled()
-        assert wait_until(lambda: rows(page) == seen[:3], 10, 0.1), rows(page)
 
     @s.check
     def filters_narrow_the_list_as_the_server_does():
@@ -275,7 +278,9 @@ def browse_phase(shots: str, events: str) -> Suite:
         expect(spec).to_contain_text("team=ops")
         expect(spec).to_contain_text('"warehouse":"ams-1"')
         expect(page.locator("#job-state")).to_have_text("active")
-        expect(page.locator("#job-next li").first).to_be_visible()
+        # The next 10 fire times, 2 s apart, as GET …/next answers them.
+        expect(page.locator("#job-next li")).to_have_count(10)
+        expect(page.locator("#job-next-note")).to_contain_text("From the job's progress")
         # Live refresh fills the history as the job fires; it matches the server's.
         wait_until(lambda: run_rows(page) >= 3, WAIT_MS / 1000, 0.2)
         assert run_rows(page) >= 3, run_rows(page)
@@ -287,10 +292,23 @@ def browse_phase(shots: str, events: str) -> Suite:
         expect(page.locator("#runs-body tr").first).to_contain_text("success")
         b["browser"].shot(page, "job.png")
 
+        # A far schedule: the page's ten are exactly the server's (jitter and zone included).
+        page.goto(UI + "#/job/report-daily")
+        expect(page.locator("#job-next li")).to_have_count(10)
+        shown = page.locator("#job-next time").evaluate_all(
+            "ts => ts.map(t => t.getAttribute('datetime'))")
+        ticks = call("GET", "/jobsd/v1/jobs/report-daily/next?count=10", want=200)[1]["ticks"]
+        assert shown == [t["fireTime"] for t in ticks], (shown, ticks)
+        expect(page.locator("#job-next-note")).to_contain_text("Europe/Berlin")
+        expect(page.locator("#job-spec")).to_contain_text("catchUp")
+        expect(page.locator("#job-spec")).to_contain_text('{"format":"pdf"}')
+        page.goto(UI + "#/job/report-weekly")
+        expect(page.locator("#job-spec")).to_contain_text("exponential (initialInterval 1s")
+
         page.goto(UI + "#/job/fail-export-ledger")
         expect(page.locator("#job-status")).to_contain_text("app responded with HTTP status 500")
         expect(page.locator("#runs-body")).to_contain_text("HTTP 500")
-        expect(page.locator("#job-spec")).to_contain_text("failurePolicy.constant.maxRetries")
+        expect(page.locator("#job-spec")).to_contain_text("constant (interval 1s, maxRetries 1)")
         b["browser"].shot(page, "job-failing.png")
 
     @s.check
@@ -308,6 +326,7 @@ def browse_phase(shots: str, events: str) -> Suite:
         assert status["pausedNote"] == "inventory db upgrade", status
         expect(page.locator("#job-status")).to_contain_text("inventory db upgrade")
         expect(page.locator("#btn-pause")).to_be_disabled()
+        expect(page.locator("#job-next-note")).to_contain_text("paused")
         b["browser"].shot(page, "job-paused.png")
 
         page.locator("#btn-resume").click()

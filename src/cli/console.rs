@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn the_page_names_every_asset_by_its_version() {
-        let index = &FILES.index.body;
+        let index = std::str::from_utf8(&FILES.index.body).unwrap();
         assert!(!index.contains("{{"), "a placeholder is left: {index}");
         for asset in &FILES.assets {
             let url = format!("{}?v={}", asset.name, asset.version);

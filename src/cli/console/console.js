@@ -174,6 +174,9 @@
     stopLive();
     for (const id of ['list-view', 'job-view']) $(id).hidden = true;
     $('token-view').hidden = false;
+    $('live-controls').hidden = true;
+    lastUpdated = 0;
+    $('updated').textContent = '';
     $('token-reason').textContent = reason
       || 'This jobsd requires an API token (DAPR_API_TOKEN). Enter it to see and steer its jobs.';
     $('forget-token').hidden = !token();
@@ -215,7 +218,7 @@
   let live = sessionStorage.getItem(LIVE_KEY) !== 'off';
   let liveTimer = 0;
   let lastUpdated = 0;
-  let refresh = null; // the current view's reload function
+  let refresh = null; // the current view's reload function: true when it showed fresh data
 
   function showLive() {
     const button = $('live-toggle');
@@ -242,9 +245,10 @@
     if (!refresh) return;
     stopLive();
     try {
-      await refresh();
-      lastUpdated = Date.now();
-      tickRelativeTimes();
+      if (await refresh()) {
+        lastUpdated = Date.now();
+        tickRelativeTimes();
+      }
     } finally {
       scheduleLive();
     }
@@ -287,6 +291,7 @@
     stopLive();
     const where = parseHash();
     $('token-view').hidden = true;
+    $('live-controls').hidden = false;
     needsToken = false;
     if (where.view === 'job') openJob(where.name);
     else openList(where.params);
@@ -373,9 +378,11 @@
       showError($('list-error'), '');
       list.next = page.nextPageToken || null;
       renderJobs(page.jobs || []);
+      return true;
     } catch (e) {
-      if (mine !== generation || e.status === 401) return;
+      if (mine !== generation || e.status === 401) return false;
       showError($('list-error'), `Could not list jobs: ${e.message}`);
+      return false;
     } finally {
       body.closest('table').removeAttribute('aria-busy');
     }
@@ -395,6 +402,11 @@
     return h('td', {},
       h('code', { text: scheduleText(job) }),
       extra.length ? h('span', { class: 'sub', text: extra.join(' · ') }) : null);
+  }
+
+  function labelChips(labels) {
+    return h('div', { class: 'labels' },
+      labels.map(([k, v]) => h('span', { class: 'chip', text: `${k}=${v}` })));
   }
 
   function badge(text, kind) {
@@ -431,8 +443,7 @@
       body.append(h('tr', { 'data-name': name },
         h('td', { class: 'name' },
           h('a', { href: `#/job/${enc(name)}`, 'data-key': `job:${name}`, text: name }),
-          labels.length ? h('div', { class: 'labels' },
-            labels.map(([k, v]) => h('span', { class: 'chip', text: `${k}=${v}` }))) : null),
+          labels.length ? labelChips(labels) : null),
         h('td', { class: 'state' }, badge(status.state || 'active')),
         scheduleCell(job),
         h('td', {}, status.state === 'active' || !status.state ? timeEl(status.nextFireTime)
@@ -501,20 +512,21 @@
       call('GET', `${path}/runs?limit=${Math.min(job.runsShown, MAX_RUNS)}`),
       call('GET', `${path}/next?count=${NEXT_COUNT}`),
     ]);
-    if (mine !== generation || needsToken) return;
+    if (mine !== generation || needsToken) return false;
     if (view.status === 'rejected') {
       const e = view.reason;
       showError($('job-error'), e.status === 404
         ? `There is no job named “${name}” (deleted, or finished and past --finished-retention).`
         : `Could not load the job: ${e.message}`);
       setButtons(null);
-      return;
+      return false;
     }
     showError($('job-error'), '');
     job.view = view.value;
     renderJob(view.value);
     if (runs.status === 'fulfilled') renderRuns(runs.value, false);
     renderNext(view.value, next);
+    return true;
   }
 
   function setButtons(view) {
@@ -555,9 +567,24 @@
     return out;
   }
 
+  /** A failure policy on one line: `constant (interval 1s, maxRetries 3)`. */
+  function failureText(policy) {
+    if (!policy || typeof policy !== 'object') return null;
+    const parts = Object.entries(policy).map(([k, v]) => {
+      if (v && typeof v === 'object') {
+        const inner = flatten(v, '').map(([a, b]) => `${a} ${b}`).join(', ');
+        return inner ? `${k} (${inner})` : k;
+      }
+      return `${k} ${v}`;
+    });
+    return parts.join(' · ') || null;
+  }
+
   function dataText(data) {
     if (data === undefined || data === null) return null;
-    const text = typeof data === 'string' ? data : JSON.stringify(data);
+    // Dapr's GET wraps the data as a protojson Any; its value is what was given.
+    const given = data && typeof data === 'object' && 'value' in data && data['@type'] ? data.value : data;
+    const text = typeof given === 'string' ? given : JSON.stringify(given);
     return h('code', { text: text.length > 400 ? `${text.slice(0, 400)}…` : text });
   }
 
@@ -606,11 +633,12 @@
       ['Repeats', j.repeats],
       ['TTL', j.ttl],
       ['Data', dataText(j.data)],
-      ...flatten(j.failurePolicy, 'failurePolicy'),
-      ...(view.policy ? ['Policy (jobsd)', ...flatten(view.policy, '')] : []),
-      ...(view.failurePolicy
-        ? ['Failure policy (jobsd)', ...flatten(view.failurePolicy, '')] : []),
-      ...(labels.length ? ['Labels', ...labels] : []),
+      // With jobsd's own failure policy Dapr's GET shows `drop`: jobsd's is the one acted on.
+      ['Failure policy', view.failurePolicy ? null : failureText(j.failurePolicy)],
+      ...(view.policy || view.failurePolicy ? ['jobsd'] : []),
+      ...flatten(view.policy, ''),
+      ['Failure policy', failureText(view.failurePolicy)],
+      ['Labels', labels.length ? labelChips(labels) : null],
     ]);
   }
 
@@ -624,7 +652,9 @@
       for (const t of ticks) {
         const when = t.fireTime || t.time;
         const local = t.local && t.local !== t.time ? ` · ${t.local} ${t.abbreviation || ''}` : '';
-        const notes = (t.notes || []).length ? ` · ${t.notes.join('; ')}` : '';
+        // The paused note is on every tick: said once, below the list.
+        const own = (t.notes || []).filter((n) => !n.startsWith('the job is paused'));
+        const notes = own.length ? ` · ${own.join('; ')}` : '';
         ol.append(h('li', {}, timeEl(when, 'absolute'), ' ',
           h('span', { class: 'muted small', text: `(${relative(when)}${local}${notes})` })));
       }
@@ -632,10 +662,13 @@
       note.textContent = ticks.length ? `${zone}From the job's progress.`
         : 'No more fire times: the job has none left.';
       note.hidden = false;
-      if (state === 'paused') note.textContent += ' Paused: these ticks are skipped until it is resumed.';
+      if (next.value.paused) {
+        note.textContent += ' The job is paused: these are skipped unless it is resumed first.';
+      }
       return;
     }
-    // Without the route (an older jobsd, or a scheduler that cannot tell): the next one only.
+    // Without the route's answer (remote mode answers 412: the replicas keep the progress):
+    // the next one only, from the status.
     const first = (view.status || {}).nextFireTime;
     if (first && state === 'active') ol.append(h('li', {}, timeEl(first, 'absolute')));
     note.textContent = next.status === 'rejected'
@@ -660,7 +693,7 @@
         h('td', { text: r.trigger || 'schedule' }),
         h('td', { class: 'num', text: r.attempt }),
         h('td', {}, badge(r.outcome), status ? h('span', { class: 'sub', text: status }) : null),
-        h('td', { class: 'num', text: r.latencyMs === null || r.latencyMs === undefined ? '—' : `${r.latencyMs} ms` }),
+        h('td', { class: 'num', text: r.latencyMs === null || r.latencyMs === undefined ? '—' : `${Number(r.latencyMs).toFixed(1)} ms` }),
         h('td', {}, h('code', { title: r.executionId, text: String(r.executionId || '').slice(0, 8) })),
         h('td', { class: 'error-text', text: r.error || '' })));
     }

@@ -59,7 +59,7 @@ async fn the_page_and_its_files_have_their_types_csp_and_caching() {
 
     let bare = get(&r, "/jobsd/ui", &[]).await;
     assert_eq!(bare.status, 308);
-    assert_eq!(bare.header("location"), Some("/jobsd/ui/"));
+    assert_eq!(bare.header("location"), Some("ui/"));
 
     let page = get(&r, "/jobsd/ui/", &[]).await;
     assert_eq!(page.status, 200);

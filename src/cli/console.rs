@@ -114,7 +114,8 @@ static FILES: LazyLock<Files> = LazyLock::new(|| {
 /// module's doc).
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
-        .route(PATH, get(|| async { Redirect::permanent("/jobsd/ui/") }))
+        // Relative, so that it also holds behind a proxy that mounts jobsd under a path.
+        .route(PATH, get(|| async { Redirect::permanent("ui/") }))
         .route("/jobsd/ui/", get(index))
         .route("/jobsd/ui/{*asset}", get(asset))
 }

@@ -142,6 +142,15 @@ class Browser:
         self.pw.stop()
 
 
+# The list's columns, as cell() takes them.
+COLUMNS = ["name", "state", "schedule", "next", "last", "delivered", "succeeded", "failed"]
+
+
+def cell(page, name: str, column: str):
+    """The list's cell of job `name` in `column`."""
+    return page.locator(f'#jobs-body tr[data-name="{name}"] td').nth(COLUMNS.index(column))
+
+
 def rows(page) -> list:
     """The job names the list shows, in order."""
     return page.locator("#jobs-body tr[data-name]").evaluate_all(
@@ -181,23 +190,17 @@ def browse_phase(shots: str, events: str) -> Suite:
         page = b["page"] = b["browser"].page()
         page.goto(UI)
         expect_rows(page, JOBS)
-        paused = page.locator('#jobs-body tr[data-name="cleanup-tmp"] td.state')
-        expect(paused).to_have_text("paused")
-        expect(page.locator('#jobs-body tr[data-name="report-daily"] td').nth(2)).to_contain_text(
+        expect(cell(page, "cleanup-tmp", "state")).to_have_text("paused")
+        expect(cell(page, "report-daily", "schedule")).to_contain_text(
             "TZ=Europe/Berlin 0 0 6 * * *")
-        expect(page.locator('#jobs-body tr[data-name="report-daily"] td').nth(3)).to_contain_text(
-            re.compile(r"^in \d"))
+        expect(cell(page, "report-daily", "next")).to_contain_text(re.compile(r"^in \d"))
         expect(page.locator("#app-id")).to_have_text("app myapp")
         # No reload: sync-inventory (every 2 s) gets deliveries the live refresh shows.
-        delivered = page.locator('#jobs-body tr[data-name="sync-inventory"] td').nth(5)
-        expect(delivered).not_to_have_text("0")
-        failed = page.locator('#jobs-body tr[data-name="fail-export-ledger"] td').nth(7)
-        expect(failed).not_to_have_text("0")
-        expect(page.locator('#jobs-body tr[data-name="fail-export-ledger"] td').nth(4)
-               ).to_contain_text("failed")
+        expect(cell(page, "sync-inventory", "delivered")).not_to_have_text("0")
+        expect(cell(page, "fail-export-ledger", "failed")).not_to_have_text("0")
+        expect(cell(page, "fail-export-ledger", "last")).to_contain_text("failed")
         # The one-shot ran and finished; it stays listed as finished.
-        expect(page.locator('#jobs-body tr[data-name="welcome-email-42"] td.state')
-               ).to_have_text("finished")
+        expect(cell(page, "welcome-email-42", "state")).to_have_text("finished")
         b["browser"].shot(page, "list.png")
 
     @s.check
@@ -335,8 +338,7 @@ def browse_phase(shots: str, events: str) -> Suite:
         assert view("sync-inventory")["status"]["state"] == "active"
         # And in the list.
         page.locator("#back-link").click()
-        expect(page.locator('#jobs-body tr[data-name="sync-inventory"] td.state')
-               ).to_have_text("active")
+        expect(cell(page, "sync-inventory", "state")).to_have_text("active")
 
     @s.check
     def run_now_runs_a_job_whose_schedule_is_far_off():

@@ -63,7 +63,7 @@ fi
 e2e_log "scenario 1 took $((SECONDS - t))s"
 
 # ---------------------------------------------------------------- 2: token
-DAPR_API_TOKEN="$TOKEN" jobsd_start "$work/data-token" "$work/jobsd-token.log" \
+E2E_JOBSD_TOKEN="$TOKEN" jobsd_start "$work/data-token" "$work/jobsd-token.log" \
   --app-port "$app_port"
 run_phase token token "$TOKEN" "$SHOTS"
 shell_check token_jobsd_exits_0_on_sigterm jobsd_stop

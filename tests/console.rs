@@ -82,6 +82,7 @@ async fn the_page_and_its_files_have_their_types_csp_and_caching() {
 
     for (name, content_type) in [
         ("console.js", "text/javascript; charset=utf-8"),
+        ("parts.js", "text/javascript; charset=utf-8"),
         ("console.css", "text/css; charset=utf-8"),
         ("favicon.svg", "image/svg+xml"),
     ] {
@@ -106,9 +107,10 @@ async fn the_page_and_its_files_have_their_types_csp_and_caching() {
         assert_eq!(again.status, 304);
         assert!(again.body.is_empty());
     }
-    let js = get(&r, &versioned_url(&html, "console.js"), &[])
-        .await
-        .text();
+    let mut js = String::new();
+    for name in ["parts.js", "console.js"] {
+        js += &get(&r, &versioned_url(&html, name), &[]).await.text();
+    }
     assert!(js.contains("dapr-api-token"), "the page sends the token");
     assert!(
         !js.contains("innerHTML"),

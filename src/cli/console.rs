@@ -38,11 +38,16 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 const INDEX_TEMPLATE: &str = include_str!("console/index.html");
 
 /// The files under `/jobsd/ui/`: name, content type, bytes.
-const ASSETS: [(&str, &str, &str); 3] = [
+const ASSETS: [(&str, &str, &str); 4] = [
     (
         "console.css",
         "text/css; charset=utf-8",
         include_str!("console/console.css"),
+    ),
+    (
+        "parts.js",
+        "text/javascript; charset=utf-8",
+        include_str!("console/parts.js"),
     ),
     (
         "console.js",

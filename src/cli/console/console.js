@@ -1,45 +1,24 @@
-// jobsd console: plain JavaScript, no build step, no dependency. Everything it shows comes from
-// jobsd's own routes (/jobsd/v1/...), called with the `dapr-api-token` header when a token was
-// given. Data is put on the page as text nodes only (never as HTML), and the Content-Security-
-// Policy the page is served with allows no inline script or style.
+// jobsd console: plain JavaScript, no build step, no dependency (its parts are in parts.js).
+// Everything it shows comes from jobsd's own routes (/jobsd/v1/...), called with the
+// `dapr-api-token` header when a token was given. Data is put on the page as text nodes only
+// (never as HTML), and the Content-Security-Policy the page is served with allows no inline
+// script or style.
 'use strict';
 
 (() => {
+  const {
+    h, clear, relative, timeEl, caller, labelChips, badge, fillKv, flatten, failureText,
+    dataText, splitLabels, scheduleText,
+  } = window.jobsdParts;
   const TOKEN_KEY = 'jobsd.console.token';
   const LIVE_KEY = 'jobsd.console.live';
   const REFRESH_MS = 5000;
   const RUNS_PAGE = 20;
   const MAX_RUNS = 1000;
   const NEXT_COUNT = 10;
-  // The page is /jobsd/ui/: jobsd's routes are at ../v1/, Dapr's at ../../v1.0/ (relative, so
-  // the console also works behind a proxy that mounts jobsd under a path).
-  const JOBSD_BASE = new URL('../', location.href);
-  const ROOT_BASE = new URL('../../', location.href);
-
   const $ = (id) => document.getElementById(id);
 
   // ------------------------------------------------------------------ DOM helpers
-
-  /** An element with attributes (`class`, `text`, `on…`, others as attributes) and children. */
-  function h(tag, attrs, ...children) {
-    const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === undefined || v === null || v === false) continue;
-      if (k === 'class') el.className = v;
-      else if (k === 'text') el.textContent = v;
-      else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
-      else el.setAttribute(k, v === true ? '' : String(v));
-    }
-    for (const c of children.flat()) {
-      if (c === undefined || c === null || c === false) continue;
-      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-    }
-    return el;
-  }
-
-  function clear(el) {
-    while (el.firstChild) el.firstChild.remove();
-  }
 
   let toastTimer = 0;
   /** A short message in the live region (announced by screen readers). */
@@ -57,54 +36,6 @@
     el.hidden = !message;
   }
 
-  // ------------------------------------------------------------------ time
-
-  /** Milliseconds since the epoch of an RFC 3339 time (nanoseconds cut to milliseconds). */
-  function parseTime(text) {
-    if (!text) return NaN;
-    return Date.parse(String(text).replace(/(\.\d{3})\d+/, '$1'));
-  }
-
-  function span(seconds) {
-    const s = Math.round(seconds);
-    if (s < 60) return `${s}s`;
-    if (s < 600) return `${Math.floor(s / 60)}m${s % 60 ? ` ${s % 60}s` : ''}`;
-    if (s < 3600) return `${Math.floor(s / 60)}m`;
-    if (s < 86400) {
-      const m = Math.floor((s % 3600) / 60);
-      return `${Math.floor(s / 3600)}h${m ? ` ${m}m` : ''}`;
-    }
-    const hours = Math.floor((s % 86400) / 3600);
-    return `${Math.floor(s / 86400)}d${hours ? ` ${hours}h` : ''}`;
-  }
-
-  /** "in 4m 10s", "12s ago", "now". */
-  function relative(text, now = Date.now()) {
-    const t = parseTime(text);
-    if (Number.isNaN(t)) return '—';
-    const seconds = (t - now) / 1000;
-    if (Math.abs(seconds) < 1) return 'now';
-    return seconds > 0 ? `in ${span(seconds)}` : `${span(-seconds)} ago`;
-  }
-
-  function absolute(text) {
-    const t = parseTime(text);
-    if (Number.isNaN(t)) return String(text);
-    return new Date(t).toLocaleString(undefined, {
-      year: 'numeric', month: 'short', day: 'numeric',
-      hour: '2-digit', minute: '2-digit', second: '2-digit',
-    });
-  }
-
-  /** A <time> that shows a relative time (kept current) and the exact one on hover. */
-  function timeEl(text, mode) {
-    if (!text) return h('span', { class: 'muted', text: '—' });
-    const el = h('time', { datetime: text, title: `${absolute(text)} (${text})` });
-    el.dataset.rel = mode || 'relative';
-    el.textContent = mode === 'absolute' ? absolute(text) : relative(text);
-    return el;
-  }
-
   function tickRelativeTimes() {
     const now = Date.now();
     for (const el of document.querySelectorAll('time[data-rel="relative"]')) {
@@ -116,53 +47,14 @@
 
   // ------------------------------------------------------------------ calls
 
-  class CallError extends Error {
-    constructor(status, message, code) {
-      super(message);
-      this.status = status;
-      this.code = code || '';
-    }
-  }
-
   function token() {
     return sessionStorage.getItem(TOKEN_KEY) || '';
   }
 
-  /** One call to jobsd: the parsed JSON answer (null when empty), or a CallError. */
-  async function call(method, path, body) {
-    const headers = { accept: 'application/json' };
-    const t = token();
-    if (t) headers['dapr-api-token'] = t;
-    const init = { method, headers, cache: 'no-store', credentials: 'omit' };
-    if (body !== undefined) {
-      headers['content-type'] = 'application/json';
-      init.body = JSON.stringify(body);
-    }
-    const url = new URL(path, path.startsWith('v1.0/') ? ROOT_BASE : JOBSD_BASE);
-    let res;
-    try {
-      res = await fetch(url, init);
-    } catch (e) {
-      throw new CallError(0, `jobsd did not answer (${e.message})`);
-    }
-    const text = await res.text();
-    let json = null;
-    try {
-      json = text ? JSON.parse(text) : null;
-    } catch (_) {
-      json = null;
-    }
-    if (res.status === 401) {
-      askForToken(t ? 'The token was refused: enter the right one.' : '');
-      throw new CallError(401, 'an API token is needed', 'unauthorized');
-    }
-    if (!res.ok) {
-      const message = (json && (json.message || json.errorCode)) || text.trim() || res.statusText;
-      throw new CallError(res.status, message, json && json.errorCode);
-    }
-    return json;
-  }
-
+  const call = caller({
+    token,
+    unauthorized: (hadToken) => askForToken(hadToken ? 'The token was refused: enter the right one.' : ''),
+  });
   const enc = encodeURIComponent;
 
   // ------------------------------------------------------------------ token
@@ -303,10 +195,6 @@
 
   const list = { filters: null, tokens: [''], page: 0, next: null };
 
-  function splitLabels(text) {
-    return String(text || '').split(',').map((s) => s.trim()).filter(Boolean);
-  }
-
   function filtersFromParams(params) {
     return {
       prefix: params.get('prefix') || '',
@@ -388,12 +276,6 @@
     }
   }
 
-  function scheduleText(job) {
-    if (job.schedule) return job.schedule;
-    if (job.dueTime) return `once, due ${job.dueTime}`;
-    return '—';
-  }
-
   function scheduleCell(job) {
     const extra = [];
     if (job.repeats) extra.push(`${job.repeats} repeats`);
@@ -402,15 +284,6 @@
     return h('td', {},
       h('code', { text: scheduleText(job) }),
       extra.length ? h('span', { class: 'sub', text: extra.join(' · ') }) : null);
-  }
-
-  function labelChips(labels) {
-    return h('div', { class: 'labels' },
-      labels.map(([k, v]) => h('span', { class: 'chip', text: `${k}=${v}` })));
-  }
-
-  function badge(text, kind) {
-    return h('span', { class: `badge ${kind || text}`, text });
   }
 
   function lastFireCell(status) {
@@ -535,57 +408,6 @@
     $('btn-resume').disabled = !view || state !== 'paused';
     $('btn-trigger').disabled = !view || state === 'finished';
     $('pause-note').disabled = !view || state !== 'active';
-  }
-
-  /** `rows` into a <dl>: [term, value] pairs (value: text or node); a string alone is a group
-   * heading. Pairs whose value is undefined, null or '' are left out. */
-  function fillKv(dl, rows) {
-    clear(dl);
-    for (const row of rows) {
-      if (typeof row === 'string') {
-        dl.append(h('dt', { class: 'group', text: row }));
-        continue;
-      }
-      const [term, value] = row;
-      if (value === undefined || value === null || value === '') continue;
-      dl.append(h('dt', { text: term }),
-        h('dd', {}, value instanceof Node ? value : String(value)));
-    }
-    if (!dl.firstChild) dl.append(h('dd', { class: 'muted', text: 'none' }));
-  }
-
-  /** A JSON value flattened to [dotted.path, text] pairs. */
-  function flatten(value, prefix, out = []) {
-    if (value === null || value === undefined) return out;
-    if (typeof value === 'object' && !Array.isArray(value)) {
-      const entries = Object.entries(value);
-      if (!entries.length && prefix) out.push([prefix, '{}']);
-      for (const [k, v] of entries) flatten(v, prefix ? `${prefix}.${k}` : k, out);
-      return out;
-    }
-    out.push([prefix, Array.isArray(value) ? value.join(', ') : String(value)]);
-    return out;
-  }
-
-  /** A failure policy on one line: `constant (interval 1s, maxRetries 3)`. */
-  function failureText(policy) {
-    if (!policy || typeof policy !== 'object') return null;
-    const parts = Object.entries(policy).map(([k, v]) => {
-      if (v && typeof v === 'object') {
-        const inner = flatten(v, '').map(([a, b]) => `${a} ${b}`).join(', ');
-        return inner ? `${k} (${inner})` : k;
-      }
-      return `${k} ${v}`;
-    });
-    return parts.join(' · ') || null;
-  }
-
-  function dataText(data) {
-    if (data === undefined || data === null) return null;
-    // Dapr's GET wraps the data as a protojson Any; its value is what was given.
-    const given = data && typeof data === 'object' && 'value' in data && data['@type'] ? data.value : data;
-    const text = typeof given === 'string' ? given : JSON.stringify(given);
-    return h('code', { text: text.length > 400 ? `${text.slice(0, 400)}…` : text });
   }
 
   function renderJob(view) {

@@ -111,6 +111,8 @@ _dump_log() {
 # LOG; wait until `GET /v1.0/healthz` answers 204. Sets JOBSD_PID, JOBSD_HTTP_PORT,
 # JOBSD_GRPC_PORT, JOBSD_METRICS_PORT, JOBSD_LOG.
 # If the ports were taken meanwhile (a race with another process), it retries with new ones.
+# The environment does not leak into it: DAPR_API_TOKEN is unset, unless E2E_JOBSD_TOKEN is set
+# (`E2E_JOBSD_TOKEN=t jobsd_start …`), which becomes its DAPR_API_TOKEN.
 jobsd_start() {
   local data_dir="$1" log="$2"
   shift 2
@@ -171,9 +173,11 @@ _jobsd_launch() {
   local mark
   mark="$(wc -l <"$log")"
   # NO_COLOR keeps ANSI escapes out of the log. jobsd also reads APP_ID, APP_PORT and
-  # DAPR_*_PORT from the environment: the flags below (and no app, no API token) are the
-  # whole configuration.
-  env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN NO_COLOR=1 "$JOBSD_BIN" --app-id myapp --data-dir "$data_dir" \
+  # DAPR_*_PORT from the environment: the flags below (and no app, no API token unless the
+  # suite sets E2E_JOBSD_TOKEN) are the whole configuration.
+  env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN \
+    ${E2E_JOBSD_TOKEN:+DAPR_API_TOKEN="$E2E_JOBSD_TOKEN"} NO_COLOR=1 \
+    "$JOBSD_BIN" --app-id myapp --data-dir "$data_dir" \
     --dapr-http-port "$JOBSD_HTTP_PORT" --dapr-grpc-port "$JOBSD_GRPC_PORT" \
     --dapr-listen-addresses 127.0.0.1 --metrics-listen-address 127.0.0.1 \
     --metrics-port "$JOBSD_METRICS_PORT" "$@" </dev/null >>"$log" 2>&1 &

@@ -8,7 +8,9 @@ set -euo pipefail
 # fails on Debian without python3-venv), curl for the health checks.
 # The etcd store's tests and e2e/cluster.sh run Debian's etcd 3.4 (`/usr/bin/etcd`). The build
 # itself needs no protoc: build.rs compiles every .proto (etcd's too) with protox.
-packages=(ca-certificates curl python3 python3-venv etcd-server)
+# e2e/console.sh drives Debian's chromium headless (through Playwright from PyPI, whose own
+# browser download is not used); fonts-dejavu-core gives its screenshots readable text.
+packages=(ca-certificates curl python3 python3-venv etcd-server chromium fonts-dejavu-core)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -19,3 +19,4 @@ bash e2e/steer_idempotency.sh
 bash e2e/steer_async.sh
 bash e2e/cli.sh
 bash e2e/backup.sh
+bash e2e/console.sh

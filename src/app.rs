@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actors::{ActorRuntime, RuntimeConfig, SchedulerReminders, Targets};
 use crate::api::{self, ApiState};
+use crate::cli;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::{self, AppProtocol};
 use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
@@ -288,7 +289,7 @@ impl Sidecar {
                 addr: *addr,
                 source,
             })?);
-            let router = api::http::router(state.clone());
+            let router = http_router(cfg, state.clone());
             let stop = shutdown.clone();
             servers.spawn(async move {
                 axum::serve(listener, router)
@@ -530,6 +531,17 @@ fn app_delivery(
         },
         stop,
     )?)
+}
+
+/// The HTTP port's routes: the API, and the web console when `--console` is on. The console
+/// is merged outside the API's token check: its page holds no data (see [`cli::console`]).
+fn http_router(cfg: &config::Sidecar, state: ApiState) -> axum::Router {
+    let api = api::http::router(state);
+    if cfg.console {
+        api.merge(cli::console::router())
+    } else {
+        api
+    }
 }
 
 /// The API's view of this sidecar.

@@ -24,6 +24,7 @@
 //! | [`go`] | pure: the pieces of Go's standard library Dapr's wire shows (quoting, URL escaping, protojson values) |
 //! | [`proto`] | generated code for Dapr's protos and our stored records (protox, no system `protoc`) |
 //! | [`clock`] | the only place that reads wall time (system or manual) |
+//! | [`cli`] | what people operate jobsd with: the web console's files and routes (`/jobsd/ui/`) |
 #![forbid(unsafe_code)]
 
 pub mod actors;

@@ -20,65 +20,11 @@ use jobsd::proto::scheduler as sv1;
 use jobsd::store;
 use serde_json::Value;
 
-/// What one run of the binary did.
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+type Out = common::cli::CliOut;
 
-impl Out {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
-    }
-
-    /// Asserts a successful run and gives its stdout.
-    fn ok(&self) -> &str {
-        assert_eq!(self.code, 0, "{self:?}");
-        &self.stdout
-    }
-}
-
-/// Runs `jobsd jobs <args>` with `env` (nothing else of ours leaks in: no token, no address)
-/// and stdin from `input` (not a terminal either way).
+/// Runs `jobsd jobs <args>` with `env` and stdin from `input` (not a terminal either way).
 async fn jobsd_env(args: &[&str], env: &[(&str, &str)], input: &str) -> Out {
-    let args: Vec<String> = std::iter::once("jobs")
-        .chain(args.iter().copied())
-        .map(str::to_owned)
-        .collect();
-    let env: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let input = input.to_owned();
-    // The binary's answers come from servers on this test's runtime: wait off it.
-    tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jobsd"))
-            .args(&args)
-            .env_remove("DAPR_API_TOKEN")
-            .env_remove("JOBSD_ADDRESS")
-            .env_remove("NAMESPACE")
-            .envs(env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(input.as_bytes()).unwrap();
-        drop(stdin);
-        let out = child.wait_with_output().unwrap();
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8(out.stdout).unwrap(),
-            stderr: String::from_utf8(out.stderr).unwrap(),
-        }
-    })
-    .await
-    .unwrap()
+    common::cli::jobs(args, env, input.as_bytes().to_vec()).await
 }
 
 async fn jobsd(args: &[&str]) -> Out {

@@ -6,9 +6,13 @@
 //! aligned tables by default, `-o wide` for more columns, `-o json|yaml` for the server's own
 //! bodies. Errors go to stderr, and the process exits with one of the [`exit`] codes, so a
 //! shell script can tell "not found" from "cannot connect" from "the server said no".
+//!
+//! The web console's files and their routes are here too ([`console`]): what people use to
+//! operate jobsd.
 
 mod backup;
 mod client;
+pub mod console;
 mod error;
 mod list;
 mod output;

@@ -153,6 +153,10 @@ pub struct SidecarArgs {
     /// embedded scheduler.
     #[arg(long, env = "JOBSD_TEST_CLOCK")]
     pub test_clock: bool,
+    /// Serve the web console at `/jobsd/ui/` on the HTTP port (it calls the `/jobsd/v1`
+    /// routes with the API token); `--console=false` turns it off.
+    #[arg(long, env = "JOBSD_CONSOLE", default_value_t = true, action = ArgAction::Set)]
+    pub console: bool,
     /// Print the version and exit (daprd's `--build-info`).
     #[arg(long, action = ArgAction::Version)]
     pub build_info: (),
@@ -303,6 +307,8 @@ pub struct Sidecar {
     /// `--test-clock`: time is a manual clock moved through `/jobsd/v1/clock` (embedded
     /// scheduler only).
     pub test_clock: bool,
+    /// `--console`: serve the web console at `/jobsd/ui/` on the HTTP port.
+    pub console: bool,
 }
 
 /// A flag or variable that cannot be used.
@@ -480,6 +486,7 @@ impl SidecarArgs {
                 .transpose()?,
             metrics,
             test_clock: self.test_clock,
+            console: self.console,
         })
     }
 

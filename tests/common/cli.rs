@@ -11,6 +11,20 @@ pub struct CliOut {
     pub stderr: String,
 }
 
+impl CliOut {
+    /// Its stdout as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.stdout))
+    }
+
+    /// Asserts a successful run and gives its stdout.
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "{self:?}");
+        &self.stdout
+    }
+}
+
 /// Runs `jobsd jobs <args>` with `env` (nothing else of ours leaks in: no token, no address)
 /// and `input` on stdin, off the test's runtime (the servers it talks to run on it).
 pub async fn jobs(args: &[&str], env: &[(&str, &str)], input: Vec<u8>) -> CliOut {
@@ -28,6 +42,7 @@ pub async fn jobs(args: &[&str], env: &[(&str, &str)], input: Vec<u8>) -> CliOut
             .args(&args)
             .env_remove("DAPR_API_TOKEN")
             .env_remove("JOBSD_ADDRESS")
+            .env_remove("NAMESPACE")
             .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -117,6 +117,7 @@ pub fn sidecar_config(
         otlp_endpoint: None,
         metrics: None,
         test_clock: false,
+        console: true,
     }
 }
 

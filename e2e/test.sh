@@ -20,3 +20,4 @@ bash e2e/steer_async.sh
 bash e2e/cli.sh
 bash e2e/backup.sh
 bash e2e/console.sh
+bash e2e/faults/run.sh

@@ -17,9 +17,16 @@ use super::Error;
 const MAX_FLOOR: u64 = 64 << 20;
 
 /// Bytes a write must leave free on a filesystem of `total` bytes: 64 MiB, or an eighth of
-/// a smaller filesystem.
+/// a smaller filesystem; `JOBSD_MIN_FREE_BYTES` sets it (0 turns the floor off, which the
+/// fault tests use to meet a real `ENOSPC`).
 pub(crate) fn floor(total: u64) -> u64 {
-    MAX_FLOOR.min(total / 8)
+    static SET: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let set = SET.get_or_init(|| {
+        std::env::var("JOBSD_MIN_FREE_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    set.unwrap_or(MAX_FLOOR.min(total / 8))
 }
 
 /// Free bytes (for an unprivileged writer) and total bytes of the filesystem holding `dir`.
@@ -65,8 +72,14 @@ pub(crate) fn is_full(err: &(dyn std::error::Error + 'static)) -> bool {
 
 /// `err` from `what` on `file`, with the file named and, for a full disk, what to do.
 pub(crate) fn at(file: &Path, what: &str, err: impl std::error::Error + 'static) -> Error {
+    // redb's errors carry the io error only in their text.
+    let text = err.to_string();
     let kind = if is_full(&err) {
         io::ErrorKind::StorageFull
+    } else if text.contains("(os error 30)") {
+        io::ErrorKind::ReadOnlyFilesystem
+    } else if text.contains("(os error 13)") {
+        io::ErrorKind::PermissionDenied
     } else {
         err_kind(&err)
     };
@@ -81,7 +94,7 @@ pub(crate) fn at(file: &Path, what: &str, err: impl std::error::Error + 'static)
     };
     Error::io(io::Error::new(
         kind,
-        format!("{what} {}: {err}{hint}", file.display()),
+        format!("{what} {}: {text}{hint}", file.display()),
     ))
 }
 

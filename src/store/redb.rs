@@ -868,8 +868,9 @@ impl Writer {
     }
 
     /// Commits redb durably with the number of the last logged batch, then lets the log start
-    /// over. On failure the log keeps everything and the next checkpoint tries again. A broken
-    /// writer never checkpoints: redb may lack logged batches, which only a replay restores.
+    /// over. On failure the log keeps everything and the writer is broken until
+    /// [`Writer::heal`] reopens redb. A broken writer never checkpoints: redb may lack logged
+    /// batches, which only a replay restores.
     fn checkpoint(&mut self) {
         if self.dirty_since.is_none() || self.publish().is_err() {
             return;
@@ -891,9 +892,12 @@ impl Writer {
                 self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
             }
             Err(err) => {
-                // Retried after the next batch or interval; meanwhile the log keeps growing
-                // and stays the durable copy.
+                // redb refuses everything after a failed write of its file until reopened:
+                // the writer is broken, and heals by reopening and replaying the log, which
+                // stays the durable copy of everything answered.
+                let err = disk::at(&self.db_path(), "cannot checkpoint", err);
                 tracing::warn!(error = %err, "store checkpoint failed");
+                self.broken = Some(err);
                 self.dirty_since = Some(Instant::now());
             }
         }
@@ -969,7 +973,15 @@ impl Writer {
             None => {
                 let db_path = self.dir.join(FILE_NAME);
                 let db = self.db.as_ref().ok_or_else(|| reopening(&db_path))?;
-                let mut txn = db.begin_write().map_err(Error::io)?;
+                let mut txn = match db.begin_write() {
+                    Ok(txn) => txn,
+                    // Only after a failed write of the file (redb wants a reopen).
+                    Err(err) => {
+                        let err = disk::at(&db_path, "cannot write to", err);
+                        self.broken = Some(err.clone());
+                        return Err(err);
+                    }
+                };
                 txn.set_durability(Durability::None).map_err(Error::io)?;
                 self.open.insert(txn)
             }

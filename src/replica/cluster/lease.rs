@@ -37,7 +37,10 @@ pub struct Lease {
 /// its lease (SIGSTOP, a VM freeze) fires nothing in the moment between waking up and its
 /// member loop letting go of the partitions other replicas have taken meanwhile.
 #[derive(Clone, Default)]
-pub struct Standing(Arc<std::sync::Mutex<Option<(Arc<State>, Duration)>>>);
+pub struct Standing(Arc<std::sync::Mutex<Option<Held>>>);
+
+/// The lease a [`Standing`] follows: the keeper's state and the TTL etcd granted.
+type Held = (Arc<State>, Duration);
 
 impl Standing {
     /// Whether the current lease (if any) is certainly still alive.

@@ -13,8 +13,8 @@ line per fault, epoch seconds) and checks: every acknowledged one-shot delivered
 its due time; a one-shot delivered twice only when its first delivery fell in a fault window
 (one that was in flight when it began, or in its first 2/3 of the lease TTL: counted and
 printed); every tick job fires again within lease TTL
-+ 2 s after each fault ends; `postcompact` (created after the compactions) fires and `delme`
-(deleted after them) stops.
++ 2 s after each fault ends; nothing fires while etcd is stopped past the lease TTL; `postcompact`
+(created after the compactions) fires and `delme` (deleted after them) stops.
 """
 
 import json
@@ -162,6 +162,17 @@ def check(events_path: str, acked_path: str, windows_path: str, ttl: str) -> Sui
                     slow.append((label, f"tick-{i}", round(after[0] - end, 2) if after else None))
             print(f"{label}: every tick job fired again within {worst:.2f}s of its end", flush=True)
         assert not slow, f"not resumed in time: {slow[:10]}"
+
+    @suite.check
+    def nothing_fires_while_etcd_is_stopped_past_the_lease_ttl():
+        # No replica can know it still owns its partitions: one cut off from etcd must stop
+        # before the others may take them over.
+        for label, start, end in windows:
+            if label != "etcd-stopped":
+                continue
+            fired = sum(1 for ts in deliveries.values() for t in ts if start + ttl < t < end)
+            print(f"{label}: {fired} deliveries between lease TTL and its end", flush=True)
+            assert fired == 0, f"{fired} deliveries while etcd was stopped"
 
     @suite.check
     def after_compactions_a_new_job_fires_and_a_deleted_one_stops():

@@ -773,6 +773,30 @@ mod tests {
         assert_eq!(end, End::Clean, "the rest of an older log is no damage");
     }
 
+    /// A clean restart finds the new log's records followed by the middle of an older, longer
+    /// record: that is the end of the log, not damage and not worth a warning.
+    #[test]
+    fn the_rest_of_an_older_longer_record_is_a_clean_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut wal = Wal::open(&path).unwrap();
+        let big = vec![Prepared::PutJob {
+            key: "k".into(),
+            value: vec![7; 5000],
+            create_only: true,
+        }];
+        for seq in 1..=3u64 {
+            wal.encode(seq, std::iter::once(big.as_slice()));
+            wal.write().unwrap();
+        }
+        wal.reset();
+        wal.encode(4, std::iter::once(&[][..]));
+        wal.write().unwrap();
+        let (records, end) = read_records(&path, 4).unwrap();
+        assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [4]);
+        assert_eq!(end, End::Clean);
+    }
+
     #[test]
     fn guarded_writes_round_trip_puts_of_empty_jobs_and_deletes_apart() {
         let before = prost_types::Timestamp {

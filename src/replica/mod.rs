@@ -147,6 +147,7 @@ impl Replica {
                     engine.clone(),
                     hosts.clone(),
                 );
+                pool.gate(cluster.standing());
                 (engine, task, Some(cluster))
             }
             _ => {

@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use crate::engine::Engine;
+
+use super::cluster::Standing;
 use crate::observe::{JobType, SchedulerMetrics};
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::JobTargetType;
@@ -46,6 +48,8 @@ pub struct Pool {
     next_conn: AtomicU64,
     /// The Dapr Scheduler's metrics (triggers by result; jobs created, through the service).
     metrics: SchedulerMetrics,
+    /// In a cluster: whether this replica may fire at all (it holds a live lease).
+    standing: OnceLock<Standing>,
 }
 
 /// The routing table, under one lock: every change is a few map operations.
@@ -124,6 +128,17 @@ impl Pool {
     /// The Dapr Scheduler's metrics this pool records into.
     pub fn metrics(&self) -> &SchedulerMetrics {
         &self.metrics
+    }
+
+    /// In a cluster: deliver only while `standing` holds; otherwise triggers are staged
+    /// (and dropped when the member lets go of their partitions).
+    pub fn gate(&self, standing: Standing) {
+        let _ = self.standing.set(standing);
+    }
+
+    /// Whether this replica may fire now.
+    fn may_fire(&self) -> bool {
+        self.standing.get().is_none_or(Standing::holds)
     }
 
     /// Gives the pool the engine it feeds, so that new streams release staged triggers.
@@ -385,6 +400,9 @@ pub fn job_type(metadata: &sv1::JobMetadata) -> JobType {
 #[async_trait::async_trait]
 impl Sink for Pool {
     async fn deliver(&self, trigger: Trigger) -> TriggerResult {
+        if !self.may_fire() {
+            return TriggerResult::Undeliverable;
+        }
         let sent = self.metrics.sending();
         let kind = job_type(&trigger.metadata);
         let result = self.send(trigger).await;
@@ -393,6 +411,9 @@ impl Sink for Pool {
     }
 
     fn is_deliverable(&self, key: &str) -> bool {
+        if !self.may_fire() {
+            return false;
+        }
         let routes = lock(&self.routes);
         routes.lens.keys().any(|&len| {
             key.get(..len)

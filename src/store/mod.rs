@@ -17,6 +17,7 @@
 //! code over a snapshot of the keys a batch touches and commits with compare-and-swap.
 
 mod apply;
+mod disk;
 pub(crate) mod etcd;
 mod memory;
 mod redb;

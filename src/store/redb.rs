@@ -36,6 +36,7 @@ use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 
 use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
+use super::disk;
 use super::wal::{self, Wal};
 use super::{
     Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf, ScanItem, Store,
@@ -140,8 +141,9 @@ struct StatCells {
 /// The redb-backed [`Store`]. Open with [`Redb::open`]; dropping it waits for the writer
 /// thread to finish the commit in progress and releases the file.
 pub struct Redb {
-    /// The database, shared with the writer thread and running scans; taken out by `close`.
-    db: RwLock<Option<Arc<Database>>>,
+    /// The database, shared with the writer thread (which reopens it after an I/O error) and
+    /// running scans; taken out by `close`.
+    db: Arc<RwLock<Option<Arc<Database>>>>,
     /// Requests to the writer thread.
     // A std channel because the writer must wait with a timeout (the next checkpoint); a send
     // on it never blocks.
@@ -165,6 +167,8 @@ enum Msg {
     Publish(oneshot::Sender<Result<(), Error>>),
     /// Finish what is queued, refuse the rest, release the database and say so (if asked).
     Close(Option<oneshot::Sender<()>>),
+    /// A reader found no database: try to reopen it now rather than at the next write.
+    Heal,
 }
 
 /// One `Store::write` call.
@@ -187,26 +191,26 @@ impl Redb {
     /// [`Redb::open`] with explicit options.
     pub fn open_with(data_dir: impl AsRef<Path>, options: RedbOptions) -> Result<Redb, Error> {
         let dir = data_dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(Error::io)?;
+        std::fs::create_dir_all(dir).map_err(|e| disk::at(dir, "cannot create the data dir", e))?;
         let path = dir.join(FILE_NAME);
         let existed = path.exists();
-        let db = Database::builder()
-            .set_cache_size(options.cache_size)
-            .create(&path)
-            .map_err(Error::io)?;
+        let db = open_db(&path, &options)?;
         if !existed {
             // redb syncs the file, not the directory entry that names it: without this, a
             // power cut could lose a brand-new database together with its acknowledged writes.
             std::fs::File::open(dir)
                 .and_then(|d| d.sync_all())
-                .map_err(Error::io)?;
+                .map_err(|e| disk::at(dir, "cannot sync the data dir", e))?;
         }
         let stats = Arc::new(StatCells::default());
         let wal_path = dir.join(wal::FILE_NAME);
         let (seq, replayed) = recover(&db, &options, &wal_path)?;
         stats.replayed.store(replayed, Ordering::Relaxed);
         let wal = if options.wal {
-            Some(Wal::open(&wal_path).map_err(Error::io)?)
+            Some(
+                Wal::open(&wal_path)
+                    .map_err(|e| disk::at(&wal_path, "cannot open the write-ahead log", e))?,
+            )
         } else {
             // Recovery made everything in it durable in redb; a later run with the log on must
             // not find these records (their seqs would look old, but keep it simple and clean).
@@ -221,10 +225,14 @@ impl Redb {
         };
 
         let db = Arc::new(db);
+        let slot = Arc::new(RwLock::new(Some(Arc::clone(&db))));
         let (tx, rx) = std_mpsc::channel();
         let unpublished = Arc::new(AtomicBool::new(false));
         let writer = Writer {
-            db: Arc::clone(&db),
+            db: Some(db),
+            slot: Arc::clone(&slot),
+            dir: dir.to_owned(),
+            last_heal: None,
             rx,
             stats: Arc::clone(&stats),
             options,
@@ -240,7 +248,7 @@ impl Redb {
             .spawn(move || writer.run())
             .map_err(Error::io)?;
         Ok(Redb {
-            db: RwLock::new(Some(db)),
+            db: slot,
             tx,
             writer: Mutex::new(Some(handle)),
             stats,
@@ -277,7 +285,13 @@ impl Redb {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-            .ok_or(Error::Closed)
+            .ok_or_else(|| {
+                if self.tx.send(Msg::Heal).is_ok() {
+                    reopening(&self.path)
+                } else {
+                    Error::Closed
+                }
+            })
     }
 
     /// A read transaction on the open database that sees every write answered before this
@@ -554,12 +568,74 @@ fn produce_scan(
     Ok(())
 }
 
+/// Opens (or creates) the database file at `path`; the errors name the file and, for a file
+/// another process holds, say so.
+fn open_db(path: &Path, options: &RedbOptions) -> Result<Database, Error> {
+    let builder = {
+        let mut b = Database::builder();
+        b.set_cache_size(options.cache_size);
+        b
+    };
+    // redb asserts on some inconsistencies of a damaged file: a refusal, not a crash.
+    let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        builder.create(path).map(|mut db| {
+            // redb checks page checksums only here, not on reads: a changed byte would
+            // otherwise be served as data. One pass over the file, like the engine's load.
+            let check = db.check_integrity();
+            (db, check)
+        })
+    }));
+    let damaged = |how: &str| {
+        Error::io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "cannot open {}: the database file is damaged ({how}); restore the data dir \
+                 from a copy, or start from a backup with `jobsd jobs import`",
+                path.display()
+            ),
+        ))
+    };
+    match opened {
+        Ok(Ok((db, check))) => match check {
+            Ok(true) => Ok(db),
+            Ok(false) => Err(damaged(
+                "its checksums failed; redb went back to an earlier commit, which can lack \
+                 acknowledged writes",
+            )),
+            Err(::redb::DatabaseError::Storage(::redb::StorageError::Corrupted(why))) => {
+                Err(damaged(&why))
+            }
+            Err(err) => Err(disk::at(path, "cannot check", err)),
+        },
+        Ok(Err(::redb::DatabaseError::DatabaseAlreadyOpen)) => Err(Error::io(std::io::Error::new(
+            std::io::ErrorKind::ResourceBusy,
+            format!(
+                "the data dir {} is in use: another jobsd holds {} (one jobsd per data \
+                     dir; stop the other one or give this one its own --data-dir)",
+                path.parent().unwrap_or(path).display(),
+                path.display()
+            ),
+        ))),
+        Ok(Err(err)) => Err(disk::at(path, "cannot open", err)),
+        Err(_) => Err(damaged("redb stopped on an inconsistency")),
+    }
+}
+
+/// What a read answers while the writer reopens the database after an I/O error.
+fn reopening(path: &Path) -> Error {
+    Error::io(std::io::Error::other(format!(
+        "the store is reopening {} after an I/O error (every acknowledged write is in the \
+         write-ahead log); retry shortly",
+        path.display()
+    )))
+}
+
 /// Brings the database up to date with the write-ahead log at `wal_path` and makes that
 /// durable: creates the tables, applies every valid logged batch newer than `meta.applied_seq`
 /// in order, and records the newest batch number seen. Gives that number (the next batch gets
-/// the one after it) and how many batches were applied.
+/// the one after it) and how many batches were applied. Refuses, naming the log, when the log
+/// shows that acknowledged batches were damaged: opening would silently drop them.
 fn recover(db: &Database, options: &RedbOptions, wal_path: &Path) -> Result<(u64, u64), Error> {
-    let (records, stop) = wal::read_records(wal_path).map_err(Error::io)?;
     // One transaction: a crash during recovery leaves the files as they were, so the next
     // open recovers the same way.
     let txn = begin_write(db, options)?;
@@ -571,6 +647,23 @@ fn recover(db: &Database, options: &RedbOptions, wal_path: &Path) -> Result<(u64
             .get(APPLIED_SEQ)
             .map_err(Error::io)?
             .map_or(0, |v| v.value());
+        let (records, end) = wal::read_records(wal_path, applied)
+            .map_err(|e| disk::at(wal_path, "cannot read the write-ahead log", e))?;
+        let refuse = |why: String| {
+            Error::io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "write-ahead log {} is damaged: {why}; it holds acknowledged writes that \
+                     are not in {} yet, so jobsd refuses to start without them (keep a copy \
+                     of the data dir; moving the log aside starts without those writes)",
+                    wal_path.display(),
+                    wal_path.with_file_name(FILE_NAME).display(),
+                ),
+            ))
+        };
+        if let wal::End::Damaged(why) = &end {
+            return Err(refuse(why.clone()));
+        }
         let mut tables = RedbTables {
             jobs: txn.open_table(JOBS).map_err(Error::io)?,
             counters: txn.open_table(COUNTERS).map_err(Error::io)?,
@@ -581,20 +674,20 @@ fn recover(db: &Database, options: &RedbOptions, wal_path: &Path) -> Result<(u64
         // Past every seq in the file, so no leftover record can ever pass for a new one.
         let newest = records.iter().map(|r| r.seq).max().unwrap_or(0);
         let mut last = applied;
-        let mut stop = stop;
         for record in records.into_iter().filter(|r| r.seq > applied) {
             if record.seq != last + 1 {
-                stop = Some(format!(
-                    "record at {} holds batch {} where {} was expected",
+                return Err(refuse(format!(
+                    "record at offset {} holds batch {} where {} was expected",
                     record.offset,
                     record.seq,
                     last + 1
-                ));
-                break;
+                )));
             }
             let Some(requests) = record.requests else {
-                stop = Some(format!("record at {} does not decode", record.offset));
-                break;
+                return Err(refuse(format!(
+                    "record at offset {} passes its CRC but does not decode",
+                    record.offset
+                )));
             };
             for ops in requests {
                 // The per-request outcome was already reported to its caller; replay only
@@ -604,19 +697,19 @@ fn recover(db: &Database, options: &RedbOptions, wal_path: &Path) -> Result<(u64
             last = record.seq;
             replayed += 1;
         }
-        if let Some(why) = stop {
-            // Everything before this point was acknowledged; the rest never was (a torn tail)
-            // or is damage nothing can be recovered from.
+        if let wal::End::Torn(why) = end {
+            // A crash in the middle of an append: that batch was never acknowledged.
             tracing::warn!(
                 wal = %wal_path.display(),
                 replayed,
-                "write-ahead log ends early: {why}"
+                "write-ahead log ends in a write cut short: {why}"
             );
         }
         seq = newest.max(last);
         meta.insert(APPLIED_SEQ, seq).map_err(Error::io)?;
     }
-    txn.commit().map_err(Error::io)?;
+    txn.commit()
+        .map_err(|e| disk::at(&wal_path.with_file_name(FILE_NAME), "cannot commit to", e))?;
     Ok((seq, replayed))
 }
 
@@ -629,10 +722,20 @@ fn begin_write(db: &Database, options: &RedbOptions) -> Result<WriteTransaction,
     Ok(txn)
 }
 
+/// How often a broken writer tries to reopen the database.
+const HEAL_EVERY: Duration = Duration::from_secs(1);
+
 /// The writer thread's state.
 struct Writer {
-    /// The database; dropped when the thread ends.
-    db: Arc<Database>,
+    /// The database; dropped when the thread ends, and while it is reopened after an I/O
+    /// error ([`Writer::heal`]).
+    db: Option<Arc<Database>>,
+    /// Shared with `Redb`: where readers find the database.
+    slot: Arc<RwLock<Option<Arc<Database>>>>,
+    /// The data directory.
+    dir: PathBuf,
+    /// When the last attempt to reopen after an I/O error was made.
+    last_heal: Option<Instant>,
     /// Requests from `Redb` handles.
     rx: std_mpsc::Receiver<Msg>,
     /// Shared with `Redb::stats`.
@@ -654,7 +757,7 @@ struct Writer {
     /// failed after batches in it were logged): every later write, every read that would need
     /// those batches and every checkpoint fails with it, since going on could log batches that
     /// a replay would apply on top of a different state. Reopening replays the log and clears
-    /// it.
+    /// it: [`Writer::heal`] does that once the disk has room again.
     broken: Option<Error>,
 }
 
@@ -664,23 +767,29 @@ impl Writer {
         let mut batch: Vec<WriteReq> = Vec::new();
         let mut publish: Vec<oneshot::Sender<Result<(), Error>>> = Vec::new();
         loop {
-            let first = match self.dirty_since {
+            self.heal();
+            // Broken: wake up to try reopening; else when the next checkpoint is due.
+            let wait = if self.broken.is_some() {
+                Some(HEAL_EVERY)
+            } else {
+                self.dirty_since.map(|since| {
+                    (since + self.options.checkpoint_interval)
+                        .saturating_duration_since(Instant::now())
+                })
+            };
+            let first = match wait {
                 None => match self.rx.recv() {
                     Ok(msg) => msg,
                     Err(std_mpsc::RecvError) => break,
                 },
-                Some(since) => {
-                    let wait = (since + self.options.checkpoint_interval)
-                        .saturating_duration_since(Instant::now());
-                    match self.rx.recv_timeout(wait) {
-                        Ok(msg) => msg,
-                        Err(std_mpsc::RecvTimeoutError::Timeout) => {
-                            self.checkpoint();
-                            continue;
-                        }
-                        Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+                Some(wait) => match self.rx.recv_timeout(wait) {
+                    Ok(msg) => msg,
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                        self.checkpoint();
+                        continue;
                     }
-                }
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+                },
             };
             let mut bytes = 0;
             let mut close = None;
@@ -696,6 +805,8 @@ impl Writer {
                         close = Some(done);
                         break;
                     }
+                    // Tried at the top of the loop.
+                    Msg::Heal => {}
                 }
                 if batch.len() >= self.options.max_batch_requests
                     || bytes >= self.options.max_batch_bytes
@@ -748,7 +859,7 @@ impl Writer {
             return Ok(());
         };
         if let Err(err) = txn.commit() {
-            let err = Error::io(err);
+            let err = disk::at(&self.db_path(), "cannot write to", err);
             self.broken = Some(err.clone());
             return Err(err);
         }
@@ -757,14 +868,15 @@ impl Writer {
     }
 
     /// Commits redb durably with the number of the last logged batch, then lets the log start
-    /// over. On failure the log keeps everything and the next checkpoint tries again. A broken
-    /// writer never checkpoints: redb may lack logged batches, which only a replay restores.
+    /// over. On failure the log keeps everything and the writer is broken until
+    /// [`Writer::heal`] reopens redb. A broken writer never checkpoints: redb may lack logged
+    /// batches, which only a replay restores.
     fn checkpoint(&mut self) {
         if self.dirty_since.is_none() || self.publish().is_err() {
             return;
         }
         let outcome = (|| {
-            let txn = begin_write(&self.db, &self.options)?;
+            let txn = begin_write(self.db()?, &self.options)?;
             txn.open_table(META)
                 .map_err(Error::io)?
                 .insert(APPLIED_SEQ, self.seq)
@@ -780,9 +892,12 @@ impl Writer {
                 self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
             }
             Err(err) => {
-                // Retried after the next batch or interval; meanwhile the log keeps growing
-                // and stays the durable copy.
+                // redb refuses everything after a failed write of its file until reopened:
+                // the writer is broken, and heals by reopening and replaying the log, which
+                // stays the durable copy of everything answered.
+                let err = disk::at(&self.db_path(), "cannot checkpoint", err);
                 tracing::warn!(error = %err, "store checkpoint failed");
+                self.broken = Some(err);
                 self.dirty_since = Some(Instant::now());
             }
         }
@@ -800,8 +915,8 @@ impl Writer {
         }
         let metrics = self.stats.metrics.get().filter(|m| m.is_enabled()).cloned();
         let started = metrics.as_ref().map(|_| Instant::now());
-        let outcome = match &self.broken {
-            Some(err) => Err(err.clone()),
+        let outcome = match self.broken.clone().or_else(|| self.no_room(batch)) {
+            Some(err) => Err(err),
             None if self.wal.is_some() => self.apply_logged(batch),
             None => self.apply(batch),
         };
@@ -831,9 +946,10 @@ impl Writer {
 
     /// The per-request results of `batch`, once committed. Takes the requests' ops.
     fn apply(&self, batch: &mut [WriteReq]) -> Result<Vec<Result<Vec<OpResult>, Error>>, Error> {
-        let txn = begin_write(&self.db, &self.options)?;
+        let txn = begin_write(self.db()?, &self.options)?;
         let results = apply_batch(&txn, batch)?;
-        txn.commit().map_err(Error::io)?;
+        txn.commit()
+            .map_err(|e| disk::at(&self.db_path(), "cannot write to", e))?;
         Ok(results)
     }
 
@@ -855,7 +971,17 @@ impl Writer {
         let txn = match &mut self.open {
             Some(txn) => txn,
             None => {
-                let mut txn = self.db.begin_write().map_err(Error::io)?;
+                let db_path = self.dir.join(FILE_NAME);
+                let db = self.db.as_ref().ok_or_else(|| reopening(&db_path))?;
+                let mut txn = match db.begin_write() {
+                    Ok(txn) => txn,
+                    // Only after a failed write of the file (redb wants a reopen).
+                    Err(err) => {
+                        let err = disk::at(&db_path, "cannot write to", err);
+                        self.broken = Some(err.clone());
+                        return Err(err);
+                    }
+                };
                 txn.set_durability(Durability::None).map_err(Error::io)?;
                 self.open.insert(txn)
             }
@@ -867,13 +993,94 @@ impl Writer {
         };
         if let Err(err) = wal.write() {
             // The batch is in the transaction, but maybe only partly in the log.
-            return Err(self.abandon(Error::io(err), true));
+            let err = disk::at(
+                &self.dir.join(wal::FILE_NAME),
+                "cannot append to the write-ahead log",
+                err,
+            );
+            return Err(self.abandon(err, true));
         }
         self.seq = seq;
         self.dirty_since.get_or_insert_with(Instant::now);
         // Before anyone is answered: see `Redb::begin_read`.
         self.unpublished.store(true, Ordering::Release);
         Ok(results)
+    }
+
+    /// The open database, or why there is none (it is being reopened).
+    fn db(&self) -> Result<&Database, Error> {
+        self.db.as_deref().ok_or_else(|| reopening(&self.db_path()))
+    }
+
+    /// The database file.
+    fn db_path(&self) -> PathBuf {
+        self.dir.join(FILE_NAME)
+    }
+
+    /// The refusal of `batch` when it would add data while the data dir's filesystem is down
+    /// to its floor ([`disk::floor`]). Deletes still go through: they make room.
+    fn no_room(&self, batch: &[WriteReq]) -> Option<Error> {
+        let adds = batch.iter().flat_map(|req| &req.ops).any(|op| {
+            !matches!(
+                op,
+                Prepared::DeleteJob { .. }
+                    | Prepared::DeletePrefix { .. }
+                    | Prepared::DeleteFinished { .. }
+                    | Prepared::FinishJob { .. }
+                    | Prepared::ForgetIdempotency { .. }
+            )
+        });
+        // A filesystem that cannot say is not refused on a guess.
+        let (free, total) = disk::space(&self.dir).ok()?;
+        (adds && free < disk::floor(total)).then(|| disk::full(&self.dir, free, total))
+    }
+
+    /// After an I/O error broke the writer (redb refuses everything once a write of its file
+    /// failed, until reopened): once the disk has room, reopens the database and replays the
+    /// log, which holds every acknowledged batch, so writes resume with nothing lost and no
+    /// restart. Tried at most every [`HEAL_EVERY`]; until it works, writes keep getting the
+    /// error that broke the writer and reads that need the lost batches fail.
+    fn heal(&mut self) {
+        if self.broken.is_none() || self.last_heal.is_some_and(|t| t.elapsed() < HEAL_EVERY) {
+            return;
+        }
+        self.last_heal = Some(Instant::now());
+        // A replay into a still full disk would only fail again; meanwhile the old handle
+        // keeps serving what readers can still get from it.
+        if let Ok((free, total)) = disk::space(&self.dir)
+            && free < disk::floor(total)
+        {
+            return;
+        }
+        let path = self.db_path();
+        self.open = None;
+        *self.slot.write().unwrap_or_else(PoisonError::into_inner) = None;
+        self.db = None;
+        let reopened = open_db(&path, &self.options).and_then(|db| {
+            let (seq, replayed) = recover(&db, &self.options, &self.dir.join(wal::FILE_NAME))?;
+            Ok((db, seq, replayed))
+        });
+        match reopened {
+            Ok((db, seq, replayed)) => {
+                let db = Arc::new(db);
+                *self.slot.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&db));
+                self.db = Some(db);
+                self.seq = seq;
+                if let Some(wal) = &mut self.wal {
+                    wal.reset();
+                }
+                self.dirty_since = None;
+                self.broken = None;
+                self.unpublished.store(false, Ordering::Release);
+                tracing::warn!(
+                    db = %path.display(),
+                    replayed,
+                    "store reopened after an I/O error; writes resume"
+                );
+            }
+            // Readers hold the old file open for a moment, or the disk filled again.
+            Err(err) => tracing::warn!(error = %err, "store not reopened yet; retrying"),
+        }
     }
 
     /// Drops (aborts) the open transaction after `err`, and breaks the writer when the
@@ -899,6 +1106,7 @@ impl Writer {
                     let _ = reply.send(Err(Error::Closed));
                 }
                 Msg::Close(done) => waiters.extend(done),
+                Msg::Heal => {}
             }
         }
         // A clean stop leaves nothing to replay (and a short next open).

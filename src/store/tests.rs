@@ -873,6 +873,8 @@ mod model {
 
 mod wal {
     use std::path::Path;
+
+    mod damage;
     use std::time::Duration;
 
     use super::*;
@@ -1010,22 +1012,41 @@ mod wal {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_corrupt_last_record_is_ignored_and_everything_before_it_kept() {
-        let (crashed, live) = twenty_logged_batches().await;
+    async fn a_changed_byte_in_the_last_acknowledged_record_refuses_naming_the_log() {
+        let (crashed, _) = twenty_logged_batches().await;
         let wal = crashed.path().join(WAL_FILE);
-        let (records, stop) = read_records(&wal).unwrap();
-        assert!(stop.is_none());
+        let (records, end) = read_records(&wal, 0).unwrap();
+        assert_eq!(end, crate::store::wal::End::Clean);
         assert_eq!(records.len(), 20);
         let last = records.last().unwrap();
-        // Flip one payload byte of the last record, as a torn sector would.
+        // One payload byte of the last record changes on disk after it was acknowledged.
         let mut bytes = std::fs::read(&wal).unwrap();
-        bytes[(last.offset + last.size - 3) as usize] ^= 0x40;
+        bytes[(last.offset + last.size) as usize - 16 - 3] ^= 0x40;
+        std::fs::write(&wal, bytes).unwrap();
+
+        let err = Redb::open(crashed.path())
+            .err()
+            .expect("a damaged log is refused");
+        let text = err.to_string();
+        assert!(text.contains(&wal.display().to_string()), "{text}");
+        assert!(text.contains("batch 20"), "{text}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_go_on_after_a_torn_last_record_and_survive_another_crash() {
+        let (crashed, live) = twenty_logged_batches().await;
+        let wal = crashed.path().join(WAL_FILE);
+        let (records, _) = read_records(&wal, 0).unwrap();
+        let last = records.last().unwrap();
+        // A crash in the middle of the last append: its end (footer included) never landed.
+        let mut bytes = std::fs::read(&wal).unwrap();
+        let torn = (last.offset + last.size / 2) as usize;
+        bytes[torn..(last.offset + last.size) as usize].fill(0);
         std::fs::write(&wal, bytes).unwrap();
 
         let r = Redb::open(crashed.path()).unwrap();
         assert_eq!(r.stats().replayed, 19);
         assert_eq!(state(&r).await, live[..19]);
-        // Writes go on after the damaged record, and survive another crash.
         write1(&r, put(&key(500), job(1, "y"), true)).await;
         let again = crash_copy(crashed.path());
         drop(r);
@@ -1039,7 +1060,7 @@ mod wal {
     async fn a_log_cut_inside_its_last_record_keeps_everything_before_it() {
         let (crashed, live) = twenty_logged_batches().await;
         let wal = crashed.path().join(WAL_FILE);
-        let (records, _) = read_records(&wal).unwrap();
+        let (records, _) = read_records(&wal, 0).unwrap();
         let last = records.last().unwrap();
         let file = std::fs::OpenOptions::new().write(true).open(&wal).unwrap();
         file.set_len(last.offset + last.size - 5).unwrap();

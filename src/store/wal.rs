@@ -8,13 +8,21 @@
 //! that number are applied again from the log.
 //!
 //! Layout: records one after another from offset 0, each
-//! `[payload length u32][crc32 u32][seq u64][payload]` (little endian), the CRC covering the
-//! seq and the payload. Batch numbers (`seq`) never repeat and grow by one per record. After a
+//! `[payload length u32][crc32 u32][seq u64][payload][footer]` (little endian), the CRC
+//! covering the seq and the payload. The footer repeats the header (length without its top
+//! bit, which marks a record that has one; logs written before the footer have records
+//! without it). Batch numbers (`seq`) never repeat and grow by one per record. After a
 //! checkpoint the log is written again from offset 0: what is left of older records past the
 //! new end either fails its CRC (a record cut in the middle) or carries a seq that is not the
 //! next one, so a reader stops there. The file is grown in zero-filled, synced chunks and
 //! never shrinks, so an append overwrites allocated blocks and `fdatasync` has no file size or
 //! extent change to journal.
+//!
+//! Telling a crash from damage: a crash can only cut the last record short, and that record
+//! was never acknowledged (its `fdatasync` had not returned). A record whose footer matches
+//! its header but whose CRC fails, or a valid record with a newer seq further on, means bytes
+//! of acknowledged batches changed on disk: [`read_records`] reports that as [`End::Damaged`]
+//! and the store refuses to open rather than drop them.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -28,6 +36,10 @@ pub(crate) const FILE_NAME: &str = "jobsd.wal";
 
 /// Bytes before a record's payload: length, CRC, seq.
 const HEADER: usize = 16;
+/// Bytes after a record's payload: the header again.
+const FOOTER: usize = HEADER;
+/// Top bit of the length field: the record has a footer.
+const HAS_FOOTER: u32 = 1 << 31;
 /// Size of a new log file; it grows when a record does not fit.
 const INITIAL_LEN: u64 = 4 << 20;
 /// Largest single growth step, so a big log does not double into gigabytes at once.
@@ -114,8 +126,11 @@ impl Wal {
         let payload_len = (buf.len() - HEADER) as u32;
         buf[16 - 8..HEADER].copy_from_slice(&seq.to_le_bytes());
         let crc = crc32(&buf[8..]);
-        buf[0..4].copy_from_slice(&payload_len.to_le_bytes());
+        buf[0..4].copy_from_slice(&(payload_len | HAS_FOOTER).to_le_bytes());
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        buf.extend_from_slice(&payload_len.to_le_bytes());
+        buf.extend_from_slice(&crc.to_le_bytes());
+        buf.extend_from_slice(&seq.to_le_bytes());
     }
 
     /// Appends the record built by [`Wal::encode`] and waits until it is on disk.
@@ -160,59 +175,161 @@ impl Wal {
     }
 }
 
+/// How the valid records of a log end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum End {
+    /// Zeros, the end of the file, or what is left of an older log (records with older seqs).
+    Clean,
+    /// The next record was cut short by a crash while it was written: it was never
+    /// acknowledged. Says where.
+    Torn(String),
+    /// Bytes of a batch newer than `applied` changed after it was written (or later batches
+    /// follow a bad one): acknowledged writes would be lost. Says where and why.
+    Damaged(String),
+}
+
+/// A record header (or footer) as read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Header {
+    /// Payload length, footer flag included.
+    len: u32,
+    /// CRC of seq and payload.
+    crc: u32,
+    /// Batch number.
+    seq: u64,
+}
+
+impl Header {
+    /// The 16 bytes at `at`, if the file holds them.
+    fn at(bytes: &[u8], at: usize) -> Option<Header> {
+        let h = bytes.get(at..at.checked_add(HEADER)?)?;
+        Some(Header {
+            len: u32::from_le_bytes(h[0..4].try_into().ok()?),
+            crc: u32::from_le_bytes(h[4..8].try_into().ok()?),
+            seq: u64::from_le_bytes(h[8..16].try_into().ok()?),
+        })
+    }
+
+    /// Payload length without the flag.
+    fn payload_len(self) -> usize {
+        (self.len & !HAS_FOOTER) as usize
+    }
+
+    /// Whether a footer follows the payload.
+    fn has_footer(self) -> bool {
+        self.len & HAS_FOOTER != 0
+    }
+}
+
 /// Reads the valid records of the log at `path` from the start, in order, stopping at the
 /// first one that is cut short, fails its CRC or does not carry the seq after its
-/// predecessor's. Also gives why it stopped early, if it did not stop at a clean end (zeros).
-pub(crate) fn read_records(path: &Path) -> io::Result<(Vec<Record>, Option<String>)> {
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), None)),
+/// predecessor's, and says how the log ends there. `applied` is the last batch the database
+/// already holds: damage to batches up to it loses nothing.
+pub(crate) fn read_records(path: &Path, applied: u64) -> io::Result<(Vec<Record>, End)> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), End::Clean)),
         Err(err) => return Err(err),
     };
-    let len = file.metadata()?.len();
     let mut records: Vec<Record> = Vec::new();
-    let mut offset = 0u64;
-    let mut header = [0u8; HEADER];
-    let stop = loop {
-        if offset + HEADER as u64 > len {
+    let mut offset = 0usize;
+    let bad = loop {
+        let Some(h) = Header::at(&bytes, offset) else {
             break None;
-        }
-        file.read_exact_at(&mut header, offset)?;
-        let payload_len = u64::from(u32::from_le_bytes(
-            header[0..4].try_into().unwrap_or_default(),
-        ));
-        let crc = u32::from_le_bytes(header[4..8].try_into().unwrap_or_default());
-        let seq = u64::from_le_bytes(header[8..16].try_into().unwrap_or_default());
-        if payload_len == 0 && crc == 0 && seq == 0 {
+        };
+        if h.len == 0 && h.crc == 0 && h.seq == 0 {
             // Preallocated space: the clean end of the log.
             break None;
         }
-        let end = offset + HEADER as u64 + payload_len;
-        if payload_len > MAX_PAYLOAD || end > len {
-            break Some(format!("record at {offset} runs past the end of the file"));
+        let payload_len = h.payload_len();
+        let footer = if h.has_footer() { FOOTER } else { 0 };
+        let end = offset + HEADER + payload_len + footer;
+        if payload_len as u64 > MAX_PAYLOAD || end > bytes.len() {
+            break Some("runs past the end of the file");
         }
-        let mut body = vec![0u8; 8 + payload_len as usize];
-        file.read_exact_at(&mut body, offset + 8)?;
-        if crc32(&body) != crc {
-            break Some(format!(
-                "record at {offset} fails its CRC (a torn write, or what is left of an older log)"
-            ));
+        let body = &bytes[offset + 8..offset + HEADER + payload_len];
+        if crc32(body) != h.crc {
+            break Some("fails its CRC");
         }
+        // A footer that does not match is no reason to stop: header and CRC say the record
+        // is whole (the footer only serves to prove damage, below).
         if let Some(last) = records.last()
-            && last.seq.checked_add(1) != Some(seq)
+            && last.seq.checked_add(1) != Some(h.seq)
         {
             // Left over from before the last reset: not part of this log.
             break None;
         }
         records.push(Record {
-            offset,
-            size: end - offset,
-            seq,
+            offset: offset as u64,
+            size: (end - offset) as u64,
+            seq: h.seq,
             requests: decode_payload(&body[8..]),
         });
         offset = end;
     };
-    Ok((records, stop))
+    let Some(why) = bad else {
+        return Ok((records, End::Clean));
+    };
+    // The first seq that would be lost if the log ended here and was acknowledged.
+    let next = records.last().map_or(0, |r| r.seq + 1).max(applied + 1);
+    let end = if let Some(proof) = damage(&bytes, offset, next) {
+        End::Damaged(format!("record at offset {offset} {why}: {proof}"))
+    } else if Header::at(&bytes, offset).is_some_and(|h| h.seq == next) {
+        End::Torn(format!(
+            "record at offset {offset} {why} (cut short by a crash before it was acknowledged)"
+        ))
+    } else {
+        // Bytes of an older log: the current one ended before them.
+        End::Clean
+    };
+    Ok((records, end))
+}
+
+/// Evidence that the bad record at `offset` held an acknowledged batch (`next` or newer)
+/// rather than a write cut short by a crash.
+fn damage(bytes: &[u8], offset: usize, next: u64) -> Option<String> {
+    let body_end = |len: usize| offset + HEADER + len;
+    if let Some(h) = Header::at(bytes, offset)
+        && h.has_footer()
+        && h.seq >= next
+        && Header::at(bytes, body_end(h.payload_len()))
+            == Some(Header {
+                len: h.len & !HAS_FOOTER,
+                ..h
+            })
+    {
+        // Written whole (its footer is there), so its append returned: batch acknowledged.
+        return Some(format!("batch {} was written whole, then changed", h.seq));
+    }
+    for at in offset + HEADER..bytes.len().saturating_sub(HEADER - 1) {
+        // A footer whose length says it ends the record at `offset`, whose seq is a lost one
+        // and whose CRC matches the bytes in between: the header is what changed.
+        let len = at - offset - HEADER;
+        if let Some(f) = Header::at(bytes, at)
+            && f.len as usize == len
+            && f.seq >= next
+            && f.seq - next < 1 << 32
+        {
+            let crc = crc32_update(!0, &f.seq.to_le_bytes());
+            if !crc32_update(crc, &bytes[offset + HEADER..at]) == f.crc {
+                return Some(format!("the header of batch {} changed", f.seq));
+            }
+        }
+        // Any whole, valid record of a lost batch further on.
+        if let Some(h) = Header::at(bytes, at)
+            && h.seq >= next
+            && h.seq - next < 1 << 32
+            && (h.payload_len() as u64) <= MAX_PAYLOAD
+            && at + HEADER + h.payload_len() <= bytes.len()
+            && crc32(&bytes[at + 8..at + HEADER + h.payload_len()]) == h.crc
+        {
+            return Some(format!(
+                "batch {} follows at offset {at}, so the batches before it were acknowledged",
+                h.seq
+            ));
+        }
+    }
+    None
 }
 
 // ---- payload encoding ----
@@ -532,8 +649,12 @@ const CRC_TABLES: [[u32; 256]; 8] = {
 
 /// CRC-32 of `bytes`.
 fn crc32(bytes: &[u8]) -> u32 {
+    !crc32_update(!0, bytes)
+}
+
+/// The running (inverted) CRC state `c` after `bytes`.
+fn crc32_update(mut c: u32, bytes: &[u8]) -> u32 {
     let t = &CRC_TABLES;
-    let mut c = !0u32;
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
         let lo = c ^ u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
@@ -550,7 +671,7 @@ fn crc32(bytes: &[u8]) -> u32 {
     for &b in chunks.remainder() {
         c = t[0][((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
     }
-    !c
+    c
 }
 
 #[cfg(test)]
@@ -620,8 +741,8 @@ mod tests {
             wal.encode(seq, [a.as_slice(), b.as_slice()].into_iter());
             wal.write().unwrap();
         }
-        let (records, stop) = read_records(&path).unwrap();
-        assert!(stop.is_none());
+        let (records, end) = read_records(&path, 0).unwrap();
+        assert_eq!(end, End::Clean);
         assert_eq!(
             records.iter().map(|r| r.seq).collect::<Vec<_>>(),
             [1, 2, 3, 4, 5]
@@ -647,8 +768,33 @@ mod tests {
         wal.reset();
         wal.encode(6, std::iter::empty());
         wal.write().unwrap();
-        let (records, _) = read_records(&path).unwrap();
+        let (records, end) = read_records(&path, 5).unwrap();
         assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [6]);
+        assert_eq!(end, End::Clean, "the rest of an older log is no damage");
+    }
+
+    /// A clean restart finds the new log's records followed by the middle of an older, longer
+    /// record: that is the end of the log, not damage and not worth a warning.
+    #[test]
+    fn the_rest_of_an_older_longer_record_is_a_clean_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut wal = Wal::open(&path).unwrap();
+        let big = vec![Prepared::PutJob {
+            key: "k".into(),
+            value: vec![7; 5000],
+            create_only: true,
+        }];
+        for seq in 1..=3u64 {
+            wal.encode(seq, std::iter::once(big.as_slice()));
+            wal.write().unwrap();
+        }
+        wal.reset();
+        wal.encode(4, std::iter::once(&[][..]));
+        wal.write().unwrap();
+        let (records, end) = read_records(&path, 4).unwrap();
+        assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [4]);
+        assert_eq!(end, End::Clean);
     }
 
     #[test]

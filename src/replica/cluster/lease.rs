@@ -32,11 +32,44 @@ pub struct Lease {
     task: JoinHandle<()>,
 }
 
+/// Whether this replica holds a lease etcd cannot have expired yet, for whoever must not act
+/// without one: the trigger sink asks before every delivery, so a replica that was paused past
+/// its lease (SIGSTOP, a VM freeze) fires nothing in the moment between waking up and its
+/// member loop letting go of the partitions other replicas have taken meanwhile.
+#[derive(Clone, Default)]
+pub struct Standing(Arc<std::sync::Mutex<Option<Held>>>);
+
+/// The lease a [`Standing`] follows: the keeper's state and the TTL etcd granted.
+type Held = (Arc<State>, Duration);
+
+impl Standing {
+    /// Whether the current lease (if any) is certainly still alive.
+    pub fn holds(&self) -> bool {
+        match &*self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            Some((state, ttl)) => state.alive(*ttl),
+            None => false,
+        }
+    }
+
+    /// Follows `lease` from now on (`None`: no lease, so nothing may fire).
+    pub fn set(&self, lease: Option<&Lease>) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            lease.map(|l| (l.state.clone(), l.ttl));
+    }
+}
+
 /// The keeper's view of the lease.
 struct State {
     /// When etcd last confirmed the lease (or granted it).
     renewed: std::sync::Mutex<Instant>,
-    /// etcd said the lease is gone.
+    /// etcd said the lease is gone, or it went unrenewed too long: it is not trusted again.
     expired: AtomicBool,
 }
 
@@ -46,10 +79,12 @@ impl Lease {
         let secs = i64::try_from(ttl.as_millis().div_ceil(1000))
             .unwrap_or(i64::MAX)
             .max(1);
+        // etcd's TTL runs from when it got the request, at the latest: count from the asking.
+        let asked = Instant::now();
         let (id, granted_ttl) = client.lease_grant(secs).await?;
         let ttl = Duration::from_secs(u64::try_from(granted_ttl.max(1)).unwrap_or(1));
         let state = Arc::new(State {
-            renewed: std::sync::Mutex::new(Instant::now()),
+            renewed: std::sync::Mutex::new(asked),
             expired: AtomicBool::new(false),
         });
         let stop = CancellationToken::new();
@@ -77,15 +112,7 @@ impl Lease {
     /// Whether the lease certainly still exists: etcd has not said it expired, and it renewed
     /// it less than two thirds of the TTL ago (a renewal is due every third).
     pub fn alive(&self) -> bool {
-        if self.state.expired.load(Ordering::Acquire) {
-            return false;
-        }
-        let renewed = *self
-            .state
-            .renewed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        renewed.elapsed() < self.ttl * 2 / 3
+        self.state.alive(self.ttl)
     }
 
     /// Stops renewing and revokes the lease, which deletes every key attached to it at once.
@@ -119,6 +146,25 @@ impl Drop for Lease {
     }
 }
 
+impl State {
+    /// See [`Lease::alive`]. Once false, false for good: a late renewal must not reopen the
+    /// gate on triggers staged meanwhile, which only letting go of the partitions drops.
+    fn alive(&self, ttl: Duration) -> bool {
+        if self.expired.load(Ordering::Acquire) {
+            return false;
+        }
+        let renewed = *self
+            .renewed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if renewed.elapsed() < ttl * 2 / 3 {
+            return true;
+        }
+        self.expired.store(true, Ordering::Release);
+        false
+    }
+}
+
 /// Renews the lease every third of its TTL, over a new stream after any error, until told to
 /// stop or etcd says the lease is gone.
 async fn keep_alive(
@@ -136,6 +182,9 @@ async fn keep_alive(
         };
         if let Ok(Ok(mut stream)) = opened {
             loop {
+                // The renewal counts from when it was asked for: a slow answer (a slow network
+                // to etcd) must not stretch the lease past what etcd granted.
+                let asked = Instant::now();
                 if stream.keep_alive().await.is_err() {
                     break;
                 }
@@ -148,7 +197,7 @@ async fn keep_alive(
                         *state
                             .renewed
                             .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = asked;
                     }
                     Ok(Ok(Some(_))) => {
                         tracing::warn!(lease = id, "cluster lease expired");
@@ -168,5 +217,34 @@ async fn keep_alive(
             () = stop.cancelled() => return,
             () = tokio::time::sleep(RECONNECT) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn standing_at(renewed: Instant, ttl: Duration) -> (Standing, Arc<State>) {
+        let state = Arc::new(State {
+            renewed: std::sync::Mutex::new(renewed),
+            expired: AtomicBool::new(false),
+        });
+        let standing = Standing::default();
+        *standing.0.lock().unwrap() = Some((state.clone(), ttl));
+        (standing, state)
+    }
+
+    /// A replica that wakes up past two thirds of its TTL (SIGSTOP, a frozen VM) must not fire,
+    /// even if a late renewal answer arrives before its member loop lets go of the partitions.
+    #[test]
+    fn a_lease_unrenewed_too_long_stays_untrusted_after_a_late_renewal() {
+        let ttl = Duration::from_secs(3);
+        let (fresh, _) = standing_at(Instant::now(), ttl);
+        assert!(fresh.holds());
+        let (woken, state) = standing_at(Instant::now() - Duration::from_secs(7), ttl);
+        assert!(!woken.holds());
+        *state.renewed.lock().unwrap() = Instant::now();
+        assert!(!woken.holds(), "a late renewal reopened the gate");
+        assert!(!Standing::default().holds(), "no lease: nothing may fire");
     }
 }

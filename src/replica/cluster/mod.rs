@@ -29,6 +29,8 @@
 //! owned partition newer than the revision the partition was read at.
 
 mod lease;
+
+pub use self::lease::Standing;
 mod partition;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -72,6 +74,8 @@ pub struct ClusterConfig {
 
 /// A running member: stop it to leave the cluster cleanly.
 pub struct Cluster {
+    /// Whether the member holds a live lease (see [`Standing`]).
+    standing: Standing,
     /// Stops the member loop.
     stop: CancellationToken,
     /// The member loop; it leaves the cluster before it ends.
@@ -88,8 +92,10 @@ impl Cluster {
         hosts: watch::Sender<Vec<String>>,
     ) -> Cluster {
         let stop = CancellationToken::new();
+        let standing = Standing::default();
         let ns = cfg.namespace.trim_end_matches('/');
         let member = Member {
+            standing: standing.clone(),
             client: store.client(),
             members_prefix: format!("{ns}/members/"),
             partitions_prefix: format!("{ns}/partitions/"),
@@ -105,7 +111,17 @@ impl Cluster {
             loaded_at: HashMap::new(),
         };
         let task = tokio::spawn(member.run(stop.clone()));
-        Cluster { stop, task }
+        Cluster {
+            standing,
+            stop,
+            task,
+        }
+    }
+
+    /// Whether this member holds a live lease right now: a trigger sink checks it before
+    /// every delivery.
+    pub fn standing(&self) -> Standing {
+        self.standing.clone()
     }
 
     /// Leaves the cluster: stops firing, waits (bounded) for triggers in flight, and revokes
@@ -123,6 +139,8 @@ type Changes = Pin<Box<dyn Stream<Item = Change> + Send>>;
 
 /// One member's state; owned by its loop.
 struct Member {
+    /// Follows `lease` for the trigger sink.
+    standing: Standing,
     cfg: ClusterConfig,
     client: Client,
     store: Arc<Etcd>,
@@ -247,6 +265,7 @@ impl Member {
                 "cluster lease not renewed in time; letting go of every partition"
             );
             let owned = std::mem::take(&mut self.owned);
+            self.standing.set(None);
             // No waiting: etcd may hand them to another member any moment now.
             drop(self.disown(&owned, false));
             self.registered = false;
@@ -270,6 +289,7 @@ impl Member {
             None => match Lease::grant(&self.client, self.cfg.lease_ttl).await {
                 Ok(lease) => {
                     let id = lease.id();
+                    self.standing.set(Some(&lease));
                     self.lease = Some(lease);
                     id
                 }

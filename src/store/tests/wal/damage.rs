@@ -1,0 +1,138 @@
+//! Damaged files: a log cut at random offsets and single flipped bytes in the log and in the
+//! database file. Each case either recovers every acknowledged write or refuses to open with
+//! an error that names the file; none silently loses one. Seeds are printed (set
+//! `JOBSD_TEST_SEED` to replay one).
+
+use super::*;
+
+/// Cases per test.
+const CASES: usize = 100;
+
+/// A seeded generator; the seed is printed so that a failure can be replayed.
+fn rng(test: &str) -> fastrand::Rng {
+    let seed = std::env::var("JOBSD_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    println!("{test}: JOBSD_TEST_SEED={seed}");
+    fastrand::Rng::with_seed(seed)
+}
+
+/// 20 acknowledged batches of different sizes, only in the log; the crashed copy, the jobs
+/// they made (in key order, which is batch order) and the end of the last record.
+async fn logged() -> (TempDir, Vec<LoadedJob>, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Redb::open_with(dir.path(), no_checkpoints()).unwrap();
+    for i in 0..20 {
+        write1(&s, put(&key(i), job(1, &"x".repeat(1 + i * 37)), true)).await;
+    }
+    let live = state(&s).await;
+    let crashed = crash_copy(dir.path());
+    drop(s);
+    let (records, _) = read_records(&crashed.path().join(WAL_FILE), 0).unwrap();
+    assert_eq!(records.len(), 20);
+    let end = records.last().map(|r| r.offset + r.size).unwrap();
+    (crashed, live, end)
+}
+
+/// A fresh copy of `dir` with `damage` done to its file `name`.
+fn damaged(dir: &Path, name: &str, damage: impl FnOnce(&mut Vec<u8>)) -> TempDir {
+    let copy = crash_copy(dir);
+    let path = copy.path().join(name);
+    let mut bytes = std::fs::read(&path).unwrap();
+    damage(&mut bytes);
+    std::fs::write(&path, bytes).unwrap();
+    copy
+}
+
+/// Opens `dir`: the jobs it holds, or the error's text (which must name `file`).
+async fn open_or_refusal(dir: &Path, file: &str, what: &str) -> Result<Vec<LoadedJob>, String> {
+    match Redb::open(dir) {
+        Ok(s) => {
+            // Every job must read back whole, or the read names what is corrupt.
+            let mut scan = s.scan("", 64).await.map_err(|e| e.to_string())?;
+            let mut jobs = Vec::new();
+            while let Some(page) = scan.next_page().await.map_err(|e| e.to_string())? {
+                jobs.extend(page);
+            }
+            Ok(jobs)
+        }
+        Err(err) => {
+            let text = err.to_string();
+            assert!(
+                text.contains(&dir.join(file).display().to_string()),
+                "{what}: the refusal does not name {file}: {text}"
+            );
+            Err(text)
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_cut_anywhere_keeps_every_record_wholly_before_the_cut() {
+    let (crashed, live, end) = logged().await;
+    let (records, _) = read_records(&crashed.path().join(WAL_FILE), 0).unwrap();
+    let mut rng = rng("a_log_cut_anywhere_keeps_every_record_wholly_before_the_cut");
+    for _ in 0..CASES {
+        let cut = rng.u64(0..=end + 64);
+        let copy = damaged(crashed.path(), WAL_FILE, |b| b.truncate(cut as usize));
+        let whole = records.iter().filter(|r| r.offset + r.size <= cut).count();
+        let what = format!("cut at {cut} of {end}");
+        // A cut is what a crash leaves: never a refusal.
+        let got = open_or_refusal(copy.path(), WAL_FILE, &what)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: refused: {e}"));
+        assert!(got.len() >= whole, "{what}: {} of {whole} kept", got.len());
+        assert!(
+            got == live[..got.len()],
+            "{what}: not the writes before the cut"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_byte_in_the_log_recovers_everything_or_refuses_naming_it() {
+    let (crashed, live, end) = logged().await;
+    let mut rng = rng("a_flipped_byte_in_the_log_recovers_everything_or_refuses_naming_it");
+    let mut refused = 0;
+    for _ in 0..CASES {
+        // Mostly inside the records, sometimes in the zeros after them.
+        let at = rng.usize(0..end as usize + 32);
+        let bit = 1u8 << rng.u8(0..8);
+        let copy = damaged(crashed.path(), WAL_FILE, |b| b[at] ^= bit);
+        let what = format!("bit {bit:#04x} of byte {at} flipped (records end at {end})");
+        match open_or_refusal(copy.path(), WAL_FILE, &what).await {
+            Ok(got) => assert!(got == live, "{what}: opened, but not with every write"),
+            Err(_) => refused += 1,
+        }
+    }
+    println!("{refused} of {CASES} flips refused");
+    assert!(refused > 0, "no flip inside a record was noticed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_byte_in_the_database_recovers_everything_or_refuses_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Redb::open(dir.path()).unwrap();
+    for i in 0..50 {
+        write1(&s, put(&key(i), job(1, &"y".repeat(1 + i * 11)), true)).await;
+    }
+    let live = state(&s).await;
+    s.close().await.unwrap();
+    drop(s);
+    let len = std::fs::metadata(dir.path().join(DB_FILE)).unwrap().len() as usize;
+    let mut rng = rng("a_flipped_byte_in_the_database_recovers_everything_or_refuses_naming_it");
+    let mut refused = 0;
+    for _ in 0..CASES {
+        let at = rng.usize(0..len);
+        let bit = 1u8 << rng.u8(0..8);
+        let copy = damaged(dir.path(), DB_FILE, |b| b[at] ^= bit);
+        let what = format!("bit {bit:#04x} of byte {at} of {len} flipped");
+        match open_or_refusal(copy.path(), DB_FILE, &what).await {
+            Ok(got) => assert!(got == live, "{what}: opened, but not with every job"),
+            Err(e) if e.contains(DB_FILE) => refused += 1,
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+    println!("{refused} of {CASES} flips refused");
+}

@@ -118,6 +118,7 @@ pub fn sidecar_config(
         metrics: None,
         test_clock: false,
         console: true,
+        metrics_require_token: true,
     }
 }
 
@@ -169,7 +170,7 @@ pub async fn serve_http(state: ApiState) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     let router = api::http::router(state);
     tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
+        let _ = jobsd::serve::http(listener, router, Default::default()).await;
     });
     addr
 }
@@ -182,11 +183,11 @@ pub async fn serve_grpc(state: ApiState) -> SocketAddr {
     let dapr = api::grpc::service(state.clone());
     let jobsd = api::jobsd::grpc::service(state);
     tokio::spawn(async move {
-        let _ = tonic::transport::Server::builder()
+        let _ = jobsd::serve::grpc_limits(tonic::transport::Server::builder())
             .add_routes(extras.routes)
             .add_service(dapr)
             .add_service(jobsd)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .serve_with_incoming(jobsd::serve::capped_incoming(listener))
             .await;
     });
     addr

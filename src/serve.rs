@@ -1,6 +1,7 @@
 //! Serving connections with limits that hold against hostile or broken clients, for the API's
 //! HTTP and gRPC servers and the metrics server: a cap on open connections per listener, a
-//! deadline for a request's headers (which also closes idle keep-alive connections), and
+//! deadline for a connection's first byte and for a request's headers (which also closes idle
+//! keep-alive connections), and
 //! HTTP/2 stream limits (concurrent streams, and the streams a client may reset before they
 //! are accepted: the "rapid reset" flood, CVE-2023-44487).
 //!
@@ -24,10 +25,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-/// How long a client may take to send a request's headers, and how long a keep-alive
-/// connection may sit idle before the next request's first byte (daprd's HTTP server has
-/// `ReadHeaderTimeout` 10 s).
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request's headers, how long a keep-alive connection
+/// may sit idle before the next request's first byte (hyper counts both on one deadline), and
+/// how long a new connection (HTTP or gRPC) may wait before its first byte. Longer than the
+/// idle time of common client pools (aiohttp's 15 s, used by the Dapr Python SDK), so that a
+/// client seldom reuses a connection at the moment jobsd closes it; short enough that a
+/// slowloris client holds its slot for half a minute, not for ever.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Most connections one listener keeps open; at the cap the next connection waits in the
 /// kernel's backlog until one closes.
@@ -67,16 +71,14 @@ pub async fn http(
             () = stop.cancelled() => break,
             accepted = accept(&listener, &permits) => accepted,
         };
-        let (stream, permit) = accepted;
         let service = TowerToHyperService::new(router.clone());
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(accepted), service);
         let conn = graceful.watch(conn.into_owned());
         tokio::spawn(async move {
             // A client that breaks off, or is cut off by a limit, ends only its connection.
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "http connection ended with an error");
             }
-            drop(permit);
         });
     }
     drop(listener);
@@ -105,10 +107,7 @@ fn http_builder() -> auto::Builder<TokioExecutor> {
 /// The next connection once a slot is free. Accept errors (out of file descriptors, a
 /// connection reset before it was accepted) are logged and retried after a pause, as hyper's
 /// and axum's own loops do, rather than ending the server.
-async fn accept(
-    listener: &TcpListener,
-    permits: &Arc<Semaphore>,
-) -> (TcpStream, OwnedSemaphorePermit) {
+async fn accept(listener: &TcpListener, permits: &Arc<Semaphore>) -> Capped {
     let permit = Arc::clone(permits)
         .acquire_owned()
         .await
@@ -119,7 +118,11 @@ async fn accept(
                 // Small h2 frames and HTTP responses go out at once rather than waiting for
                 // the peer's delayed ACK.
                 let _ = stream.set_nodelay(true);
-                return (stream, permit);
+                return Capped {
+                    stream,
+                    _permit: permit,
+                    first_byte: Some(Box::pin(tokio::time::sleep(HEADER_READ_TIMEOUT))),
+                };
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accepting a connection failed");
@@ -134,20 +137,21 @@ async fn accept(
 pub fn capped_incoming(listener: TcpListener) -> impl Stream<Item = io::Result<Capped>> {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     futures_util::stream::unfold((listener, permits), |(listener, permits)| async move {
-        let (stream, permit) = accept(&listener, &permits).await;
-        let capped = Capped {
-            stream,
-            _permit: permit,
-        };
+        let capped = accept(&listener, &permits).await;
         Some((Ok(capped), (listener, permits)))
     })
 }
 
-/// A connection holding one of its listener's slots until it is dropped.
+/// A connection holding one of its listener's slots until it is dropped, and closed if its
+/// first byte does not come within [`HEADER_READ_TIMEOUT`]: hyper's own header deadline starts
+/// only once it knows the protocol (HTTP/1.1 or h2, from the first bytes), and tonic has none,
+/// so without this a connection that never sends anything would keep its slot for ever.
 #[derive(Debug)]
 pub struct Capped {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    /// The deadline for the first byte; `None` once it came.
+    first_byte: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl tonic::transport::server::Connected for Capped {
@@ -164,7 +168,20 @@ impl AsyncRead for Capped {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        if let Some(deadline) = self.first_byte.as_mut()
+            && deadline.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no request within the header deadline",
+            )));
+        }
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.first_byte = None;
+        }
+        read
     }
 }
 

@@ -688,3 +688,94 @@ fn grpc_messages_end_in_answers_without_panics_or_changes_when_refused() {
         panic!("{e}");
     }
 }
+
+// ---- deadlines (on tokio's paused clock: the wait is skipped, the order of events kept) ----
+
+/// Reads until the server closes or answers; what came back.
+async fn read_answer(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    answer
+}
+
+#[tokio::test(start_paused = true)]
+async fn headers_trickled_or_never_sent_past_the_deadline_lose_the_connection() {
+    use tokio::io::AsyncWriteExt;
+    let addr = common::serve_http(common::state(common::engine(), "myapp", "default")).await;
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let started = tokio::time::Instant::now();
+    slow.write_all(b"GET /v1.0/jobs HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // One header byte a second: never done within the deadline.
+    let trickle = async {
+        for _ in 0..60 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if slow.write_all(b"a").await.is_err() {
+                break;
+            }
+        }
+    };
+    trickle.await;
+    let answer = read_answer(&mut slow).await;
+    let waited = started.elapsed();
+    assert!(
+        answer.is_empty() || answer.starts_with(b"HTTP/1.1 408"),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    assert!(
+        waited < jobsd::serve::HEADER_READ_TIMEOUT + Duration::from_secs(2),
+        "cut off after {waited:?}"
+    );
+    // A connection that never sends a byte is closed at the same deadline.
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let opened = tokio::time::Instant::now();
+    assert!(read_answer(&mut idle).await.is_empty());
+    assert!(opened.elapsed() <= jobsd::serve::HEADER_READ_TIMEOUT + Duration::from_secs(1));
+    // And on the gRPC port, where nothing else would ever close it (the server's own HTTP/2
+    // preface may come first).
+    let grpc = common::serve_grpc(common::state(common::engine(), "myapp", "default")).await;
+    let mut idle = tokio::net::TcpStream::connect(grpc).await.unwrap();
+    let opened = tokio::time::Instant::now();
+    read_answer(&mut idle).await;
+    assert!(opened.elapsed() <= jobsd::serve::HEADER_READ_TIMEOUT + Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_trickled_past_the_deadline_is_a_400() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = common::serve_http(common::state(common::engine(), "myapp", "default")).await;
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(
+        b"POST /v1.0-alpha1/jobs/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    let started = tokio::time::Instant::now();
+    let (mut read, mut write) = slow.split();
+    // A byte every 2 s: the connection is never idle, the body never complete.
+    let trickle = async {
+        loop {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            if write.write_all(b" ").await.is_err() {
+                break;
+            }
+        }
+    };
+    let mut buf = vec![0; 4096];
+    let answer = tokio::select! {
+        n = read.read(&mut buf) => buf[..n.unwrap_or(0)].to_vec(),
+        () = trickle => Vec::new(),
+    };
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(text.contains("ERR_BODY_READ"), "{text}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= jobsd::api::http_parts::BODY_READ_TIMEOUT
+            && waited < jobsd::api::http_parts::BODY_READ_TIMEOUT + Duration::from_secs(3),
+        "answered after {waited:?}"
+    );
+}

@@ -266,7 +266,19 @@ impl Sidecar {
     ) -> Result<Sidecar, Error> {
         let shutdown = CancellationToken::new();
         let mut servers = JoinSet::new();
-        let metrics_addr = serve_metrics(metrics_listener, metrics, &shutdown, &mut servers);
+        // With DAPR_API_TOKEN set, scrapes must send it too, unless
+        // `--metrics-require-token=false` leaves them open (daprd's are always open).
+        let metrics_token = cfg
+            .metrics_require_token
+            .then(|| cfg.api_token.clone().filter(|t| !t.is_empty()))
+            .flatten();
+        let metrics_addr = serve_metrics(
+            metrics_listener,
+            metrics,
+            metrics_token,
+            &shutdown,
+            &mut servers,
+        );
         if let Backend::Embedded { engine, .. } = &backend {
             // A trigger loop that dies (a bug) takes the sidecar down with an error, so a
             // supervisor restarts it, rather than leaving it answering creates that never fire.
@@ -292,8 +304,7 @@ impl Sidecar {
             let router = http_router(cfg, state.clone());
             let stop = shutdown.clone();
             servers.spawn(async move {
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(stop.cancelled_owned())
+                crate::serve::http(listener, router, stop)
                     .await
                     .map_err(|e| Error::Serve(format!("http: {e}")))
             });
@@ -311,15 +322,14 @@ impl Sidecar {
             let jobsd = api::jobsd::grpc::service(state.clone());
             let stop = shutdown.clone();
             servers.spawn(async move {
-                tonic::transport::Server::builder()
+                crate::serve::grpc_limits(tonic::transport::Server::builder())
                     .add_routes(extras.routes)
                     .add_service(dapr)
                     .add_service(jobsd)
                     .serve_with_incoming_shutdown(
-                        // Without nodelay, h2's small trailer writes wait for the peer's delayed ACK
-                        // (40 ms stalls); tonic ignores its own setting for custom incoming streams.
-                        tonic::transport::server::TcpIncoming::from(listener)
-                            .with_nodelay(Some(true)),
+                        // Capped at MAX_CONNECTIONS, with nodelay (without it, h2's small
+                        // trailer writes wait for the peer's delayed ACK: 40 ms stalls).
+                        crate::serve::capped_incoming(listener),
                         stop.cancelled_owned(),
                     )
                     .await
@@ -462,6 +472,7 @@ pub(crate) async fn bind_metrics(addr: Option<SocketAddr>) -> Result<Option<TcpL
 pub(crate) fn serve_metrics(
     listener: Option<TcpListener>,
     metrics: Metrics,
+    token: Option<String>,
     shutdown: &CancellationToken,
     servers: &mut JoinSet<Result<(), Error>>,
 ) -> Option<SocketAddr> {
@@ -469,7 +480,7 @@ pub(crate) fn serve_metrics(
     let addr = listener.local_addr().ok();
     let stop = shutdown.clone();
     servers.spawn(async move {
-        observe::metrics::server::serve(listener, metrics, stop)
+        observe::metrics::server::serve(listener, metrics, token, stop)
             .await
             .map_err(|e| Error::Serve(format!("metrics: {e}")))
     });

@@ -24,6 +24,7 @@
 //! | [`go`] | pure: the pieces of Go's standard library Dapr's wire shows (quoting, URL escaping, protojson values) |
 //! | [`proto`] | generated code for Dapr's protos and our stored records (protox, no system `protoc`) |
 //! | [`clock`] | the only place that reads wall time (system or manual) |
+//! | [`serve`] | serving connections within limits against hostile clients (connection cap, header deadline, HTTP/2 stream limits), the constant-time token check |
 //! | [`cli`] | what people operate jobsd with: the web console's files and routes (`/jobsd/ui/`) |
 #![forbid(unsafe_code)]
 
@@ -42,5 +43,6 @@ pub mod replica;
 pub mod resiliency;
 pub mod schedule;
 pub mod scheduler;
+pub mod serve;
 pub mod store;
 pub mod trigger;

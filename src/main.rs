@@ -64,6 +64,7 @@ fn main() -> ExitCode {
     };
     init_tracing(&cli.sidecar.log_level, cli.sidecar.log_as_json);
     warn_ignored(&ignored);
+    jobsd::serve::raise_open_files_limit();
     run(async move {
         let signal = app::shutdown_signal();
         let sidecar = Sidecar::start(cfg).await?;

@@ -424,6 +424,22 @@ fn rooms_import_only_downwards() {
                 &["store", "etcd"],
             ],
         ),
+        // A leaf: how servers accept and bound connections, for whichever room serves.
+        (
+            &["serve"],
+            &[
+                &["engine"],
+                &["store"],
+                &["api"],
+                &["delivery"],
+                &["replica"],
+                &["scheduler"],
+                &["actors"],
+                &["app"],
+                &["config"],
+                &["observe"],
+            ],
+        ),
         // A leaf: the rooms that record hold its handles; it knows only the trigger contract
         // (and the generated messages a trigger carries).
         (

@@ -431,6 +431,35 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Longest gRPC status message sent, in bytes. It travels in the `grpc-message` trailer (and
+/// again in `grpc-status-details-bin`), and grpc-core clients (Python, Node, C#, …) refuse a
+/// response whose metadata passes 16 KiB: a 100,000-character job name echoed whole would turn
+/// a clear refusal into a transport error on the client. HTTP bodies carry the whole text.
+pub const MAX_GRPC_MESSAGE: usize = 2048;
+
+/// `message`, cut in the middle when it is longer than [`MAX_GRPC_MESSAGE`]: the start (what
+/// failed) and the end (why) stay.
+fn grpc_message(message: String) -> String {
+    if message.len() <= MAX_GRPC_MESSAGE {
+        return message;
+    }
+    let half = MAX_GRPC_MESSAGE / 2;
+    let mut head = half;
+    while !message.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = message.len() - half;
+    while !message.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}…({} bytes cut)…{}",
+        &message[..head],
+        tail - head,
+        &message[tail..]
+    )
+}
+
 impl From<ApiError> for tonic::Status {
     fn from(err: ApiError) -> Self {
         match err {
@@ -444,13 +473,15 @@ impl From<ApiError> for tonic::Status {
                 let metadata: HashMap<String, String> = metadata.into_iter().collect();
                 tonic::Status::with_error_details(
                     code,
-                    message,
+                    grpc_message(message),
                     ErrorDetails::with_error_info(reason, DOMAIN, metadata),
                 )
             }
-            ApiError::Legacy { code, message, .. } => tonic::Status::new(code, message),
+            ApiError::Legacy { code, message, .. } => {
+                tonic::Status::new(code, grpc_message(message))
+            }
             ApiError::PlainText { http, message } => {
-                tonic::Status::new(code_from_http_status(http), message)
+                tonic::Status::new(code_from_http_status(http), grpc_message(message))
             }
         }
     }
@@ -477,6 +508,33 @@ fn code_from_http_status(status: StatusCode) -> tonic::Code {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_grpc_messages_keep_their_start_and_end() {
+        let long = format!(
+            "job name is invalid \"{}é\": must be at most 512 characters",
+            "n".repeat(100_000)
+        );
+        let status = tonic::Status::from(ApiError::schedule_job(
+            &scheduler::Error::new(tonic::Code::Unknown, long.clone()),
+            "myapp",
+            "default",
+        ));
+        assert!(
+            status.message().len() < MAX_GRPC_MESSAGE + 40,
+            "{}",
+            status.message().len()
+        );
+        assert!(
+            status
+                .message()
+                .starts_with("failed to schedule job due to")
+        );
+        assert!(status.message().ends_with("must be at most 512 characters"));
+        assert!(status.message().contains("bytes cut"));
+        // Short ones are Dapr's, byte for byte.
+        assert_eq!(grpc_message("x".repeat(10)), "x".repeat(10));
+    }
 
     fn body_json(err: &ApiError) -> serde_json::Value {
         serde_json::from_slice(&err.http_body().1).unwrap_or(serde_json::Value::Null)

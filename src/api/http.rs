@@ -88,10 +88,8 @@ fn exempt_from_token(method: &Method, path: &str) -> bool {
         )
 }
 
-/// Compares without an early exit, so response timing does not reveal the token.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+/// The token comparison of every API route ([`crate::serve::token_matches`]).
+pub(crate) use crate::serve::token_matches as constant_time_eq;
 
 async fn route_cleaned(strict: Router, mut req: Request) -> Response {
     let cleaned = go::path::clean_path(req.uri().path());

@@ -2,6 +2,7 @@
 //! reading a body within the size limit, a JSON answer.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::response::{IntoResponse, Response};
@@ -17,14 +18,26 @@ pub const API_TOKEN_HEADER: &str = "dapr-api-token";
 /// state for every one) copies no strings.
 pub type Shared = Arc<ApiState>;
 
-/// Reads the whole body, up to `limit` bytes.
+/// How long a request's body may take to arrive once its handler reads it: the header
+/// deadline (`crate::serve`) does not cover the body, and a client trickling it a byte a
+/// minute would hold its connection slot for ever. As long as the Scheduler call it leads to
+/// may take (daprd's `rpcTimeout`).
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads the whole body, up to `limit` bytes, within [`BODY_READ_TIMEOUT`]; too slow a body
+/// is a 400 `ERR_BODY_READ`, daprd's answer to a body that cannot be read.
 pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+    let read = tokio::time::timeout(BODY_READ_TIMEOUT, Limited::new(body, limit).collect());
+    match read.await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
             Err(ApiError::body_too_large(limit))
         }
-        Err(e) => Err(ApiError::body_read(e)),
+        Ok(Err(e)) => Err(ApiError::body_read(e)),
+        Err(_) => Err(ApiError::body_read(format_args!(
+            "the body did not arrive within {}s",
+            BODY_READ_TIMEOUT.as_secs()
+        ))),
     }
 }
 

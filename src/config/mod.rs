@@ -157,6 +157,11 @@ pub struct SidecarArgs {
     /// routes with the API token); `--console=false` turns it off.
     #[arg(long, env = "JOBSD_CONSOLE", default_value_t = true, action = ArgAction::Set)]
     pub console: bool,
+    /// With `DAPR_API_TOKEN` set, the metrics server asks scrapes for it too (as
+    /// `dapr-api-token` or `Authorization: Bearer`); `--metrics-require-token=false` leaves
+    /// `/metrics` open, as daprd does, for scrapers that cannot send a header.
+    #[arg(long, env = "JOBSD_METRICS_REQUIRE_TOKEN", default_value_t = true, action = ArgAction::Set)]
+    pub metrics_require_token: bool,
     /// Print the version and exit (daprd's `--build-info`).
     #[arg(long, action = ArgAction::Version)]
     pub build_info: (),
@@ -309,6 +314,8 @@ pub struct Sidecar {
     pub test_clock: bool,
     /// `--console`: serve the web console at `/jobsd/ui/` on the HTTP port.
     pub console: bool,
+    /// `--metrics-require-token`: with an API token set, `/metrics` requires it too.
+    pub metrics_require_token: bool,
 }
 
 /// A flag or variable that cannot be used.
@@ -320,6 +327,10 @@ pub enum Error {
     /// `--app-id` contains a dot.
     #[error("parameter app-id cannot contain dots")]
     DottedAppId,
+    /// `--app-id` or `NAMESPACE` contains `||`, the separator of the keys jobs are stored
+    /// under: its jobs would fall inside another app's key range.
+    #[error("{0} {1:?} must not contain '||' (the separator of job keys)")]
+    SeparatorInOwner(&'static str, String),
     /// A listen address is not an IP address.
     #[error("invalid listen address {0:?}: {1}")]
     ListenAddress(String, std::net::AddrParseError),
@@ -396,6 +407,16 @@ impl SidecarArgs {
             .ok_or(Error::NoAppId)?;
         if app_id.contains('.') {
             return Err(Error::DottedAppId);
+        }
+        if app_id.contains(crate::trigger::keys::SEPARATOR) {
+            return Err(Error::SeparatorInOwner("--app-id", app_id.to_owned()));
+        }
+        if let Some(ns) = env
+            .namespace
+            .as_deref()
+            .filter(|ns| ns.contains(crate::trigger::keys::SEPARATOR))
+        {
+            return Err(Error::SeparatorInOwner("NAMESPACE", ns.to_owned()));
         }
         let ips: Vec<IpAddr> = if self.dapr_listen_addresses.is_empty() {
             vec![IpAddr::from([0, 0, 0, 0])]
@@ -487,6 +508,7 @@ impl SidecarArgs {
             metrics,
             test_clock: self.test_clock,
             console: self.console,
+            metrics_require_token: self.metrics_require_token,
         })
     }
 
@@ -726,6 +748,17 @@ mod tests {
         assert!(matches!(
             parse(&["--app-id", "a.b"]).validate(Env::default()),
             Err(Error::DottedAppId)
+        ));
+        assert!(matches!(
+            parse(&["--app-id", "a||b"]).validate(Env::default()),
+            Err(Error::SeparatorInOwner("--app-id", _))
+        ));
+        assert!(matches!(
+            parse(&["--app-id", "a"]).validate(Env {
+                namespace: Some("prod||a".into()),
+                ..Env::default()
+            }),
+            Err(Error::SeparatorInOwner("NAMESPACE", _))
         ));
         assert!(matches!(
             parse(&["--app-id", "a", "--dapr-listen-addresses", "nope"]).validate(Env::default()),

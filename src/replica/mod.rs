@@ -193,7 +193,13 @@ impl Replica {
             }
         });
         let mut metrics_server = JoinSet::new();
-        let metrics_addr = serve_metrics(metrics_listener, metrics, &shutdown, &mut metrics_server);
+        let metrics_addr = serve_metrics(
+            metrics_listener,
+            metrics,
+            None,
+            &shutdown,
+            &mut metrics_server,
+        );
         let jobsd = jobs::server(engine.clone(), pool.clone());
         let stop = shutdown.clone();
         let server = tokio::spawn(async move {

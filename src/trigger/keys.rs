@@ -16,6 +16,11 @@ pub enum KeyError {
     /// Namespace or app id is empty (the Scheduler's authz check; `InvalidArgument`).
     #[error("missing namespace or appID in request")]
     MissingOwner,
+    /// Namespace, app id or actor type contains the key separator `||`: such an owner's keys
+    /// would fall inside another owner's prefix (app `a||b` inside app `a`), so it is
+    /// refused (`InvalidArgument`) rather than stored.
+    #[error("namespace, appID and actor type must not contain '||': {0:?}")]
+    SeparatorInOwner(String),
     /// The metadata names no target (`InvalidArgument`).
     #[error("unknown job type: {0}")]
     UnknownTarget(String),
@@ -82,11 +87,24 @@ pub fn actor_type_prefix(namespace: &str, actor_type: &str) -> String {
     .concat()
 }
 
-/// Checks what the Scheduler's authz checks first: namespace and app id are required.
+/// Checks what the Scheduler's authz checks first: namespace and app id are required. Then
+/// what keeps owners apart: no part of the owner may contain [`SEPARATOR`] (the job name
+/// may; it comes last in the key).
 pub fn check_metadata(metadata: Option<&sv1::JobMetadata>) -> Result<&sv1::JobMetadata, KeyError> {
-    match metadata {
-        Some(m) if !m.namespace.is_empty() && !m.app_id.is_empty() => Ok(m),
-        _ => Err(KeyError::MissingOwner),
+    let m = match metadata {
+        Some(m) if !m.namespace.is_empty() && !m.app_id.is_empty() => m,
+        _ => return Err(KeyError::MissingOwner),
+    };
+    let actor_type = match m.target.as_ref().and_then(|t| t.r#type.as_ref()) {
+        Some(Target::Actor(actor)) => actor.r#type.as_str(),
+        _ => "",
+    };
+    match [m.namespace.as_str(), m.app_id.as_str(), actor_type]
+        .into_iter()
+        .find(|part| part.contains(SEPARATOR))
+    {
+        Some(part) => Err(KeyError::SeparatorInOwner(part.to_owned())),
+        None => Ok(m),
     }
 }
 
@@ -168,6 +186,42 @@ mod tests {
             actor_reminder_key("ns", "T", "id1", "r"),
             "actorreminder||ns||T||id1||r"
         );
+    }
+
+    #[test]
+    fn owners_holding_the_separator_are_refused() {
+        // App `a||b` in `default` would store under `app||default||a||b||…`, inside app `a`'s
+        // prefix; namespace `default||a` likewise.
+        for (namespace, app_id) in [("default", "a||b"), ("default||a", "x"), ("||", "a")] {
+            let meta = sv1::JobMetadata {
+                app_id: app_id.into(),
+                namespace: namespace.into(),
+                ..app_meta()
+            };
+            assert!(
+                matches!(
+                    check_metadata(Some(&meta)),
+                    Err(KeyError::SeparatorInOwner(_))
+                ),
+                "{namespace}/{app_id}"
+            );
+        }
+        let reminder = sv1::JobMetadata {
+            target: Some(sv1::JobTargetMetadata {
+                r#type: Some(Target::Actor(sv1::TargetActorReminder {
+                    id: "1".into(),
+                    r#type: "Cart||x".into(),
+                })),
+            }),
+            ..app_meta()
+        };
+        assert!(check_metadata(Some(&reminder)).is_err());
+        // One `|` is an ordinary character, and the name may hold the separator.
+        let single = sv1::JobMetadata {
+            app_id: "a|b".into(),
+            ..app_meta()
+        };
+        assert!(check_metadata(Some(&single)).is_ok());
     }
 
     #[test]

@@ -118,6 +118,7 @@ pub fn sidecar_config(
         metrics: None,
         test_clock: false,
         console: true,
+        metrics_require_token: true,
     }
 }
 
@@ -169,7 +170,7 @@ pub async fn serve_http(state: ApiState) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     let router = api::http::router(state);
     tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
+        let _ = jobsd::serve::http(listener, router, Default::default()).await;
     });
     addr
 }
@@ -182,11 +183,11 @@ pub async fn serve_grpc(state: ApiState) -> SocketAddr {
     let dapr = api::grpc::service(state.clone());
     let jobsd = api::jobsd::grpc::service(state);
     tokio::spawn(async move {
-        let _ = tonic::transport::Server::builder()
+        let _ = jobsd::serve::grpc_limits(tonic::transport::Server::builder())
             .add_routes(extras.routes)
             .add_service(dapr)
             .add_service(jobsd)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .serve_with_incoming(jobsd::serve::capped_incoming(listener))
             .await;
     });
     addr
@@ -230,6 +231,33 @@ pub async fn http(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> HttpResponse {
+    let raw = http_raw(addr, method, path, headers, body).await;
+    parse_response(&raw)
+}
+
+/// [`http`], but `None` when no complete response head came back (the server dropped the
+/// connection), instead of a panic.
+pub async fn try_http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Option<HttpResponse> {
+    let raw = http_raw(addr, method, path, headers, body).await;
+    raw.windows(4)
+        .any(|w| w == b"\r\n\r\n")
+        .then(|| parse_response(&raw))
+}
+
+/// The bytes of the response to one request sent as given.
+async fn http_raw(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Vec<u8> {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let mut request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -246,7 +274,7 @@ pub async fn http(
     let _ = stream.write_all(&bytes).await;
     let mut raw = Vec::new();
     let _ = stream.read_to_end(&mut raw).await;
-    parse_response(&raw)
+    raw
 }
 
 fn parse_response(raw: &[u8]) -> HttpResponse {

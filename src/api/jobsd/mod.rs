@@ -82,8 +82,14 @@ fn route_error(err: scheduler::Error, not_found: &'static str, conflict: &'stati
             super::error::reason::INTERNAL,
         ),
     };
+    // The Scheduler reports a name that breaks its rules as a plain error (`Unknown`); on
+    // jobsd's own surface that is a bad request, over gRPC as over HTTP.
+    let code = match err.code {
+        tonic::Code::Unknown => tonic::Code::InvalidArgument,
+        code => code,
+    };
     ApiError::Legacy {
-        code: err.code,
+        code,
         http,
         error_code,
         message: err.message,

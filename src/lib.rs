@@ -24,6 +24,7 @@
 //! | [`go`] | pure: the pieces of Go's standard library Dapr's wire shows (quoting, URL escaping, protojson values) |
 //! | [`proto`] | generated code for Dapr's protos and our stored records (protox, no system `protoc`) |
 //! | [`clock`] | the only place that reads wall time (system or manual) |
+//! | [`tls`] | TLS from certificate files: the sidecar's and the replica's client configs, the replica's TLS listener |
 //! | [`cli`] | what people operate jobsd with: the web console's files and routes (`/jobsd/ui/`) |
 #![forbid(unsafe_code)]
 
@@ -43,4 +44,5 @@ pub mod resiliency;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;
+pub mod tls;
 pub mod trigger;

@@ -14,6 +14,7 @@ use tonic::transport::{Channel, Endpoint};
 use super::{JITTER, client};
 use crate::proto::scheduler as sv1;
 use crate::resiliency::backoff::jittered;
+use crate::tls::ClientTls;
 
 /// Wait after WatchHosts could not be opened (`1s ± 0.5s`, see [`JITTER`]).
 const CONNECT_RETRY: Duration = Duration::from_secs(1);
@@ -89,14 +90,22 @@ pub(super) fn diff<S: AsRef<str>, T: AsRef<str>>(old: &[S], new: &[T]) -> Diff {
 }
 
 /// The gRPC endpoint of a replica, with daprd's dial options (`pkg/scheduler/client`):
-/// keepalive 3 s / 5 s, 5 s connect timeout. Plaintext: jobsd has no Dapr mTLS.
-pub(super) fn endpoint(address: &str) -> Result<Endpoint, tonic::transport::Error> {
-    Endpoint::from_shared(format!("http://{address}")).map(|e| {
-        e.connect_timeout(Duration::from_secs(5))
-            .http2_keep_alive_interval(Duration::from_secs(3))
-            .keep_alive_timeout(Duration::from_secs(5))
-            .tcp_nodelay(true)
-    })
+/// keepalive 3 s / 5 s, 5 s connect timeout. Plaintext unless `tls` is given (daprd without
+/// mTLS; jobsd has no Sentry, its TLS comes from certificate files).
+pub(super) fn endpoint(
+    address: &str,
+    tls: Option<&ClientTls>,
+) -> Result<Endpoint, tonic::transport::Error> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))?
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(3))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true);
+    match tls {
+        Some(tls) => endpoint.tls_config(tls.tonic()),
+        None => Ok(endpoint),
+    }
 }
 
 /// Publishes working sets: keeps the channels of replicas that stay, dials new ones lazily,
@@ -106,6 +115,11 @@ pub(super) struct Publisher {
     pub hosts: watch::Sender<Arc<HostSet>>,
     /// The same set as plain addresses, for readiness and `/v1.0/metadata`.
     pub addresses: watch::Sender<Vec<String>>,
+    /// TLS to every replica (`--scheduler-tls-*`).
+    pub tls: Option<ClientTls>,
+    /// Why WatchHosts could not be opened last time (`address: reason`), until it opens:
+    /// what a call that found no replica tells its caller.
+    pub unreachable: watch::Sender<Option<String>>,
 }
 
 impl Publisher {
@@ -130,7 +144,7 @@ impl Publisher {
                 hosts.push(host.clone());
                 continue;
             }
-            match endpoint(address) {
+            match endpoint(address, self.tls.as_ref()) {
                 Ok(e) => hosts.push(Host {
                     address: Arc::from(address.as_str()),
                     channel: e.connect_lazy(),
@@ -180,7 +194,19 @@ pub(super) async fn discover(
                 stop.cancelled().await;
                 return;
             }
-            Watched::ConnectFailed => jittered(CONNECT_RETRY, JITTER, &mut fastrand::Rng::new()),
+            Watched::ConnectFailed(reason) => {
+                let reason = format!("{address}: {reason}");
+                // Told once per new reason, not every second.
+                let new = publisher.unreachable.send_if_modified(|last| {
+                    let new = last.as_ref() != Some(&reason);
+                    *last = Some(reason.clone());
+                    new
+                });
+                if new {
+                    tracing::warn!(error = %reason, "cannot reach the scheduler; retrying");
+                }
+                jittered(CONNECT_RETRY, JITTER, &mut fastrand::Rng::new())
+            }
             Watched::StreamEnded => STREAM_RETRY,
         };
         tokio::select! {
@@ -196,19 +222,19 @@ enum Watched {
     Stopped,
     /// The Scheduler has no WatchHosts.
     Unimplemented,
-    /// The call could not be made.
-    ConnectFailed,
+    /// The call could not be made, for this reason.
+    ConnectFailed(String),
     /// The stream ended or failed after it was open.
     StreamEnded,
 }
 
 async fn watch_once(address: &str, publisher: &Publisher, stop: &CancellationToken) -> Watched {
-    let channel = match endpoint(address) {
+    let channel = match endpoint(address, publisher.tls.as_ref()) {
         Ok(e) => e.connect_lazy(),
         Err(e) => {
             // Configured addresses are checked up front; this is for the record only.
             tracing::warn!(%address, error = %e, "unusable scheduler address");
-            return Watched::ConnectFailed;
+            return Watched::ConnectFailed(e.to_string());
         }
     };
     let mut client = client(channel);
@@ -217,13 +243,18 @@ async fn watch_once(address: &str, publisher: &Publisher, stop: &CancellationTok
         opened = client.watch_hosts(sv1::WatchHostsRequest {}) => opened,
     };
     let mut stream = match opened {
-        Ok(response) => response.into_inner(),
+        Ok(response) => {
+            publisher.unreachable.send_replace(None);
+            response.into_inner()
+        }
         Err(status) if status.code() == tonic::Code::Unimplemented => {
             return Watched::Unimplemented;
         }
         Err(status) => {
+            // The reason (a refused connection, a certificate the CA did not sign) is what
+            // an operator needs; the debug log has the whole status.
             tracing::debug!(%address, error = %status, "cannot watch scheduler hosts");
-            return Watched::ConnectFailed;
+            return Watched::ConnectFailed(crate::tls::innermost(&status));
         }
     };
     let mut first = true;
@@ -285,7 +316,16 @@ mod tests {
     ) {
         let (hosts, hosts_rx) = watch::channel(Arc::new(HostSet::default()));
         let (addresses, addresses_rx) = watch::channel(Vec::new());
-        (Publisher { hosts, addresses }, hosts_rx, addresses_rx)
+        (
+            Publisher {
+                hosts,
+                addresses,
+                tls: None,
+                unreachable: watch::channel(None).0,
+            },
+            hosts_rx,
+            addresses_rx,
+        )
     }
 
     #[tokio::test]

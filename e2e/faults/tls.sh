@@ -17,6 +17,9 @@
 # without an etcd client certificate does not get in; no panic anywhere.
 #
 # Runnable from any directory; closes with `tls: N passed, M failed`.
+
+# The checks pass their values to `bash -c '…'` as arguments, expanded there on purpose.
+# shellcheck disable=SC2016
 set -euo pipefail
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -214,11 +217,11 @@ nocert_pid=$E2E_SPAWNED
 for pid in "${creates[@]}"; do wait "$pid" || true; done
 # refused_with N WHY: sidecar N's create answered 504 with WHY in its message.
 refused_with() {
-  [ "$(cat "$work/refused-$1.code")" = 504 ] && grep -q "DeadlineExceeded" "$work/refused-$1.out" &&
-    grep -q "$2" "$work/refused-$1.out" || {
+  if [ "$(cat "$work/refused-$1.code")" != 504 ] || ! grep -q "DeadlineExceeded" "$work/refused-$1.out" ||
+    ! grep -q "$2" "$work/refused-$1.out"; then
     echo "sidecar $1: $(cat "$work/refused-$1.code") $(cat "$work/refused-$1.out")"
     return 1
-  }
+  fi
 }
 shell_check "a sidecar without a client certificate gets 504 naming CertificateRequired" \
   refused_with 1 CertificateRequired

@@ -34,6 +34,8 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause after the listener failed to accept (out of file descriptors, say): retrying at once
 /// would spin.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+/// Longest a refused client is given to read its alert and close.
+const LINGER: Duration = Duration::from_secs(1);
 /// Handshaken connections waiting for the gRPC server to take them.
 const ACCEPTED_QUEUE: usize = 64;
 
@@ -352,14 +354,32 @@ async fn handshake(
     peer: SocketAddr,
     accepted: mpsc::Sender<Result<TlsStream<TcpStream>, std::io::Error>>,
 ) {
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+    let handshake = acceptor.accept(tcp).into_fallible();
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
         Ok(Ok(stream)) => {
             // Closed: the server is stopping, and the connection with it.
             let _ = accepted.send(Ok(stream)).await;
         }
-        Ok(Err(e)) => tracing::warn!(%peer, error = %e, "TLS handshake failed"),
+        Ok(Err((e, tcp))) => {
+            tracing::warn!(%peer, error = %e, "TLS handshake failed");
+            linger(tcp).await;
+        }
         Err(_) => tracing::warn!(%peer, timeout = ?HANDSHAKE_TIMEOUT, "TLS handshake timed out"),
     }
+}
+
+/// Closes a connection whose handshake failed so that the client reads the alert rustls sent
+/// (why it was refused: `CertificateRequired`, `UnknownCA`): a TLS 1.3 client has already
+/// sent its first request, and closing with those bytes unread would reset the connection,
+/// which loses the alert. So: end our side, then read until the client closes (briefly).
+async fn linger(mut tcp: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tcp.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Ok(1..) = tcp.read(&mut sink).await {}
+    })
+    .await;
 }
 
 /// The innermost cause of an error: what a TLS or connect failure was really about, without

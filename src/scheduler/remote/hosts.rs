@@ -196,14 +196,12 @@ pub(super) async fn discover(
             }
             Watched::ConnectFailed(reason) => {
                 let reason = format!("{address}: {reason}");
-                // Told once per new reason, not every second.
-                let new = publisher.unreachable.send_if_modified(|last| {
-                    let new = last.as_ref() != Some(&reason);
-                    *last = Some(reason.clone());
-                    new
-                });
-                if new {
+                // Told once when it starts failing, not every second.
+                let previous = publisher.unreachable.send_replace(Some(reason.clone()));
+                if previous.is_none() {
                     tracing::warn!(error = %reason, "cannot reach the scheduler; retrying");
+                } else {
+                    tracing::debug!(error = %reason, "cannot reach the scheduler; retrying");
                 }
                 jittered(CONNECT_RETRY, JITTER, &mut fastrand::Rng::new())
             }
@@ -244,7 +242,9 @@ async fn watch_once(address: &str, publisher: &Publisher, stop: &CancellationTok
     };
     let mut stream = match opened {
         Ok(response) => {
-            publisher.unreachable.send_replace(None);
+            if let Some(reason) = publisher.unreachable.send_replace(None) {
+                tracing::info!(%address, was = %reason, "scheduler reachable again");
+            }
             response.into_inner()
         }
         Err(status) if status.code() == tonic::Code::Unimplemented => {

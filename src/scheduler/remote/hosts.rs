@@ -196,8 +196,10 @@ pub(super) async fn discover(
             }
             Watched::ConnectFailed(reason) => {
                 let reason = format!("{address}: {reason}");
+                let previous = publisher.unreachable.borrow().clone();
+                let kept = telling(previous.as_deref(), reason.clone());
+                publisher.unreachable.send_replace(Some(kept));
                 // Told once when it starts failing, not every second.
-                let previous = publisher.unreachable.send_replace(Some(reason.clone()));
                 if previous.is_none() {
                     tracing::warn!(error = %reason, "cannot reach the scheduler; retrying");
                 } else {
@@ -211,6 +213,18 @@ pub(super) async fn discover(
             () = stop.cancelled() => return,
             () = tokio::time::sleep(retry) => {}
         }
+    }
+}
+
+/// The reason to keep of a failing connection's `previous` and `new` one. A refused TLS
+/// handshake shows either as its alert (`received fatal alert: UnknownCA`) or, when the
+/// connection's end wins the race, as a bare "connection closed": a vague reason does not
+/// replace a telling one.
+pub(super) fn telling(previous: Option<&str>, new: String) -> String {
+    const VAGUE: [&str; 3] = ["connection closed", "broken pipe", "operation was canceled"];
+    match previous {
+        Some(previous) if VAGUE.iter().any(|v| new.ends_with(v)) => previous.to_owned(),
+        _ => new,
     }
 }
 
@@ -293,6 +307,17 @@ mod tests {
     fn normalize_sorts_trims_and_deduplicates() {
         assert_eq!(normalize(&["b:1", " a:1", "", "b:1", "  "]), ["a:1", "b:1"]);
         assert!(normalize::<&str>(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_vague_failure_does_not_replace_a_telling_one() {
+        let alert = "h:1: received fatal alert: UnknownCA";
+        assert_eq!(telling(Some(alert), "h:1: connection closed".into()), alert);
+        assert_eq!(
+            telling(None, "h:1: connection closed".into()),
+            "h:1: connection closed"
+        );
+        assert_eq!(telling(Some("h:1: connection closed"), alert.into()), alert);
     }
 
     #[test]

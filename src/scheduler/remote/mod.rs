@@ -244,11 +244,8 @@ impl Remote {
             };
             let pause = if never_sent(&status) {
                 tracing::debug!(address = %host.address, error = %status, "scheduler not reachable; waiting for it");
-                unreachable = Some(format!(
-                    "{}: {}",
-                    host.address,
-                    crate::tls::innermost(&status)
-                ));
+                let reason = format!("{}: {}", host.address, crate::tls::innermost(&status));
+                unreachable = Some(hosts::telling(unreachable.as_deref(), reason));
                 backoff.next_delay()
             } else if status.code() == tonic::Code::Cancelled && canceled_retry_left {
                 canceled_retry_left = false;

@@ -102,9 +102,15 @@ impl fmt::Debug for PemFile {
     }
 }
 
-/// Why certificate files cannot be used.
+/// Why TLS flags or certificate files cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A TLS flag without the addresses it applies to.
+    #[error("{0} needs {1}: there is no connection for it to secure")]
+    Without(&'static str, &'static str),
+    /// A TLS flag without the flag it goes with.
+    #[error("{0} needs {1}")]
+    Needs(&'static str, &'static str),
     /// A file could not be read.
     #[error("{flag} {}: cannot read the file: {source}", path.display())]
     Read {

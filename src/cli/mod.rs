@@ -49,7 +49,7 @@ pub struct JobsArgs {
     /// TLS to the replicas of `--scheduler` (the sidecar's flags; give them before the
     /// subcommand).
     #[command(flatten)]
-    pub scheduler_tls: crate::config::SchedulerTlsArgs,
+    pub scheduler_tls: crate::config::tls::SchedulerTlsArgs,
     /// The app whose jobs `--scheduler` reads (a sidecar knows its own app).
     #[arg(long, global = true)]
     pub app_id: Option<String>,

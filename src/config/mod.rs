@@ -4,7 +4,7 @@
 mod daprd_compat;
 mod quantity;
 mod replica;
-mod tls;
+pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -357,13 +357,8 @@ pub enum Error {
          (--scheduler-host-address) fire jobs on their own clocks"
     )]
     TestClockRemote,
-    /// A TLS flag without the addresses it applies to.
-    #[error("{0} needs {1}: there is no connection for it to secure")]
-    TlsWithout(&'static str, &'static str),
-    /// A TLS flag without the flag it goes with.
-    #[error("{0} needs {1}")]
-    TlsNeeds(&'static str, &'static str),
-    /// A certificate or key file cannot be used.
+    /// TLS flags that cannot be used together, or a certificate or key file that cannot be
+    /// used.
     #[error(transparent)]
     Tls(#[from] crate::tls::Error),
     /// `--wait`: daprd's wait-for-outbound-readiness mode, which jobsd does not have.

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::Error;
-use crate::tls::{ClientTls, PemFile, ServerTls};
+use crate::tls::{ClientTls, Error, PemFile, ServerTls};
 
 /// TLS from a sidecar (or `jobsd jobs --scheduler`) to the Scheduler replicas.
 #[derive(Debug, Clone, Default, Args)]
@@ -80,18 +79,18 @@ fn client(
         .find(|(_, p)| p.is_some())
         .map_or("--scheduler-tls-server-name", |(f, _)| *f);
     if !has_target {
-        return Err(Error::TlsWithout(first, applies_to));
+        return Err(Error::Without(first, applies_to));
     }
     let identity = match (cert, key) {
         (Some(cert), Some(key)) => {
             Some((PemFile::new(cert_flag, cert), PemFile::new(key_flag, key)))
         }
-        (Some(_), None) => return Err(Error::TlsNeeds(cert_flag, key_flag)),
-        (None, Some(_)) => return Err(Error::TlsNeeds(key_flag, cert_flag)),
+        (Some(_), None) => return Err(Error::Needs(cert_flag, key_flag)),
+        (None, Some(_)) => return Err(Error::Needs(key_flag, cert_flag)),
         (None, None) => None,
     };
     let Some(ca) = ca else {
-        return Err(Error::TlsNeeds(first, ca_flag));
+        return Err(Error::Needs(first, ca_flag));
     };
     Ok(Some(ClientTls::load(
         PemFile::new(ca_flag, ca),
@@ -153,11 +152,11 @@ impl ServerTlsArgs {
         );
         let (cert, key) = match (cert, key) {
             (None, None) if client_ca.is_some() => {
-                return Err(Error::TlsNeeds("--tls-client-ca-file", "--tls-cert-file"));
+                return Err(Error::Needs("--tls-client-ca-file", "--tls-cert-file"));
             }
             (None, None) => return Ok(None),
-            (Some(_), None) => return Err(Error::TlsNeeds("--tls-cert-file", "--tls-key-file")),
-            (None, Some(_)) => return Err(Error::TlsNeeds("--tls-key-file", "--tls-cert-file")),
+            (Some(_), None) => return Err(Error::Needs("--tls-cert-file", "--tls-key-file")),
+            (None, Some(_)) => return Err(Error::Needs("--tls-key-file", "--tls-cert-file")),
             (Some(cert), Some(key)) => (cert, key),
         };
         Ok(Some(ServerTls::load(

@@ -567,27 +567,54 @@ e2e_wait_http() {
 
 # ---------------------------------------------------------------- etcd and replicas
 
-# e2e_start_etcd DATA_DIR LOG CLIENT_PORT PEER_PORT TIMEOUT: start a one-member etcd (ETCD_BIN,
-# Debian's by default) on loopback and wait until it reports itself healthy; sets ETCD_PID and
-# ETCD_URL. Fails after TIMEOUT seconds or as soon as etcd exits.
+# e2e_start_etcd DATA_DIR LOG CLIENT_PORT PEER_PORT TIMEOUT [CA CERT KEY]: start a one-member
+# etcd (ETCD_BIN, Debian's by default) on loopback and wait until it reports itself healthy; sets
+# ETCD_PID and ETCD_URL. Fails after TIMEOUT seconds or as soon as etcd exits. With CA, CERT and
+# KEY (PEM files), etcd serves its clients over TLS with CERT and KEY and requires a client
+# certificate signed by CA (`--client-cert-auth`); ETCD_URL is then https, and the health check
+# presents CERT.
 ETCD_BIN="${ETCD_BIN:-/usr/bin/etcd}"
 ETCD_PID=""
 ETCD_URL=""
 e2e_start_etcd() {
   local data_dir="$1" log="$2" peer="http://127.0.0.1:$4" deadline=$((SECONDS + $5))
+  local tls=() curl_tls=()
   ETCD_URL="http://127.0.0.1:$3"
+  if [ "$#" -ge 8 ]; then
+    ETCD_URL="https://127.0.0.1:$3"
+    tls=(--trusted-ca-file "$6" --cert-file "$7" --key-file "$8" --client-cert-auth)
+    curl_tls=(--cacert "$6" --cert "$7" --key "$8")
+  fi
   e2e_spawn "$log" "$ETCD_BIN" --name default --data-dir "$data_dir" \
     --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
     --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
-    --initial-cluster "default=$peer"
+    --initial-cluster "default=$peer" "${tls[@]}"
   ETCD_PID=$E2E_SPAWNED
-  until curl -s --max-time 2 "$ETCD_URL/health" 2>/dev/null | grep -q '"health":"true"'; do
+  until curl -s --max-time 2 "${curl_tls[@]}" "$ETCD_URL/health" 2>/dev/null | grep -q '"health":"true"'; do
     if _proc_gone "$ETCD_PID" || [ "$SECONDS" -ge "$deadline" ]; then
       e2e_fail "etcd not healthy on $ETCD_URL (log: $log)"
       return 1
     fi
     sleep 0.1
   done
+}
+
+# e2e_new_ca DIR NAME: a self-signed CA (EC P-256, valid one day) made with openssl:
+# DIR/NAME.crt and DIR/NAME.key. Certificates are made per run, never committed.
+e2e_new_ca() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+    -subj "/CN=$2" -keyout "$1/$2.key" -out "$1/$2.crt" 2>/dev/null
+}
+
+# e2e_new_cert DIR CA NAME SAN: a certificate for SAN (openssl's syntax, e.g.
+# `IP:127.0.0.1,DNS:localhost`) signed by CA (made by e2e_new_ca in DIR): DIR/NAME.crt and
+# DIR/NAME.key. No extended key usage, so it serves as a server and as a client certificate.
+e2e_new_cert() {
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$3" \
+    -keyout "$1/$3.key" -out "$1/$3.csr" 2>/dev/null &&
+    printf 'subjectAltName=%s\n' "$4" >"$1/$3.ext" &&
+    openssl x509 -req -in "$1/$3.csr" -CA "$1/$2.crt" -CAkey "$1/$2.key" -CAcreateserial \
+      -days 1 -extfile "$1/$3.ext" -out "$1/$3.crt" 2>/dev/null
 }
 
 # e2e_wait_serving OUT TIMEOUT ADDR...: wait until every replica at ADDR answers grpc.health.v1

@@ -10,7 +10,8 @@ set -euo pipefail
 # itself needs no protoc: build.rs compiles every .proto (etcd's too) with protox.
 # e2e/console.sh drives Debian's chromium headless (through Playwright from PyPI, whose own
 # browser download is not used); fonts-dejavu-core gives its screenshots readable text.
-packages=(ca-certificates curl python3 python3-venv etcd-server chromium fonts-dejavu-core)
+# e2e/faults/tls.sh makes its certificates with openssl.
+packages=(ca-certificates curl python3 python3-venv etcd-server chromium fonts-dejavu-core openssl)
 
 missing=()
 for p in "${packages[@]}"; do

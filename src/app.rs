@@ -228,6 +228,7 @@ impl Sidecar {
                 namespace: cfg.namespace.clone(),
                 job_streams: cfg.scheduler_job_streams,
                 actor_types: Some(actors.actor_types()),
+                tls: cfg.scheduler_tls.clone(),
             },
             Arc::new(Targets::new(delivery.clone(), actors.clone())),
             delivery.health(),

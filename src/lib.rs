@@ -25,6 +25,7 @@
 //! | [`proto`] | generated code for Dapr's protos and our stored records (protox, no system `protoc`) |
 //! | [`clock`] | the only place that reads wall time (system or manual) |
 //! | [`serve`] | serving connections within limits against hostile clients (connection cap, header deadline, HTTP/2 stream limits), the constant-time token check |
+//! | [`tls`] | TLS from certificate files: the sidecar's and the replica's client configs, the replica's TLS listener |
 //! | [`cli`] | what people operate jobsd with: the web console's files and routes (`/jobsd/ui/`) |
 #![forbid(unsafe_code)]
 
@@ -45,4 +46,5 @@ pub mod schedule;
 pub mod scheduler;
 pub mod serve;
 pub mod store;
+pub mod tls;
 pub mod trigger;

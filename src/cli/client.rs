@@ -110,11 +110,7 @@ impl Client {
         let exchange = async {
             let response = self.http.request(request).await.map_err(|e| {
                 // The innermost cause says what happened ("Connection refused").
-                let mut cause: &dyn std::error::Error = &e;
-                while let Some(inner) = cause.source() {
-                    cause = inner;
-                }
-                unreachable(cause.to_string())
+                unreachable(crate::tls::innermost(&e))
             })?;
             let status = response.status();
             let body = response

@@ -46,6 +46,10 @@ pub struct JobsArgs {
     /// sidecar: `list`, `get` and `delete` of app `--app-id`'s jobs.
     #[arg(long, global = true, value_name = "HOST:PORT")]
     pub scheduler: Option<String>,
+    /// TLS to the replicas of `--scheduler` (the sidecar's flags; give them before the
+    /// subcommand).
+    #[command(flatten)]
+    pub scheduler_tls: crate::config::tls::SchedulerTlsArgs,
     /// The app whose jobs `--scheduler` reads (a sidecar knows its own app).
     #[arg(long, global = true)]
     pub app_id: Option<String>,
@@ -146,7 +150,11 @@ async fn dispatch(args: JobsArgs) -> Result<(), CliError> {
         }
         command if args.scheduler.is_some() => {
             let hosts = args.scheduler.as_deref().unwrap_or_default();
-            let target = remote::Target::new(hosts, args.app_id.as_deref(), &args.namespace)?;
+            let tls = args
+                .scheduler_tls
+                .validate("--scheduler", true)
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            let target = remote::Target::new(hosts, args.app_id.as_deref(), &args.namespace, tls)?;
             remote::run(&target, command, &out, args.timeout).await
         }
         JobsCommand::List(list) => list::run(&sidecar()?, list, &out).await,

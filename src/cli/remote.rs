@@ -37,11 +37,19 @@ pub struct Target {
     hosts: Vec<String>,
     /// The owner of the jobs.
     metadata: sv1::JobMetadata,
+    /// TLS to the replicas (`--scheduler-tls-*`).
+    tls: Option<crate::tls::ClientTls>,
 }
 
 impl Target {
-    /// Replicas `hosts` (comma-separated `host:port`), app `app_id` in `namespace`.
-    pub fn new(hosts: &str, app_id: Option<&str>, namespace: &str) -> Result<Self, CliError> {
+    /// Replicas `hosts` (comma-separated `host:port`), app `app_id` in `namespace`, over `tls`
+    /// if given.
+    pub fn new(
+        hosts: &str,
+        app_id: Option<&str>,
+        namespace: &str,
+        tls: Option<crate::tls::ClientTls>,
+    ) -> Result<Self, CliError> {
         let hosts = crate::config::parse_scheduler_addresses(hosts)
             .map_err(|e| CliError::Usage(format!("--scheduler: {e}")))?;
         if hosts.is_empty() {
@@ -62,6 +70,7 @@ impl Target {
                 }),
                 concurrency_key: None,
             },
+            tls,
         })
     }
 }
@@ -85,10 +94,20 @@ impl Session {
     async fn open(target: &Target, timeout: Duration) -> Result<Self, CliError> {
         let mut reasons = Vec::new();
         for address in &target.hosts {
-            let endpoint = Endpoint::from_shared(format!("http://{address}"))
-                .map_err(|e| CliError::Usage(format!("--scheduler {address}: {e}")))?
+            let usage =
+                |e: tonic::transport::Error| CliError::Usage(format!("--scheduler {address}: {e}"));
+            let scheme = if target.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
+                .map_err(usage)?
                 .connect_timeout(CONNECT_TIMEOUT.min(timeout))
                 .timeout(timeout);
+            if let Some(tls) = &target.tls {
+                endpoint = endpoint.tls_config(tls.tonic()).map_err(usage)?;
+            }
             match endpoint.connect().await {
                 Ok(channel) => {
                     return Ok(Session {
@@ -100,7 +119,7 @@ impl Session {
                         timeout,
                     });
                 }
-                Err(e) => reasons.push(format!("{address}: {}", innermost(&e))),
+                Err(e) => reasons.push(format!("{address}: {}", crate::tls::innermost(&e))),
             }
         }
         Err(CliError::Unreachable {
@@ -258,15 +277,6 @@ impl Deleter for Session {
             .map(|_| ())
             .map_err(|s| self.error(s))
     }
-}
-
-/// The innermost cause of an error ("Connection refused").
-fn innermost(e: &dyn std::error::Error) -> String {
-    let mut cause = e;
-    while let Some(inner) = cause.source() {
-        cause = inner;
-    }
-    cause.to_string()
 }
 
 /// The jobs `selector` takes: a Scheduler has no labels, so only a prefix selects.

@@ -4,6 +4,7 @@
 mod daprd_compat;
 mod quantity;
 mod replica;
+pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 pub use daprd_compat::{DaprdIgnored, IGNORED, IgnoredFlags, NOT_YET, SchedulerIgnored, parse};
 pub use quantity::parse_quantity;
 pub use replica::{ClusterSettings, Replica, SchedulerArgs};
+pub use tls::{EtcdTlsArgs, SchedulerTlsArgs, ServerTlsArgs};
 
 /// jobsd: the Dapr Jobs API and scheduler in one binary.
 ///
@@ -134,6 +136,9 @@ pub struct SidecarArgs {
     /// runs its embedded scheduler.
     #[arg(long)]
     pub scheduler_host_address: Option<String>,
+    /// TLS to the Scheduler replicas (jobsd's flags).
+    #[command(flatten)]
+    pub scheduler_tls: SchedulerTlsArgs,
     /// WatchJobs streams held to each Scheduler replica.
     #[arg(long, default_value_t = 3)]
     pub scheduler_job_streams: usize,
@@ -298,6 +303,8 @@ pub struct Sidecar {
     /// Dapr Scheduler replicas to forward to (`--scheduler-host-address`), deduplicated in
     /// the given order; empty = the embedded scheduler.
     pub scheduler_hosts: Vec<String>,
+    /// TLS to the replicas (`--scheduler-tls-*`); `None` = plaintext, as daprd without mTLS.
+    pub scheduler_tls: Option<crate::tls::ClientTls>,
     /// WatchJobs streams per Scheduler replica (`--scheduler-job-streams`, at least 1).
     pub scheduler_job_streams: usize,
     /// What the embedded scheduler keeps of each job's past.
@@ -361,6 +368,10 @@ pub enum Error {
          (--scheduler-host-address) fire jobs on their own clocks"
     )]
     TestClockRemote,
+    /// TLS flags that cannot be used together, or a certificate or key file that cannot be
+    /// used.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::Error),
     /// `--wait`: daprd's wait-for-outbound-readiness mode, which jobsd does not have.
     #[error("--wait (wait for a sidecar's outbound readiness, then exit) is not implemented")]
     WaitMode,
@@ -460,6 +471,9 @@ impl SidecarArgs {
         if self.scheduler_job_streams == 0 {
             return Err(Error::NoJobStreams);
         }
+        let scheduler_tls = self
+            .scheduler_tls
+            .validate("--scheduler-host-address", !scheduler_hosts.is_empty())?;
         if self.test_clock && !scheduler_hosts.is_empty() {
             return Err(Error::TestClockRemote);
         }
@@ -497,6 +511,7 @@ impl SidecarArgs {
                 self.resources_path.clone()
             },
             scheduler_hosts,
+            scheduler_tls,
             scheduler_job_streams: self.scheduler_job_streams,
             history: self.history.options(),
             max_backfill_ticks: self.max_backfill_ticks,

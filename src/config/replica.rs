@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Error, HistoryArgs, MetricsArgs, SchedulerIgnored};
+use super::{Error, EtcdTlsArgs, HistoryArgs, MetricsArgs, SchedulerIgnored, ServerTlsArgs};
 
 /// The Dapr Scheduler's flags that apply to a jobsd replica (`dapr-jobs-api.md` §7).
 #[derive(Debug, Clone, Args)]
@@ -43,6 +43,12 @@ pub struct SchedulerArgs {
     /// Partitions the jobs are divided into among replicas; the same on every replica.
     #[arg(long, default_value_t = 256)]
     pub partitions: u32,
+    /// TLS of the Scheduler port (jobsd's flags).
+    #[command(flatten)]
+    pub tls: ServerTlsArgs,
+    /// TLS to etcd (jobsd's flags).
+    #[command(flatten)]
+    pub etcd_tls: EtcdTlsArgs,
     /// Log level: debug, info, warn, error (or a tracing filter).
     #[arg(long, default_value = "info")]
     pub log_level: String,
@@ -73,6 +79,8 @@ pub struct Replica {
     pub data_dir: PathBuf,
     /// Cluster settings when `--etcd-endpoints` is given.
     pub cluster: Option<ClusterSettings>,
+    /// TLS of the Scheduler port (`--tls-*-file`); `None` = plaintext.
+    pub tls: Option<crate::tls::ServerTls>,
     /// Where the Prometheus metrics server listens (`--metrics-listen-address`,
     /// `--metrics-port`); `None` with `--enable-metrics=false`.
     pub metrics: Option<SocketAddr>,
@@ -91,6 +99,8 @@ pub struct ClusterSettings {
     pub lease_ttl: Duration,
     /// Number of partitions.
     pub partitions: u32,
+    /// TLS to etcd (`--etcd-*-file`); `None` = plaintext.
+    pub tls: Option<crate::tls::ClientTls>,
 }
 
 impl SchedulerArgs {
@@ -111,6 +121,7 @@ impl SchedulerArgs {
             .map(|e| e.trim().to_owned())
             .filter(|e| !e.is_empty())
             .collect();
+        let etcd_tls = self.etcd_tls.validate(!endpoints.is_empty())?;
         let cluster = if endpoints.is_empty() {
             None
         } else {
@@ -130,10 +141,12 @@ impl SchedulerArgs {
                 namespace: self.etcd_key_prefix.trim_end_matches('/').to_owned(),
                 lease_ttl: Duration::from_nanos(nanos.unsigned_abs()),
                 partitions: self.partitions,
+                tls: etcd_tls,
             })
         };
         Ok(Replica {
             cluster,
+            tls: self.tls.validate()?,
             metrics: self.metrics.listen()?,
             history: self.history.options(),
             id: self.id.clone(),
@@ -262,6 +275,7 @@ mod tests {
                 namespace: "dapr".to_owned(),
                 lease_ttl: Duration::from_secs(3),
                 partitions: 256,
+                tls: None,
             })
         );
         let r = parse(&[

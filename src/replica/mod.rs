@@ -69,8 +69,14 @@ impl Replica {
     /// `--etcd-endpoints`, or alone over the durable store in `cfg.data_dir`.
     pub async fn start(cfg: config::Replica) -> Result<Replica, Error> {
         if let Some(cluster) = &cfg.cluster {
-            let store =
-                Arc::new(store::Etcd::connect(&cluster.endpoints, &cluster.namespace).await?);
+            let store = Arc::new(
+                store::Etcd::connect_with(
+                    &cluster.endpoints,
+                    &cluster.namespace,
+                    cluster.tls.as_ref(),
+                )
+                .await?,
+            );
             return Self::start_clustered(cfg, store, Arc::new(SystemClock)).await;
         }
         let metrics = metrics_of(&cfg);
@@ -202,21 +208,38 @@ impl Replica {
         );
         let jobsd = jobs::server(engine.clone(), pool.clone());
         let stop = shutdown.clone();
+        let tls = cfg.tls.clone();
         let server = tokio::spawn(async move {
-            tonic::transport::Server::builder()
+            // The API port's HTTP/2 limits (streams per connection, rapid reset), then the
+            // replica's own faster keepalive.
+            let router = crate::serve::grpc_limits(tonic::transport::Server::builder())
                 .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
                 .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
                 .add_routes(extras.routes)
                 .add_service(service)
-                .add_service(jobsd)
-                .serve_with_incoming_shutdown(
-                    // Without nodelay, h2's small trailer writes wait for the peer's delayed ACK
-                    // (40 ms stalls); tonic ignores its own setting for custom incoming streams.
-                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                    stop.cancelled_owned(),
-                )
-                .await
-                .map_err(|e| Error::Serve(format!("grpc: {e}")))
+                .add_service(jobsd);
+            match tls {
+                Some(tls) => {
+                    router
+                        .serve_with_incoming_shutdown(
+                            crate::tls::incoming(listener, &tls),
+                            stop.cancelled_owned(),
+                        )
+                        .await
+                }
+                None => {
+                    router
+                        .serve_with_incoming_shutdown(
+                            // The API port's connection cap and first-byte deadline (it sets
+                            // nodelay too: without it h2's small trailer writes wait for the
+                            // peer's delayed ACK).
+                            crate::serve::capped_incoming(listener),
+                            stop.cancelled_owned(),
+                        )
+                        .await
+                }
+            }
+            .map_err(|e| Error::Serve(format!("grpc: {e}")))
         });
 
         tracing::info!(
@@ -226,6 +249,13 @@ impl Replica {
             metrics = ?metrics_addr,
             data_dir = %cfg.data_dir.display(),
             cluster = ?cfg.cluster.as_ref().map(|c| &c.endpoints),
+            tls = tls_mode(cfg.tls.as_ref().map(crate::tls::ServerTls::is_mutual)),
+            etcd_tls = tls_mode(
+                cfg.cluster
+                    .as_ref()
+                    .and_then(|c| c.tls.as_ref())
+                    .map(crate::tls::ClientTls::is_mutual)
+            ),
             "jobsd scheduler ready"
         );
         Ok(Replica {
@@ -313,6 +343,16 @@ impl Replica {
         self.store.close().await?;
         tracing::info!("jobsd scheduler stopped");
         result
+    }
+}
+
+/// How a connection is secured, for the start-up log line: `None` = plaintext, else whether
+/// both sides present certificates.
+fn tls_mode(mutual: Option<bool>) -> &'static str {
+    match mutual {
+        None => "off",
+        Some(true) => "mutual",
+        Some(false) => "on",
     }
 }
 

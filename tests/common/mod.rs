@@ -4,6 +4,7 @@
 
 pub mod actor_app;
 pub mod app;
+pub mod certs;
 pub mod cli;
 pub mod clockwork;
 pub mod dapr_scheduler;
@@ -111,6 +112,7 @@ pub fn sidecar_config(
         health_check: None,
         resources_paths: Vec::new(),
         scheduler_hosts: scheduler_hosts.to_vec(),
+        scheduler_tls: None,
         scheduler_job_streams: 3,
         history: jobsd::engine::history::Options::default(),
         max_backfill_ticks: jobsd::engine::DEFAULT_MAX_BACKFILL_TICKS,

@@ -23,6 +23,7 @@ fn cfg(listen: SocketAddr, metrics: Option<SocketAddr>) -> config::Replica {
         broadcast_override: None,
         data_dir: "unused".into(),
         cluster: None,
+        tls: None,
         metrics,
         history: jobsd::engine::history::Options::default(),
     }
@@ -58,13 +59,36 @@ impl Rep {
         Self::start_cfg(cfg, Arc::new(store::Memory::new()), ManualClock::new(t0())).await
     }
 
+    /// A replica on a free port over a fresh memory store serving TLS with `server` (mTLS
+    /// when it has a client CA); its own client connects with `client`.
+    pub async fn start_tls(server: jobsd::tls::ServerTls, client: jobsd::tls::ClientTls) -> Rep {
+        let mut cfg = cfg(any_port(), None);
+        cfg.tls = Some(server);
+        let store = Arc::new(store::Memory::new());
+        Self::start_with_client(cfg, store, ManualClock::new(t0()), Some(client)).await
+    }
+
     async fn start_cfg(cfg: config::Replica, store: Arc<dyn Store>, clock: ManualClock) -> Rep {
+        Self::start_with_client(cfg, store, clock, None).await
+    }
+
+    async fn start_with_client(
+        cfg: config::Replica,
+        store: Arc<dyn Store>,
+        clock: ManualClock,
+        tls: Option<jobsd::tls::ClientTls>,
+    ) -> Rep {
         let replica = Replica::start_with(cfg, store, Arc::new(clock.clone()))
             .await
             .unwrap();
-        let client = SchedulerClient::connect(format!("http://{}", replica.addr))
-            .await
-            .unwrap();
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut endpoint =
+            tonic::transport::Endpoint::from_shared(format!("{scheme}://{}", replica.addr))
+                .unwrap();
+        if let Some(tls) = &tls {
+            endpoint = endpoint.tls_config(tls.tonic()).unwrap();
+        }
+        let client = SchedulerClient::new(endpoint.connect_lazy());
         Rep {
             replica,
             clock,

@@ -14,6 +14,7 @@ use tonic::transport::{Channel, Endpoint};
 use super::{JITTER, client};
 use crate::proto::scheduler as sv1;
 use crate::resiliency::backoff::jittered;
+use crate::tls::ClientTls;
 
 /// Wait after WatchHosts could not be opened (`1s ± 0.5s`, see [`JITTER`]).
 const CONNECT_RETRY: Duration = Duration::from_secs(1);
@@ -89,14 +90,22 @@ pub(super) fn diff<S: AsRef<str>, T: AsRef<str>>(old: &[S], new: &[T]) -> Diff {
 }
 
 /// The gRPC endpoint of a replica, with daprd's dial options (`pkg/scheduler/client`):
-/// keepalive 3 s / 5 s, 5 s connect timeout. Plaintext: jobsd has no Dapr mTLS.
-pub(super) fn endpoint(address: &str) -> Result<Endpoint, tonic::transport::Error> {
-    Endpoint::from_shared(format!("http://{address}")).map(|e| {
-        e.connect_timeout(Duration::from_secs(5))
-            .http2_keep_alive_interval(Duration::from_secs(3))
-            .keep_alive_timeout(Duration::from_secs(5))
-            .tcp_nodelay(true)
-    })
+/// keepalive 3 s / 5 s, 5 s connect timeout. Plaintext unless `tls` is given (daprd without
+/// mTLS; jobsd has no Sentry, its TLS comes from certificate files).
+pub(super) fn endpoint(
+    address: &str,
+    tls: Option<&ClientTls>,
+) -> Result<Endpoint, tonic::transport::Error> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))?
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(3))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true);
+    match tls {
+        Some(tls) => endpoint.tls_config(tls.tonic()),
+        None => Ok(endpoint),
+    }
 }
 
 /// Publishes working sets: keeps the channels of replicas that stay, dials new ones lazily,
@@ -106,6 +115,11 @@ pub(super) struct Publisher {
     pub hosts: watch::Sender<Arc<HostSet>>,
     /// The same set as plain addresses, for readiness and `/v1.0/metadata`.
     pub addresses: watch::Sender<Vec<String>>,
+    /// TLS to every replica (`--scheduler-tls-*`).
+    pub tls: Option<ClientTls>,
+    /// Why WatchHosts could not be opened last time (`address: reason`), until it opens:
+    /// what a call that found no replica tells its caller.
+    pub unreachable: watch::Sender<Option<String>>,
 }
 
 impl Publisher {
@@ -130,7 +144,7 @@ impl Publisher {
                 hosts.push(host.clone());
                 continue;
             }
-            match endpoint(address) {
+            match endpoint(address, self.tls.as_ref()) {
                 Ok(e) => hosts.push(Host {
                     address: Arc::from(address.as_str()),
                     channel: e.connect_lazy(),
@@ -180,7 +194,19 @@ pub(super) async fn discover(
                 stop.cancelled().await;
                 return;
             }
-            Watched::ConnectFailed => jittered(CONNECT_RETRY, JITTER, &mut fastrand::Rng::new()),
+            Watched::ConnectFailed(reason) => {
+                let reason = format!("{address}: {reason}");
+                let previous = publisher.unreachable.borrow().clone();
+                let kept = telling(previous.as_deref(), reason.clone());
+                publisher.unreachable.send_replace(Some(kept));
+                // Told once when it starts failing, not every second.
+                if previous.is_none() {
+                    tracing::warn!(error = %reason, "cannot reach the scheduler; retrying");
+                } else {
+                    tracing::debug!(error = %reason, "cannot reach the scheduler; retrying");
+                }
+                jittered(CONNECT_RETRY, JITTER, &mut fastrand::Rng::new())
+            }
             Watched::StreamEnded => STREAM_RETRY,
         };
         tokio::select! {
@@ -190,25 +216,37 @@ pub(super) async fn discover(
     }
 }
 
+/// The reason to keep of a failing connection's `previous` and `new` one. A refused TLS
+/// handshake shows either as its alert (`received fatal alert: UnknownCA`) or, when the
+/// connection's end wins the race, as a bare "connection closed": a vague reason does not
+/// replace a telling one.
+pub(super) fn telling(previous: Option<&str>, new: String) -> String {
+    const VAGUE: [&str; 3] = ["connection closed", "broken pipe", "operation was canceled"];
+    match previous {
+        Some(previous) if VAGUE.iter().any(|v| new.ends_with(v)) => previous.to_owned(),
+        _ => new,
+    }
+}
+
 /// How one WatchHosts attempt ended.
 enum Watched {
     /// `stop` was cancelled.
     Stopped,
     /// The Scheduler has no WatchHosts.
     Unimplemented,
-    /// The call could not be made.
-    ConnectFailed,
+    /// The call could not be made, for this reason.
+    ConnectFailed(String),
     /// The stream ended or failed after it was open.
     StreamEnded,
 }
 
 async fn watch_once(address: &str, publisher: &Publisher, stop: &CancellationToken) -> Watched {
-    let channel = match endpoint(address) {
+    let channel = match endpoint(address, publisher.tls.as_ref()) {
         Ok(e) => e.connect_lazy(),
         Err(e) => {
             // Configured addresses are checked up front; this is for the record only.
             tracing::warn!(%address, error = %e, "unusable scheduler address");
-            return Watched::ConnectFailed;
+            return Watched::ConnectFailed(e.to_string());
         }
     };
     let mut client = client(channel);
@@ -217,13 +255,20 @@ async fn watch_once(address: &str, publisher: &Publisher, stop: &CancellationTok
         opened = client.watch_hosts(sv1::WatchHostsRequest {}) => opened,
     };
     let mut stream = match opened {
-        Ok(response) => response.into_inner(),
+        Ok(response) => {
+            if let Some(reason) = publisher.unreachable.send_replace(None) {
+                tracing::info!(%address, was = %reason, "scheduler reachable again");
+            }
+            response.into_inner()
+        }
         Err(status) if status.code() == tonic::Code::Unimplemented => {
             return Watched::Unimplemented;
         }
         Err(status) => {
+            // The reason (a refused connection, a certificate the CA did not sign) is what
+            // an operator needs; the debug log has the whole status.
             tracing::debug!(%address, error = %status, "cannot watch scheduler hosts");
-            return Watched::ConnectFailed;
+            return Watched::ConnectFailed(crate::tls::innermost(&status));
         }
     };
     let mut first = true;
@@ -265,6 +310,17 @@ mod tests {
     }
 
     #[test]
+    fn a_vague_failure_does_not_replace_a_telling_one() {
+        let alert = "h:1: received fatal alert: UnknownCA";
+        assert_eq!(telling(Some(alert), "h:1: connection closed".into()), alert);
+        assert_eq!(
+            telling(None, "h:1: connection closed".into()),
+            "h:1: connection closed"
+        );
+        assert_eq!(telling(Some("h:1: connection closed"), alert.into()), alert);
+    }
+
+    #[test]
     fn diff_names_what_to_open_and_close() {
         let d = diff(&["a:1", "b:1", "c:1"], &["b:1", "c:1", "d:1"]);
         assert_eq!(d.added, ["d:1"]);
@@ -285,7 +341,16 @@ mod tests {
     ) {
         let (hosts, hosts_rx) = watch::channel(Arc::new(HostSet::default()));
         let (addresses, addresses_rx) = watch::channel(Vec::new());
-        (Publisher { hosts, addresses }, hosts_rx, addresses_rx)
+        (
+            Publisher {
+                hosts,
+                addresses,
+                tls: None,
+                unreachable: watch::channel(None).0,
+            },
+            hosts_rx,
+            addresses_rx,
+        )
     }
 
     #[tokio::test]

@@ -43,6 +43,10 @@ use hosts::{Host, HostSet, Publisher};
 
 /// How long one call may take, waiting for replicas included (daprd's `rpcTimeout`).
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much sooner than [`RPC_TIMEOUT`] a call gives up: the API runs every call under the
+/// same deadline, and the call's own answer (naming why no replica could be reached) must be
+/// the one the app gets.
+const ANSWER_MARGIN: Duration = Duration::from_millis(100);
 /// Pause before the one retry of a `Canceled` call (daprd's wrapper: `250ms ± 125ms`).
 const CANCELED_RETRY: Duration = Duration::from_millis(250);
 /// Jitter of the pauses between attempts (`±50 %`, as daprd's).
@@ -61,6 +65,8 @@ pub struct RemoteConfig {
     pub namespace: String,
     /// WatchJobs streams per replica (`--scheduler-job-streams`).
     pub job_streams: usize,
+    /// TLS to the replicas (`--scheduler-tls-*`); `None` = plaintext.
+    pub tls: Option<crate::tls::ClientTls>,
     /// The actor types the app hosts (their reminders come on the job streams too); the
     /// streams reopen when it changes. `None`: app jobs only.
     pub actor_types: Option<channel::Receiver<Arc<Vec<String>>>>,
@@ -83,6 +89,8 @@ struct Shared {
     next: AtomicUsize,
     /// WatchJobs streams open now (shared with the stream holder).
     open_streams: Arc<AtomicUsize>,
+    /// Why discovery cannot reach the configured replicas, while it cannot.
+    unreachable: channel::Receiver<Option<String>>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -115,6 +123,7 @@ impl Remote {
     ) -> (Remote, Connections) {
         let (hosts_tx, hosts) = channel::channel(Arc::new(HostSet::default()));
         let (addresses_tx, addresses) = channel::channel(Vec::new());
+        let (unreachable_tx, unreachable) = channel::channel(None);
         let stop = CancellationToken::new();
         let tasks = TaskTracker::new();
         let open_streams = Arc::new(AtomicUsize::new(0));
@@ -140,6 +149,8 @@ impl Remote {
             Publisher {
                 hosts: hosts_tx,
                 addresses: addresses_tx,
+                tls: config.tls,
+                unreachable: unreachable_tx,
             },
             stop.clone(),
         ));
@@ -156,6 +167,7 @@ impl Remote {
                 addresses,
                 next: AtomicUsize::new(0),
                 open_streams,
+                unreachable,
             }),
         };
         (remote, Connections { stop, tasks })
@@ -200,20 +212,40 @@ impl Remote {
     where
         R: Clone + Send + 'static,
     {
-        let deadline = Instant::now() + RPC_TIMEOUT;
+        let deadline = Instant::now() + RPC_TIMEOUT - ANSWER_MARGIN;
         let mut canceled_retry_left = true;
         let mut backoff = connect_backoff();
+        // Why the replicas could not be reached, for the answer when time runs out.
+        let mut unreachable: Option<String> = None;
+        let timed_out = |why: &Option<String>| match why
+            .clone()
+            .or_else(|| self.shared.unreachable.borrow().clone())
+        {
+            // grpc-go's wait-for-ready answer names the last connection error too.
+            Some(why) => Error::new(
+                tonic::Code::DeadlineExceeded,
+                format!("context deadline exceeded; latest connection error: {why}"),
+            ),
+            None => deadline_exceeded(),
+        };
         loop {
-            let host = self.next_host(deadline).await?;
+            let host = match self.next_host(deadline).await {
+                Err(e) if e.code == tonic::Code::DeadlineExceeded => {
+                    return Err(timed_out(&unreachable));
+                }
+                other => other?,
+            };
             let mut req = tonic::Request::new(request.clone());
             req.set_timeout(deadline.saturating_duration_since(Instant::now()));
             let status = match tokio::time::timeout_at(deadline, rpc(host.channel, req)).await {
-                Err(_) => return Err(deadline_exceeded()),
+                Err(_) => return Err(timed_out(&unreachable)),
                 Ok(Ok(response)) => return Ok(response.into_inner()),
                 Ok(Err(status)) => status,
             };
             let pause = if never_sent(&status) {
                 tracing::debug!(address = %host.address, error = %status, "scheduler not reachable; waiting for it");
+                let reason = format!("{}: {}", host.address, crate::tls::innermost(&status));
+                unreachable = Some(hosts::telling(unreachable.as_deref(), reason));
                 backoff.next_delay()
             } else if status.code() == tonic::Code::Cancelled && canceled_retry_left {
                 canceled_retry_left = false;
@@ -225,7 +257,7 @@ impl Remote {
                 .await
                 .is_err()
             {
-                return Err(deadline_exceeded());
+                return Err(timed_out(&unreachable));
             }
         }
     }
@@ -510,7 +542,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap().to_string();
         drop(listener);
-        let channel = hosts::endpoint(&address).unwrap().connect_lazy();
+        let channel = hosts::endpoint(&address, None).unwrap().connect_lazy();
         let status = client(channel)
             .get_job(sv1::GetJobRequest::default())
             .await
@@ -559,6 +591,7 @@ mod tests {
                 namespace: "default".into(),
                 job_streams: 3,
                 actor_types: None,
+                tls: None,
             },
             Arc::new(NoApp),
             deliverable,
@@ -667,12 +700,14 @@ mod tests {
     async fn calls_wait_for_hosts_until_the_deadline() {
         let (_tx, hosts) = channel::channel(Arc::new(HostSet::default()));
         let (_atx, addresses) = channel::channel(Vec::new());
+        let (unreachable_tx, unreachable) = channel::channel(None);
         let remote = Remote {
             shared: Arc::new(Shared {
                 hosts,
                 addresses,
                 next: AtomicUsize::new(0),
                 open_streams: Arc::default(),
+                unreachable,
             }),
         };
         let started = Instant::now();
@@ -681,6 +716,22 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err, deadline_exceeded());
-        assert_eq!(started.elapsed(), RPC_TIMEOUT);
+        // Just before the API's own deadline, so that this answer is the one given.
+        assert_eq!(started.elapsed(), RPC_TIMEOUT - ANSWER_MARGIN);
+
+        // Discovery could not reach the configured replicas: the answer says why.
+        unreachable_tx.send_replace(Some(
+            "h:50006: invalid peer certificate: UnknownIssuer".into(),
+        ));
+        let err = remote
+            .get_job(sv1::GetJobRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, tonic::Code::DeadlineExceeded);
+        assert_eq!(
+            err.message,
+            "context deadline exceeded; latest connection error: \
+             h:50006: invalid peer certificate: UnknownIssuer"
+        );
     }
 }

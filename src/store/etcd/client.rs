@@ -18,6 +18,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Status, Streaming};
 
 use crate::proto::etcd::etcdserverpb as pb;
+use crate::tls::ClientTls;
 use pb::compare::{CompareResult, CompareTarget};
 use pb::kv_client::KvClient;
 use pb::lease_client::LeaseClient;
@@ -59,9 +60,15 @@ pub enum ConnectError {
         #[source]
         source: tonic::transport::Error,
     },
-    /// `https://` endpoints need TLS, which this build does not have.
-    #[error("etcd endpoint {0:?}: TLS (https) is not supported")]
+    /// An `https://` endpoint without TLS settings.
+    #[error("etcd endpoint {0:?} is https: give the CA to trust with --etcd-ca-file")]
     Tls(String),
+    /// An `http://` endpoint with TLS settings: the connection would not be secured.
+    #[error(
+        "etcd endpoint {0:?} is plaintext http but --etcd-ca-file is given: \
+         write https:// or no scheme"
+    )]
+    Plaintext(String),
 }
 
 /// A client of one etcd cluster; cheap to clone (one balanced channel).
@@ -74,10 +81,20 @@ pub struct Client {
 impl Client {
     /// A client of the etcd cluster at `endpoints` (`host:port` or `http://host:port`). Must be
     /// called within a Tokio runtime (the channel's balancer runs on it).
+    #[cfg(test)]
     pub fn connect<E: AsRef<str>>(endpoints: &[E]) -> Result<Client, ConnectError> {
+        Self::connect_with(endpoints, None)
+    }
+
+    /// [`connect`](Self::connect) over TLS when `tls` is given (endpoints `https://host:port`
+    /// or `host:port`).
+    pub fn connect_with<E: AsRef<str>>(
+        endpoints: &[E],
+        tls: Option<&ClientTls>,
+    ) -> Result<Client, ConnectError> {
         let endpoints = endpoints
             .iter()
-            .map(|e| endpoint(e.as_ref()))
+            .map(|e| endpoint(e.as_ref(), tls))
             .collect::<Result<Vec<_>, _>>()?;
         if endpoints.is_empty() {
             return Err(ConnectError::NoEndpoints);
@@ -242,25 +259,30 @@ impl KeepAlive {
     }
 }
 
-/// The endpoint of `url` with the connection settings of every etcd call.
-fn endpoint(url: &str) -> Result<Endpoint, ConnectError> {
-    if url.starts_with("https://") {
-        return Err(ConnectError::Tls(url.to_owned()));
-    }
-    let uri = if url.starts_with("http://") {
-        url.to_owned()
-    } else {
-        format!("http://{url}")
+/// The endpoint of `url` with the connection settings of every etcd call: `https://` with
+/// `tls`, `http://` without; a URL without a scheme gets the one that fits.
+fn endpoint(url: &str, tls: Option<&ClientTls>) -> Result<Endpoint, ConnectError> {
+    let uri = match (url.split_once("://").map(|(scheme, _)| scheme), tls) {
+        (Some("https"), None) => return Err(ConnectError::Tls(url.to_owned())),
+        (Some("http"), Some(_)) => return Err(ConnectError::Plaintext(url.to_owned())),
+        (Some(_), _) => url.to_owned(),
+        (None, Some(_)) => format!("https://{url}"),
+        (None, None) => format!("http://{url}"),
     };
-    let endpoint = Endpoint::from_shared(uri).map_err(|source| ConnectError::InvalidEndpoint {
+    let invalid = |source| ConnectError::InvalidEndpoint {
         endpoint: url.to_owned(),
         source,
-    })?;
-    Ok(endpoint
+    };
+    let endpoint = Endpoint::from_shared(uri)
+        .map_err(invalid)?
         .connect_timeout(CONNECT_TIMEOUT)
         .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
         .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
-        .keep_alive_while_idle(true))
+        .keep_alive_while_idle(true);
+    match tls {
+        Some(tls) => endpoint.tls_config(tls.tonic()).map_err(invalid),
+        None => Ok(endpoint),
+    }
 }
 
 // ---- requests ----
@@ -493,17 +515,16 @@ mod tests {
     }
 
     #[test]
-    fn endpoints_without_a_scheme_are_http_and_https_is_refused() {
+    fn endpoints_without_a_scheme_are_http_and_https_needs_tls() {
         assert_eq!(
-            endpoint("127.0.0.1:2379").unwrap().uri().to_string(),
+            endpoint("127.0.0.1:2379", None).unwrap().uri().to_string(),
             "http://127.0.0.1:2379/"
         );
+        let err = endpoint("https://h:2379", None).unwrap_err();
+        assert!(matches!(err, ConnectError::Tls(_)));
+        assert!(err.to_string().contains("--etcd-ca-file"), "{err}");
         assert!(matches!(
-            endpoint("https://h:2379"),
-            Err(ConnectError::Tls(_))
-        ));
-        assert!(matches!(
-            endpoint("http://bad host"),
+            endpoint("http://bad host", None),
             Err(ConnectError::InvalidEndpoint { .. })
         ));
     }

@@ -103,7 +103,17 @@ impl Etcd {
     /// under `namespace` (Dapr uses `dapr`). Does not wait for etcd to be up: calls retry until
     /// it is.
     pub async fn connect<E: AsRef<str>>(endpoints: &[E], namespace: &str) -> Result<Etcd, Error> {
-        let client = Client::connect(endpoints).map_err(Error::io)?;
+        Self::connect_with(endpoints, namespace, None).await
+    }
+
+    /// [`connect`](Self::connect) over TLS when `tls` is given (`--etcd-ca-file` and, for an
+    /// etcd with `--client-cert-auth`, `--etcd-cert-file` and `--etcd-key-file`).
+    pub async fn connect_with<E: AsRef<str>>(
+        endpoints: &[E],
+        namespace: &str,
+        tls: Option<&crate::tls::ClientTls>,
+    ) -> Result<Etcd, Error> {
+        let client = Client::connect_with(endpoints, tls).map_err(Error::io)?;
         let namespace = namespace.trim_end_matches('/');
         let inner = Arc::new(Inner {
             client,

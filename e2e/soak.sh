@@ -22,7 +22,8 @@
 #
 # Settings (environment): SOAK_SECONDS=3600 RATE=5000 CHURN=100 DRAIN=30
 #   APP_EVERY=300 JOBSD_EVERY=600 (both scaled to SOAK_SECONDS/4 and /3 under 20 min)
-#   JOBSD_ARGS="" (extra jobsd flags) JOBSD_BIN=… KEEP=0 (1: keep the temp dir)
+#   JOBSD_ARGS="" (extra jobsd flags) JOBSD_BIN=… SOAK_BIN=… (prebuilt copies: no build)
+#   KEEP=0 (1: keep the temp dir)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=e2e/lib.sh
@@ -45,10 +46,14 @@ bench_begin soak
 echo "soak: ${SOAK_SECONDS} s, $RATE recurring triggers/s + $CHURN one-shots/s (¼ deleted);" \
   "app restarted every ${APP_EVERY} s, jobsd every ${JOBSD_EVERY} s"
 
-echo "== build"
-cargo build --release --locked --bin jobsd --example soak
+# JOBSD_BIN and SOAK_BIN: prebuilt binaries (copies, so that a rebuild in the target dir
+# during the hour does not change what the restarts run); without both, build them.
+if [ -z "${JOBSD_BIN:-}" ] || [ -z "${SOAK_BIN:-}" ]; then
+  echo "== build"
+  cargo build --release --locked --bin jobsd --example soak
+fi
 JOBSD=${JOBSD_BIN:-${CARGO_TARGET_DIR:-target}/release/jobsd}
-SOAK=${CARGO_TARGET_DIR:-target}/release/examples/soak
+SOAK=${SOAK_BIN:-${CARGO_TARGET_DIR:-target}/release/examples/soak}
 
 read -r APP_PORT HTTP_PORT GRPC_PORT < <(free_ports 3 | xargs)
 METRICS_FLAGS=$(e2e_metrics_flags)

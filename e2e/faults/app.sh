@@ -28,16 +28,21 @@ mapfile -t ports < <(free_ports 2)
 events="$work/app-events.jsonl"
 flap_events="$work/flap-events.jsonl"
 
-# ---------------------------------------------------------------- hang, broken, slow
+# ---------------------------------------------------------------- hang, broken; slow
 e2e_start_app "${ports[0]}" "$work/app.log" "$E2E_PY" "$PY_DIR/faults_app_server.py" \
   --port "${ports[0]}" --log "$events"
 app_pid=$E2E_SPAWNED
 jobsd_start "$work/data" "$work/jobsd.log" --app-port "${ports[0]}" --app-call-timeout 3s
 run_phase hang hang "$events"
 run_phase broken broken "$events" "$JOBSD_PID"
-run_phase slow slow "$events" "$JOBSD_PID"
 shell_check jobsd_exits_0_on_sigterm jobsd_stop
 shell_check no_panic_in_jobsd_log no_panic_in_logs "$work/jobsd.log"
+# The slow app on a jobsd with the default call timeout (15 min ≫ the 10 s handler): a 3 s
+# timeout would cut every call and retry it, piling abandoned calls on the app.
+jobsd_start "$work/data-slow" "$work/jobsd-slow.log" --app-port "${ports[0]}"
+run_phase slow slow "$events" "$JOBSD_PID"
+shell_check slow_jobsd_exits_0_on_sigterm jobsd_stop
+shell_check slow_no_panic_in_jobsd_log no_panic_in_logs "$work/jobsd-slow.log"
 e2e_unspawn "$app_pid"
 
 # ---------------------------------------------------------------- flap

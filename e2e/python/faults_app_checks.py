@@ -180,7 +180,8 @@ def slow_phase(events: str, pid: str) -> Suite:
               f"now {rss[-1] / 1024:.1f} MiB")
         assert len(names) == SLOW_JOBS and len(set(names)) == SLOW_JOBS, "lost or doubled"
         assert all(ns(c["t"]) >= ns(c["scheduled"]) for c in got), "a call before its due time"
-        assert inflight <= 1024, inflight
+        # The bound is reached (3,000 calls would be in flight without it) and held.
+        assert 512 < inflight <= 1024, inflight
         assert max(rss) < 256 << 10, max(rss)
 
     return s

@@ -320,7 +320,7 @@ async fn drive(args: DriveArgs) -> Result<()> {
                     continue;
                 }
             }
-            if seq % 4 == 0 {
+            if seq.is_multiple_of(4) {
                 let req = DeleteJobRequest {
                     name: format!("o-{seq}"),
                 };

@@ -6,7 +6,8 @@
 #   hang    a call never answered ends at --app-call-timeout (3 s here), the failure policy
 #           runs (exact attempts); an `@every 1s` job stays on time meanwhile
 #   broken  garbage bytes, a close mid-headers, a 500 with a 50 MiB body, a plain 500: each call
-#           a failed attempt (exact counts), the huge body not read, jobsd's peak RSS bounded
+#           a failed attempt (exact counts), the huge body not read, jobsd's peak RSS bounded;
+#           a 200 whose body is cut short is a success, as in daprd
 #   slow    a 10 s handler with 3,000 one-shots due at 1,000/s: in flight ≤ the
 #           --app-max-concurrency default (1,024), RSS printed and bounded, nothing lost
 #   flap    app health checks on, the app healthy every other second: every tick once, a

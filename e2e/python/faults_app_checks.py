@@ -9,7 +9,8 @@ in-process twin on a manual clock is tests/app_faults.rs. One phase per scenario
   broken EVENTS PID     garbage bytes, a close in the middle of the headers, a 500 with a 50 MiB
                         body, a plain 500: each call a failed attempt, exactly 3 per job (2
                         retries), jobsd stops reading the huge body (bytes written ≪ 50 MiB) and
-                        its peak RSS grows by less than 64 MiB
+                        its peak RSS grows by less than 64 MiB; a 200 whose body is cut short is
+                        a success (daprd ignores the body too)
   slow EVENTS PID       a 10 s handler, 3,000 one-shots due at 1,000/s: at most
                         `--app-max-concurrency` (default 1,024) calls in flight, RSS bounded
                         (printed), every job delivered exactly once, none before its due time
@@ -119,6 +120,14 @@ def broken_phase(events: str, pid: str) -> Suite:
             assert [c["attempt"] for c in got] == ["1", "2", "3"], got
             print(f"   {name}: {v['status']['lastError']}")
         s.add(f"{name.split('-')[0]}_is_a_failed_attempt_3_calls_then_dropped", check)
+
+    @s.check
+    def a_200_cut_short_in_its_body_is_a_success_as_in_daprd():
+        create("short-1", {"dueTime": due_at(1), "failurePolicy": constant(2)})
+        v = wait_status("short-1", lambda st: st["counters"]["succeeded"] >= 1, "success", WAIT)
+        assert v["status"]["counters"]["failedAttempts"] == 0, v["status"]
+        time.sleep(1.5)
+        assert len(calls(events, "short-1")) == 1, calls(events, "short-1")
 
     @s.check
     def jobsd_stops_reading_a_huge_body_and_its_memory_stays_bounded():

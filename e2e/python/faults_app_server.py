@@ -7,6 +7,7 @@ HTTP framework would send:
     hang-*      reads the request and never answers (the connection stays open)
     garbage-*   answers bytes that are not HTTP, then closes
     cut-*       closes in the middle of the status line and headers
+    short-*     answers 200 with a body shorter than its Content-Length, then closes
     huge-*      answers 500 with a 50 MiB body, written until jobsd stops reading (the bytes
                 it managed to write are logged when the connection ends)
     slow-*      answers 200 after 10 s; logs how many slow calls were in flight on arrival
@@ -91,6 +92,10 @@ async def serve(reader, writer):
                 return
             if name.startswith("cut-"):
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Le")
+                await writer.drain()
+                return
+            if name.startswith("short-"):
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
                 await writer.drain()
                 return
             if name.startswith("huge-"):

@@ -17,7 +17,7 @@ use crate::api::{self, ApiState};
 use crate::cli;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::{self, AppProtocol};
-use crate::delivery::{self, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
+use crate::delivery::{self, CallTimeout, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use crate::engine::{self, Engine};
 use crate::observe::otlp::{self, Spans};
 use crate::observe::{self, LoopSample, Metrics};
@@ -162,7 +162,7 @@ impl Sidecar {
         let metrics_listener = bind_metrics(cfg.metrics).await?;
         let engine_stop = CancellationToken::new();
         let spans = span_exporter(&cfg, &clock)?;
-        let delivery = Arc::new(app_delivery(&cfg, &engine_stop, &spans, &metrics)?);
+        let delivery = Arc::new(app_delivery(&cfg, &engine_stop, &spans, &metrics, &clock)?);
         let actors = actor_runtime(&cfg, &delivery, clock.clone(), &spans)?;
         let sink = Arc::new(Targets::new(delivery.clone(), actors.clone()));
         let (engine, engine_task) = Engine::start_with(
@@ -204,7 +204,7 @@ impl Sidecar {
 
     /// Starts serving in front of the Scheduler replicas of `cfg.scheduler_hosts`: calls are
     /// forwarded, triggers arrive on WatchJobs streams and go to the app. `clock` only stamps
-    /// received triggers.
+    /// received triggers and measures `--app-call-timeout`.
     pub async fn start_remote(
         cfg: config::Sidecar,
         clock: Arc<dyn Clock>,
@@ -213,7 +213,13 @@ impl Sidecar {
         let metrics_listener = bind_metrics(cfg.metrics).await?;
         let delivery_stop = CancellationToken::new();
         let spans = span_exporter(&cfg, &clock)?;
-        let delivery = Arc::new(app_delivery(&cfg, &delivery_stop, &spans, &metrics)?);
+        let delivery = Arc::new(app_delivery(
+            &cfg,
+            &delivery_stop,
+            &spans,
+            &metrics,
+            &clock,
+        )?);
         if cfg.app_address.is_none() {
             // daprd holds streams without an app and fails every trigger; staying away lets
             // the Scheduler keep them staged for a sidecar that has one.
@@ -519,6 +525,7 @@ fn app_delivery(
     stop: &CancellationToken,
     spans: &Option<Spans>,
     metrics: &Metrics,
+    clock: &Arc<dyn Clock>,
 ) -> Result<Delivery, Error> {
     Ok(Delivery::new(
         DeliveryConfig {
@@ -540,6 +547,10 @@ fn app_delivery(
             resiliency: load_policy(cfg)?,
             spans: spans.clone(),
             metrics: metrics.delivery(),
+            call_timeout: cfg.app_call_timeout.map(|limit| CallTimeout {
+                limit,
+                clock: clock.clone(),
+            }),
         },
         stop,
     )?)

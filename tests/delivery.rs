@@ -14,7 +14,8 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::serve::ListenerExt;
 use http_body_util::BodyExt;
-use jobsd::delivery::{Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
+use jobsd::clock::ManualClock;
+use jobsd::delivery::{CallTimeout, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use jobsd::proto::common::http_extension::Verb;
 use jobsd::proto::runtime::app_callback_alpha_server::{AppCallbackAlpha, AppCallbackAlphaServer};
 use jobsd::proto::runtime::app_callback_health_check_server::{
@@ -1324,4 +1325,65 @@ async fn health_path_that_is_not_a_url_path_is_a_config_error() {
         &CancellationToken::new(),
     );
     assert!(matches!(result, Err(jobsd::delivery::Error::Config(_))));
+}
+
+/// A delivery whose calls are bounded by `--app-call-timeout` = 60 s on `clock`.
+fn with_call_timeout(addr: SocketAddr, clock: &ManualClock, policy: Option<Policy>) -> Delivery {
+    delivery(DeliveryConfig {
+        call_timeout: Some(CallTimeout {
+            limit: Duration::from_secs(60),
+            clock: Arc::new(clock.clone()),
+        }),
+        resiliency: policy.map(Arc::new),
+        ..config(addr, Protocol::Http)
+    })
+}
+
+#[tokio::test]
+async fn a_call_the_app_never_answers_ends_at_the_call_timeout() {
+    let (addr, app) = http_app().await;
+    let clock = ManualClock::new(common::t0());
+    let sink = Arc::new(with_call_timeout(addr, &clock, None));
+    let s = sink.clone();
+    let call = tokio::spawn(async move { s.deliver_reported(trigger("slow", None)).await });
+    common::eventually("the call to reach the app", async || app.seen().len() == 1).await;
+    clock.set(common::t0() + chrono::TimeDelta::seconds(59));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!call.is_finished(), "ended before the timeout");
+    clock.set(common::t0() + chrono::TimeDelta::seconds(60));
+    let report = tokio::time::timeout(common::PATIENCE, call)
+        .await
+        .expect("the call ends at the timeout")
+        .unwrap();
+    assert_eq!(report.result, TriggerResult::Failed);
+    assert!(report.timed_out);
+    assert_eq!(
+        report.error.as_deref(),
+        Some("the app did not answer within 1m0s (--app-call-timeout)")
+    );
+    assert_eq!(sink.stats().failed, 1);
+}
+
+#[tokio::test]
+async fn a_resiliency_timeout_policy_takes_precedence_over_the_call_timeout() {
+    let (addr, app) = http_app().await;
+    let clock = ManualClock::new(common::t0());
+    let policy = Policy::new("app[myapp]", Some(Duration::from_secs(5)), None, None);
+    let sink = Arc::new(with_call_timeout(addr, &clock, Some(policy)));
+    let s = sink.clone();
+    let call = tokio::spawn(async move { s.call(&trigger("slow", None)).await });
+    common::eventually("the call to reach the app", async || app.seen().len() == 1).await;
+    // Past the call timeout on its clock the call goes on: the policy's own timeout (5 s of
+    // real time) is the one that ends it.
+    clock.set(common::t0() + chrono::TimeDelta::hours(1));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!call.is_finished(), "the call timeout cut the call short");
+    let result = tokio::time::timeout(common::PATIENCE, call)
+        .await
+        .expect("the policy's timeout ends the call")
+        .unwrap();
+    assert!(
+        matches!(result, Err(jobsd::delivery::Error::Timeout)),
+        "{result:?}"
+    );
 }

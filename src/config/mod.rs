@@ -108,6 +108,11 @@ pub struct SidecarArgs {
     /// connections, see `DEFAULT_MAX_IN_FLIGHT`).
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     pub app_max_concurrency: i64,
+    /// How long one call to the app may wait for its answer (a Go duration; 0 = forever, as
+    /// daprd waits) before it fails as a timed-out attempt and the failure policy runs. A
+    /// resiliency `timeout` policy for the app takes precedence.
+    #[arg(long, default_value = "15m", value_parser = crate::schedule::duration::parse)]
+    pub app_call_timeout: i64,
     /// Probe the app's health and hold deliveries while it is unhealthy.
     #[arg(long, default_value_t = false)]
     pub enable_app_health_check: bool,
@@ -296,6 +301,8 @@ pub struct Sidecar {
     pub app_api_token: Option<String>,
     /// Most calls to the app in flight.
     pub app_max_concurrency: usize,
+    /// How long a call to the app may wait for its answer; `None` = forever.
+    pub app_call_timeout: Option<std::time::Duration>,
     /// App health probing, when enabled.
     pub health_check: Option<HealthCheck>,
     /// Folders of resource files.
@@ -499,6 +506,10 @@ impl SidecarArgs {
                 .ok()
                 .filter(|&n| n > 0)
                 .unwrap_or(DEFAULT_MAX_IN_FLIGHT),
+            app_call_timeout: u64::try_from(self.app_call_timeout)
+                .ok()
+                .filter(|&n| n > 0)
+                .map(std::time::Duration::from_nanos),
             health_check: self.enable_app_health_check.then(|| HealthCheck {
                 path: self.app_health_check_path.clone(),
                 interval: std::time::Duration::from_secs(self.app_health_probe_interval.max(1)),
@@ -602,6 +613,24 @@ mod tests {
         let mut argv = vec!["jobsd"];
         argv.extend_from_slice(args);
         super::parse(argv).unwrap().0.sidecar
+    }
+
+    #[test]
+    fn app_call_timeout_defaults_to_the_delivery_default_and_zero_is_forever() {
+        let timeout = |args: &[&str]| {
+            let mut all = vec!["--app-id", "a"];
+            all.extend_from_slice(args);
+            parse(&all)
+                .validate(Env::default())
+                .unwrap()
+                .app_call_timeout
+        };
+        assert_eq!(timeout(&[]), Some(crate::delivery::DEFAULT_CALL_TIMEOUT));
+        assert_eq!(
+            timeout(&["--app-call-timeout", "90s"]),
+            Some(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(timeout(&["--app-call-timeout", "0"]), None);
     }
 
     #[test]

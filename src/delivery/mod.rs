@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::clock::{Clock, SystemClock};
 use crate::observe::DeliveryMetrics;
 use crate::observe::otlp::{Attempt, Kind, Spans};
 use crate::observe::trace::TraceParent;
@@ -70,11 +71,50 @@ pub struct DeliveryConfig {
     pub spans: Option<Spans>,
     /// daprd's job metrics, recorded per call the app answers; disabled by default.
     pub metrics: DeliveryMetrics,
+    /// How long one call may wait for the app's answer when no resiliency `timeout` policy
+    /// bounds it (`--app-call-timeout`); `None` = forever, as in daprd.
+    pub call_timeout: Option<CallTimeout>,
 }
+
+/// How long a call to the app may take when no resiliency `timeout` policy says otherwise,
+/// on which clock (the engine's: a manual one in tests and under `--test-clock`).
+#[derive(Clone)]
+pub struct CallTimeout {
+    /// The longest wait for an answer.
+    pub limit: Duration,
+    /// The clock the limit is measured on.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl CallTimeout {
+    /// [`DEFAULT_CALL_TIMEOUT`] on the system clock.
+    pub fn default_on_system_clock() -> Self {
+        Self {
+            limit: DEFAULT_CALL_TIMEOUT,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for CallTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallTimeout")
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default of `--app-call-timeout`. daprd and the Dapr Scheduler wait for an app's answer
+/// forever: an app that never answers holds its job (no next tick, no retry, no failure
+/// policy) and a delivery slot until the connection breaks. 15 minutes is longer than any
+/// handler a job platform lets run in one call (AWS Lambda's ceiling; Cloud Tasks' dispatch
+/// deadline is 10 minutes by default), so a handler that ever finished under daprd is not cut
+/// short, while a hung app's job goes on to its failure policy within the hour.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 impl Default for DeliveryConfig {
     /// No app, HTTP, no token, unlimited concurrency, 4 MiB, no health checks, no
-    /// resiliency, no spans, no metrics.
+    /// resiliency, no spans, no metrics, calls bounded by [`DEFAULT_CALL_TIMEOUT`].
     fn default() -> Self {
         Self {
             app_address: None,
@@ -86,6 +126,7 @@ impl Default for DeliveryConfig {
             resiliency: None,
             spans: None,
             metrics: DeliveryMetrics::default(),
+            call_timeout: Some(CallTimeout::default_on_system_clock()),
         }
     }
 }
@@ -121,6 +162,9 @@ pub enum Error {
     /// The resiliency policy's timeout cut the last attempt short.
     #[error("the call timed out (resiliency timeout policy)")]
     Timeout,
+    /// The app did not answer within `--app-call-timeout` (no resiliency timeout applied).
+    #[error("the app did not answer within {} (--app-call-timeout)", crate::schedule::duration::format(i64::try_from(.0.as_nanos()).unwrap_or(i64::MAX)))]
+    CallTimeout(Duration),
     /// The resiliency policy's circuit breaker refused the call; the app was not called.
     #[error("{0}")]
     Breaker(String),
@@ -241,6 +285,8 @@ pub struct Delivery {
     spans: Option<Spans>,
     /// daprd's job metrics.
     metrics: DeliveryMetrics,
+    /// Bounds each call unless the resiliency policy has a timeout of its own.
+    call_timeout: Option<CallTimeout>,
     /// Stops the probe loop when the delivery is dropped.
     _stop_probes: DropGuard,
     /// With health checks: a view of the health never marked seen (it has changed once the
@@ -303,7 +349,19 @@ impl Delivery {
             .as_ref()
             .filter(|_| health_tx.is_none())
             .map(|check| (health.clone(), check.timeout.saturating_add(check.interval)));
+        // A resiliency `timeout` policy takes precedence over `--app-call-timeout`.
+        let call_timeout = config
+            .call_timeout
+            .filter(|t| !t.limit.is_zero())
+            .filter(|_| {
+                config
+                    .resiliency
+                    .as_ref()
+                    .and_then(|p| p.timeout())
+                    .is_none()
+            });
         Ok(Self {
+            call_timeout,
             first_probe,
             channel,
             limit: limit.map(Semaphore::new),
@@ -359,9 +417,24 @@ impl Delivery {
         let call = self.metrics.call();
         let data = trigger.data.as_ref();
         let context = crate::trigger::context::headers(trigger);
-        let result = match channel {
-            Channel::Http(http) => http.call(&trigger.name, data, Some(trace), &context).await,
-            Channel::Grpc(grpc) => grpc.call(&trigger.name, data, Some(trace), &context).await,
+        let answer = async {
+            match channel {
+                Channel::Http(http) => http.call(&trigger.name, data, Some(trace), &context).await,
+                Channel::Grpc(grpc) => grpc.call(&trigger.name, data, Some(trace), &context).await,
+            }
+        };
+        // Measured from the permit: waiting for one is jobsd's bound, not the app's slowness.
+        let deadline = self.call_timeout.as_ref().and_then(|t| {
+            let limit = chrono::TimeDelta::from_std(t.limit).ok()?;
+            Some((t, t.clock.now().checked_add_signed(limit)?))
+        });
+        let result = match deadline {
+            None => answer.await,
+            Some((t, deadline)) => tokio::select! {
+                result = answer => result,
+                // Dropping the call closes its connection: a late answer is not read.
+                () = t.clock.sleep_until(deadline) => Err(Error::CallTimeout(t.limit)),
+            },
         };
         // Counted as daprd counts: the calls the app answered. An HTTP call that never got
         // an answer is daprd's channel error, counted nowhere; a gRPC app's channel turns
@@ -516,7 +589,7 @@ impl Delivery {
                 );
                 Report {
                     result: TriggerResult::Failed,
-                    timed_out: matches!(e, Error::Timeout),
+                    timed_out: matches!(e, Error::Timeout | Error::CallTimeout(_)),
                     http_status: e.http_status(),
                     grpc_code: match &e {
                         Error::GrpcStatus { code, .. } => Some(*code as i32),

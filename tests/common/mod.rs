@@ -109,6 +109,7 @@ pub fn sidecar_config(
         api_token: None,
         app_api_token: None,
         app_max_concurrency: config::DEFAULT_MAX_IN_FLIGHT,
+        app_call_timeout: Some(jobsd::delivery::DEFAULT_CALL_TIMEOUT),
         health_check: None,
         resources_paths: Vec::new(),
         scheduler_hosts: scheduler_hosts.to_vec(),

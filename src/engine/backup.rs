@@ -9,6 +9,7 @@
 
 use prost_types::Timestamp;
 
+use super::detached::to_the_end;
 use super::runner::Command;
 use super::{Engine, Error, convert, labels};
 use crate::proto::scheduler as sv1;
@@ -135,6 +136,17 @@ impl Engine {
     /// that cannot be planned, bad labels), in order; a refused record does not stop the
     /// others. Restored active jobs fire from their restored progress.
     pub async fn import_batch(
+        &self,
+        metadata: &sv1::JobMetadata,
+        records: Vec<BackupRecord>,
+        overwrite: bool,
+    ) -> Result<Vec<Result<Imported, Error>>, Error> {
+        let (engine, metadata) = (self.clone(), metadata.clone());
+        to_the_end(async move { engine.restore(&metadata, records, overwrite).await }).await
+    }
+
+    /// [`Engine::import_batch`] in the caller's task.
+    async fn restore(
         &self,
         metadata: &sv1::JobMetadata,
         records: Vec<BackupRecord>,

@@ -5,6 +5,7 @@
 
 use futures_util::StreamExt;
 
+use super::detached::to_the_end;
 use super::runner::paused_by_hand;
 use super::views::has_labels;
 use super::{Engine, Error};
@@ -72,6 +73,17 @@ impl Engine {
 
     /// Sets `paused` on every selected job whose pause it changes.
     async fn bulk(
+        &self,
+        metadata: &sv1::JobMetadata,
+        selection: &Selection,
+        paused: Option<Paused>,
+    ) -> Result<Bulk, Error> {
+        let (engine, metadata, selection) = (self.clone(), metadata.clone(), selection.clone());
+        to_the_end(async move { engine.write_bulk(&metadata, &selection, paused).await }).await
+    }
+
+    /// [`Engine::bulk`] in the caller's task.
+    async fn write_bulk(
         &self,
         metadata: &sv1::JobMetadata,
         selection: &Selection,

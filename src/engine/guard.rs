@@ -29,6 +29,7 @@ use prost::Message;
 use tokio_util::sync::CancellationToken;
 
 use super::convert::timestamp;
+use super::detached::to_the_end;
 use super::{Command, Engine, Error, JobExtras};
 use crate::clock::Clock;
 use crate::proto::scheduler as sv1;
@@ -198,6 +199,17 @@ impl Engine {
         extras: JobExtras,
         conditions: &Conditions,
     ) -> Result<Guarded, Error> {
+        let (engine, conditions) = (self.clone(), conditions.clone());
+        to_the_end(async move { engine.store_guarded(req, extras, &conditions).await }).await
+    }
+
+    /// [`Engine::schedule_job_guarded`] in the caller's task.
+    async fn store_guarded(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+        conditions: &Conditions,
+    ) -> Result<Guarded, Error> {
         let name = req.name.clone();
         let fingerprint = conditions
             .idempotency_key
@@ -251,6 +263,16 @@ impl Engine {
 
     /// [`Engine::delete_job`] only if the job meets `if_match`.
     pub async fn delete_job_guarded(
+        &self,
+        req: sv1::DeleteJobRequest,
+        if_match: &IfMatch,
+    ) -> Result<Guarded, Error> {
+        let (engine, if_match) = (self.clone(), if_match.clone());
+        to_the_end(async move { engine.remove_guarded(req, &if_match).await }).await
+    }
+
+    /// [`Engine::delete_job_guarded`] in the caller's task.
+    async fn remove_guarded(
         &self,
         req: sv1::DeleteJobRequest,
         if_match: &IfMatch,

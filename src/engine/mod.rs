@@ -7,6 +7,7 @@ pub mod backup;
 mod bulk;
 pub mod convert;
 mod dead_letter;
+mod detached;
 mod error;
 pub mod executions;
 pub mod guard;
@@ -330,6 +331,16 @@ impl Engine {
         req: sv1::ScheduleJobRequest,
         extras: JobExtras,
     ) -> Result<(), Error> {
+        let engine = self.clone();
+        detached::to_the_end(async move { engine.store_job(req, extras).await }).await
+    }
+
+    /// [`Engine::schedule_job_with`] in the caller's task.
+    async fn store_job(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+    ) -> Result<(), Error> {
         let new = self.prepare_job(req, extras)?;
         let _guard = self.lock(&new.key).await;
         let results = self
@@ -381,6 +392,12 @@ impl Engine {
 
     /// Deletes a job and its counter (Scheduler `DeleteJob`); a missing job is fine.
     pub async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
+        let engine = self.clone();
+        detached::to_the_end(async move { engine.remove_job(req).await }).await
+    }
+
+    /// [`Engine::delete_job`] in the caller's task.
+    async fn remove_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
         let metadata = keys::check_metadata(req.metadata.as_ref())?;
         let key = keys::job_key(metadata, &req.name)?;
         let _guard = self.lock(&key).await;
@@ -441,6 +458,12 @@ impl Engine {
     /// Deletes every job whose composed key starts with `prefix` (go-etcd-cron
     /// `DeletePrefixes`, which validates the prefix like a name).
     async fn delete_prefix(&self, prefix: String) -> Result<(), Error> {
+        let engine = self.clone();
+        detached::to_the_end(async move { engine.remove_prefix(prefix).await }).await
+    }
+
+    /// [`Engine::delete_prefix`] in the caller's task.
+    async fn remove_prefix(&self, prefix: String) -> Result<(), Error> {
         schedule::name::validate_prefix(&prefix)?;
         // Rare and wide: it waits for every in-progress write so the loop's view stays in
         // commit order for all the keys it covers.

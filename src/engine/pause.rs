@@ -10,6 +10,7 @@
 //! One job at a time by name here; wider selections (a name prefix, labels) are in
 //! `bulk.rs`, a loop over the same per-key change.
 
+use super::detached::to_the_end;
 use super::history::Recorded;
 use super::runner::{Command, paused_by_hand, skipped_run, skipped_ticks};
 use super::{Engine, Error, convert};
@@ -55,6 +56,12 @@ impl Engine {
         key: String,
         paused: Option<Paused>,
     ) -> Result<Option<()>, Error> {
+        let engine = self.clone();
+        to_the_end(async move { engine.write_paused(key, paused).await }).await
+    }
+
+    /// [`Engine::set_paused`] in the caller's task.
+    async fn write_paused(&self, key: String, paused: Option<Paused>) -> Result<Option<()>, Error> {
         let _guard = self.lock(&key).await;
         let Some(job) = self.inner.store.get_job(&key).await? else {
             return Ok(None);

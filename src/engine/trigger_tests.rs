@@ -648,4 +648,5 @@ async fn loop_ended_tells_when_the_trigger_loop_is_gone() {
         .expect("the loop has ended");
 }
 
+mod abandoned_tests;
 mod exhausted_tests;

@@ -38,6 +38,9 @@
 //! Every measuring subcommand prints human lines and one `RESULT key=value …` line for
 //! `e2e/bench/actors.sh`.
 
+#[path = "common/accept.rs"]
+mod accept;
+
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -229,16 +232,7 @@ async fn app(port: u16) -> Result<()> {
         .with_context(|| format!("bind 127.0.0.1:{port}"))?;
     eprintln!("bench actor app listening on 127.0.0.1:{port}");
     let state = Arc::new(AppState::default());
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("accept: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+    accept::accept_loop(listener, |stream| {
         let state = state.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| handle(state.clone(), req));
@@ -246,7 +240,8 @@ async fn app(port: u16) -> Result<()> {
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
         });
-    }
+    })
+    .await
 }
 
 fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {

@@ -36,6 +36,9 @@
 //! Every measuring subcommand prints human lines and one `RESULT key=value …` line for
 //! `e2e/bench/triggers.sh`.
 
+#[path = "common/accept.rs"]
+mod accept;
+
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -312,16 +315,7 @@ async fn app(port: u16, h2c: bool, complete_via: Option<(SocketAddr, usize)>) ->
         recs: Mutex::default(),
         complete,
     });
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("accept: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+    accept::accept_loop(listener, |stream| {
         let state = state.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| handle(state.clone(), req));
@@ -340,7 +334,8 @@ async fn app(port: u16, h2c: bool, complete_via: Option<(SocketAddr, usize)>) ->
                     .await;
             }
         });
-    }
+    })
+    .await
 }
 
 /// Runs HTTP/2 stream tasks on the app's runtime.

@@ -22,6 +22,9 @@
 //!   event it came with (its first delivery at most 10 s before the event, or 1 s after). Prints a `RESULT` line; exits 1 when lost, early, wrong or
 //!   resurrected is not 0.
 
+#[path = "common/accept.rs"]
+mod accept;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fs::{File, OpenOptions};
@@ -158,16 +161,7 @@ async fn app(args: AppArgs) -> Result<()> {
         .with_context(|| format!("open {}", args.log.display()))?;
     let file = Arc::new(Mutex::new(file));
     eprintln!("soak app listening on 127.0.0.1:{}", args.port);
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("accept: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+    accept::accept_loop(listener, |stream| {
         let file = file.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| handle(file.clone(), req));
@@ -175,7 +169,8 @@ async fn app(args: AppArgs) -> Result<()> {
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
         });
-    }
+    })
+    .await
 }
 
 async fn handle(

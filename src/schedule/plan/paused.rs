@@ -153,8 +153,9 @@ impl Plan {
         through
     }
 
-    /// For a cron schedule: the counter just before its latest tick due by `until`, found
-    /// back from `until` in doubling steps (cron ticks do not depend on the previous one).
+    /// For a cron schedule (or an `@every` that does not move forward): the counter just
+    /// before its latest tick due by `until`, found back from `until` in doubling steps (cron
+    /// ticks do not depend on the previous one).
     fn before_last_tick(&self, counter: &Counter, until: DateTime<Utc>) -> Option<Counter> {
         let mut span = TimeDelta::seconds(1);
         while span <= TimeDelta::days(400) {
@@ -169,8 +170,10 @@ impl Plan {
                         ..before
                     };
                     match self.next_tick(&after).filter(|t| *t <= until) {
-                        Some(next) => (before, tick) = (after, next),
-                        None => return Some(before),
+                        Some(next) if next > tick => (before, tick) = (after, next),
+                        // No later tick — or ticks that do not move on (`@every 0s`, a
+                        // negative delay: Dapr takes both), which would loop here for ever.
+                        _ => return Some(before),
                     }
                 }
             }

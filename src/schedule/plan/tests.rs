@@ -551,6 +551,26 @@ fn paused_ticks_stop_at_the_ttl_and_a_one_shot_is_never_passed_over() {
     assert_eq!(one_shot.resume(&c, secs(60)), None, "it runs at the resume");
 }
 
+#[test]
+fn a_paused_every_that_does_not_move_forward_is_counted_without_looping() {
+    // Dapr takes `@every 0s` and negative delays; a list of a paused one hung a server
+    // thread for ever (found by tests/hostile_requests.rs).
+    for schedule in ["@every 0s", "@every -1s"] {
+        let p = plan(|s| s.schedule = Some(schedule.into()));
+        let c = Counter {
+            count: 1,
+            last_trigger: Some(secs(20)),
+            attempts: 0,
+        };
+        assert_eq!(
+            p.paused_ticks(&c, false, secs(55)),
+            Plan::PAUSED_COUNT_LIMIT,
+            "{schedule}"
+        );
+        assert!(p.resume(&c, secs(55)).is_some(), "{schedule}");
+    }
+}
+
 fn resumed(p: &Plan, r: Resume) -> (Option<DateTime<Utc>>, u64, Option<DateTime<Utc>>) {
     (p.next_tick(&r.counter), r.paused, r.last)
 }

@@ -29,6 +29,8 @@ START_TIMEOUT=30
 PHASE_TIMEOUT=120
 PHASE_SCRIPT=faults_cluster.py
 PY_DIR="$E2E_DIR/python"
+# Replicas' and sidecar's log filter (e.g. `info,jobsd::replica=debug` to see each trigger sent).
+LOG_LEVEL="${FAULTS_LOG_LEVEL:-info}"
 
 [ -x "$ETCD_BIN" ] || e2e_fail "no etcd at $ETCD_BIN: run e2e/setup.sh (Debian etcd-server)"
 e2e_suite_begin
@@ -56,7 +58,7 @@ for i in 0 1 2; do
   e2e_spawn "$work/replica-s$((i + 1)).log" env NO_COLOR=1 "$JOBSD_BIN" scheduler \
     --etcd-endpoints "http://127.0.0.1:$proxy_port" --id "s$((i + 1))" \
     --listen-address 127.0.0.1 --port "${replica_ports[$i]}" --lease-ttl "${LEASE_TTL}s" \
-    --log-level info $(e2e_metrics_flags)
+    --log-level "$LOG_LEVEL" $(e2e_metrics_flags)
   replica_pids+=("$E2E_SPAWNED")
 done
 e2e_wait_serving "$work/serving.out" "$START_TIMEOUT" "${addrs[@]}" || exit 1
@@ -71,7 +73,7 @@ e2e_spawn "$work/sidecar.log" env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN NO_COL
   "$JOBSD_BIN" --app-id faultapp --app-port "$(cat "$work/app.port")" \
   --dapr-http-port "$sidecar_http" --dapr-grpc-port "$sidecar_grpc" \
   --dapr-listen-addresses 127.0.0.1 --scheduler-host-address "$(IFS=,; echo "${addrs[*]}")" \
-  --data-dir "$work/sidecar-unused" --log-level info $(e2e_metrics_flags)
+  --data-dir "$work/sidecar-unused" --log-level "$LOG_LEVEL" $(e2e_metrics_flags)
 sidecar_pid=$E2E_SPAWNED
 e2e_wait_http "http://127.0.0.1:$sidecar_http/v1.0/healthz" 204 "$START_TIMEOUT" "$sidecar_pid" sidecar || exit 1
 

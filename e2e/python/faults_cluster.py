@@ -120,6 +120,7 @@ def check(events_path: str, acked_path: str, windows_path: str, ttl: str) -> Sui
     @suite.check
     def duplicates_only_for_in_flight_deliveries_of_a_fault():
         per_window = defaultdict(int)
+        offsets = defaultdict(list)
         outside = []
         for n in acked:
             ts = sorted(deliveries.get(n, []))
@@ -128,10 +129,15 @@ def check(events_path: str, acked_path: str, windows_path: str, ttl: str) -> Sui
             label = in_flight_at(ts[0])
             if label:
                 per_window[label] += len(ts) - 1
+                start = next(w[1] for w in windows if w[0] == label)
+                offsets[label].append((round(ts[0] - start, 2), round(ts[1] - start, 2)))
             else:
                 outside.append((n, ts))
         print(f"duplicate one-shot deliveries (un-acked in flight) per fault: {dict(per_window)}",
               flush=True)
+        for label, pairs in offsets.items():
+            print(f"  {label}: first and second delivery, seconds after the fault began: "
+                  f"{sorted(pairs)[:20]}", flush=True)
         assert not outside, f"{len(outside)} delivered twice though not in flight at a fault: {outside[:5]}"
 
     @suite.check

@@ -454,6 +454,7 @@ impl Pool {
             response.jobsd_attempt = trigger.attempt;
             response.jobsd_trigger = trigger.kind.as_str().to_owned();
         }
+        tracing::debug!(job = %trigger.name, stream = conn.id, id, "trigger sent");
         let sent = tokio::select! {
             sent = conn.tx.send(response) => sent.is_ok(),
             () = conn.closed.cancelled() => false,

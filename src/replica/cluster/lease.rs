@@ -181,23 +181,22 @@ async fn keep_alive(
             opened = tokio::time::timeout(every, client.lease_keep_alive(id)) => opened,
         };
         if let Ok(Ok(mut stream)) = opened {
+            // Opening the stream sent the first renewal; each answer counts from when its own
+            // request was sent (`message` pairs them), so neither a slow network to etcd nor a
+            // pause of this process (an answer read long after it came) can stretch the lease
+            // past what etcd granted.
             loop {
-                // The renewal counts from when it was asked for: a slow answer (a slow network
-                // to etcd) must not stretch the lease past what etcd granted.
-                let asked = Instant::now();
-                if stream.keep_alive().await.is_err() {
-                    break;
-                }
                 let answer = tokio::select! {
                     () = stop.cancelled() => return,
                     answer = tokio::time::timeout(every, stream.message()) => answer,
                 };
                 match answer {
-                    Ok(Ok(Some(resp))) if resp.ttl > 0 => {
-                        *state
+                    Ok(Ok(Some((resp, asked)))) if resp.ttl > 0 => {
+                        let mut renewed = state
                             .renewed
                             .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) = asked;
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        *renewed = (*renewed).max(asked);
                     }
                     Ok(Ok(Some(_))) => {
                         tracing::warn!(lease = id, "cluster lease expired");
@@ -209,6 +208,9 @@ async fn keep_alive(
                 tokio::select! {
                     () = stop.cancelled() => return,
                     () = tokio::time::sleep(every) => {}
+                }
+                if stream.keep_alive().await.is_err() {
+                    break;
                 }
             }
         }
@@ -246,5 +248,38 @@ mod tests {
         *state.renewed.lock().unwrap() = Instant::now();
         assert!(!woken.holds(), "a late renewal reopened the gate");
         assert!(!Standing::default().holds(), "no lease: nothing may fire");
+    }
+
+    /// A process paused past its lease (SIGSTOP, a frozen VM) must not take the answer etcd
+    /// sent just before the pause, read after it, for a renewal made after it. (In CI a replica
+    /// woken from SIGSTOP fired 11 one-shots another replica had already delivered: each answer
+    /// was counted from the time of the request after it.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_answer_read_after_a_pause_renews_from_when_it_was_asked() {
+        let client = Client::connect(&[crate::store::etcd::testing::shared().endpoint()])
+            .expect("etcd client");
+        let lease = Lease::grant(&client, Duration::from_secs(2))
+            .await
+            .expect("lease granted");
+        let standing = Standing::default();
+        standing.set(Some(&lease));
+        // Past its TTL: only the keeper's renewals keep it trusted.
+        tokio::time::sleep(lease.ttl + Duration::from_millis(500)).await;
+        assert!(standing.holds(), "a lease kept alive was not trusted");
+
+        // The whole process stops (this runtime has one thread); etcd goes on and expires
+        // the lease. The keeper's last answer waits in the socket.
+        std::thread::sleep(lease.ttl + Duration::from_secs(2));
+        // Awake: the keeper reads what came meanwhile; the gate is asked a moment later, as
+        // the member loop or a trigger would.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            matches!(client.lease_revoke(lease.id).await, Err(s) if is_lease_not_found(&s)),
+            "etcd still holds the lease: the pause was too short to test anything"
+        );
+        assert!(
+            !standing.holds(),
+            "a lease etcd had expired was trusted after the pause"
+        );
     }
 }

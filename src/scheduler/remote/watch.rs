@@ -223,6 +223,7 @@ async fn session(
             // The semaphore is never closed; a trigger left unacked is redelivered.
             continue;
         };
+        tracing::debug!(address = %host.address, job = %job.name, id = job.id, "trigger received");
         let ctx = ctx.clone();
         let acks = acks.clone();
         let channel = host.channel.clone();

@@ -10,9 +10,11 @@
 //! Nothing waits for etcd to be up: [`Client::connect`] only builds the channel, and every
 //! call connects (again) as needed.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Status, Streaming};
@@ -201,7 +203,9 @@ impl Client {
     /// Opens a keep-alive stream for lease `id`; its first renewal is already sent.
     pub async fn lease_keep_alive(&self, id: i64) -> Result<KeepAlive, Status> {
         let (requests, rx) = mpsc::channel(4);
-        // As for a watch: etcd answers the call once it has a request.
+        // As for a watch: etcd answers the call once it has a request. That first renewal is
+        // answered like the others, through `message`.
+        let asked = VecDeque::from([Instant::now()]);
         requests
             .send(pb::LeaseKeepAliveRequest { id })
             .await
@@ -215,6 +219,7 @@ impl Client {
             id,
             requests,
             responses,
+            asked,
         })
     }
 }
@@ -240,22 +245,35 @@ pub struct KeepAlive {
     id: i64,
     /// Renewal requests to etcd.
     requests: mpsc::Sender<pb::LeaseKeepAliveRequest>,
-    /// etcd's answers.
+    /// etcd's answers, one per request, in order.
     responses: Streaming<LeaseKeepAliveResponse>,
+    /// When each request not answered yet was sent, oldest first: an answer renews the lease
+    /// from its own request's time, never from a later one's.
+    asked: VecDeque<Instant>,
 }
 
 impl KeepAlive {
     /// Asks etcd to renew the lease; the answer comes through [`message`](Self::message).
-    pub async fn keep_alive(&self) -> Result<(), Status> {
+    pub async fn keep_alive(&mut self) -> Result<(), Status> {
+        let asked = Instant::now();
         self.requests
             .send(pb::LeaseKeepAliveRequest { id: self.id })
             .await
-            .map_err(|_| Status::unavailable("lease keep-alive stream closed"))
+            .map_err(|_| Status::unavailable("lease keep-alive stream closed"))?;
+        self.asked.push_back(asked);
+        Ok(())
     }
 
-    /// The next answer (a TTL of 0 means the lease is gone); `None` once the stream ended.
-    pub async fn message(&mut self) -> Result<Option<LeaseKeepAliveResponse>, Status> {
-        self.responses.message().await
+    /// The next answer (a TTL of 0 means the lease is gone) and when the request it answers
+    /// was sent (etcd's TTL runs from then at the latest); `None` once the stream ended.
+    pub async fn message(&mut self) -> Result<Option<(LeaseKeepAliveResponse, Instant)>, Status> {
+        let Some(answer) = self.responses.message().await? else {
+            return Ok(None);
+        };
+        let asked = self.asked.pop_front().ok_or_else(|| {
+            Status::internal("etcd answered a lease keep-alive that was not asked for")
+        })?;
+        Ok(Some((answer, asked)))
     }
 }
 

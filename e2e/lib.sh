@@ -572,7 +572,7 @@ e2e_wait_http() {
 # ETCD_PID and ETCD_URL. Fails after TIMEOUT seconds or as soon as etcd exits. With CA, CERT and
 # KEY (PEM files), etcd serves its clients over TLS with CERT and KEY and requires a client
 # certificate signed by CA (`--client-cert-auth`); ETCD_URL is then https, and the health check
-# presents CERT.
+# presents CERT. ETCD_FLAGS (word-split) are passed on to etcd.
 ETCD_BIN="${ETCD_BIN:-/usr/bin/etcd}"
 ETCD_PID=""
 ETCD_URL=""
@@ -585,10 +585,11 @@ e2e_start_etcd() {
     tls=(--trusted-ca-file "$6" --cert-file "$7" --key-file "$8" --client-cert-auth)
     curl_tls=(--cacert "$6" --cert "$7" --key "$8")
   fi
+  # shellcheck disable=SC2086 # ETCD_FLAGS are words
   e2e_spawn "$log" "$ETCD_BIN" --name default --data-dir "$data_dir" \
     --listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
     --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
-    --initial-cluster "default=$peer" "${tls[@]}"
+    --initial-cluster "default=$peer" "${tls[@]}" ${ETCD_FLAGS:-}
   ETCD_PID=$E2E_SPAWNED
   until curl -s --max-time 2 "${curl_tls[@]}" "$ETCD_URL/health" 2>/dev/null | grep -q '"health":"true"'; do
     if _proc_gone "$ETCD_PID" || [ "$SECONDS" -ge "$deadline" ]; then

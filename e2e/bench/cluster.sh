@@ -20,15 +20,19 @@
 #       largest of their resume times. Then restart the replica (same --id), wait until it is
 #       SERVING, and measure the pause its share sees while moving back (largest gap per job)
 #       and the most deliveries of one job within 5 s (> 5 + 1 would be two owners at once).
+#       With FAILOVER_STORED=N, N more jobs (bench_api's: due in a year) are stored first through
+#       sidecar 1 (64 HTTP clients), so that a failover adopts its share of N + the ticking ones.
 # Each part runs on a fresh cluster (fresh etcd) and a fresh embedded data dir.
 #
 # Settings (environment): CREATES=20000 RUNS=3 CLIENTS=16 BURST_N=20000 BURST_RUNS=2
 #   FAILOVER_JOBS=300 FAILOVER_RUNS=3 FAILOVER_WINDOW=12 (s observed after a kill)
+#   FAILOVER_STORED=0 (jobs stored far ahead before the failover runs, e.g. 1000000)
 #   HANDBACK_WINDOW=10 (s observed after the restart) LEASE_TTL=3s PARTITIONS= (--partitions
 #   for the replicas; empty: their default) PARTS=abc QUIET=0.5 QUIET_WAIT=60 (before each timed
 #   run, wait up to QUIET_WAIT s for other processes to use under QUIET cores) ETCD_BIN
 #   JOBSD_BIN (another jobsd build to measure) BUILD=1 (0: use the binaries in target/ as they
-#   are) KEEP=0 (1: keep the temp dir) REPLICA_ARGS="" (extra `jobsd scheduler` flags, e.g.
+#   are) ETCD_FLAGS="--max-txn-ops 10000" (Dapr 1.18's own etcd setting; "" for etcd's default,
+#   128 ops per txn) KEEP=0 (1: keep the temp dir) REPLICA_ARGS="" (extra `jobsd scheduler` flags, e.g.
 #   `--history-limit 0 --finished-retention 0`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,6 +48,8 @@ BURST_RUNS=${BURST_RUNS:-2}
 FAILOVER_JOBS=${FAILOVER_JOBS:-300}
 FAILOVER_RUNS=${FAILOVER_RUNS:-3}
 FAILOVER_WINDOW=${FAILOVER_WINDOW:-12}
+FAILOVER_STORED=${FAILOVER_STORED:-0}
+export ETCD_FLAGS=${ETCD_FLAGS---max-txn-ops 10000}
 HANDBACK_WINDOW=${HANDBACK_WINDOW:-10}
 LEASE_TTL=${LEASE_TTL:-3s}
 PARTITIONS=${PARTITIONS:-}
@@ -52,7 +58,7 @@ QUIET=${QUIET:-0.5}
 QUIET_WAIT=${QUIET_WAIT:-60}
 
 bench_begin cluster-bench
-echo "etcd: $("$ETCD_BIN" --version | head -1)"
+echo "etcd: $("$ETCD_BIN" --version | head -1) ${ETCD_FLAGS:-(default flags)}"
 
 echo "== build"
 if [ "${BUILD:-1}" = 1 ]; then
@@ -294,6 +300,12 @@ PY
 if has c; then
   echo "== (c) failover: $FAILOVER_JOBS @every 1s jobs, kill -9 one replica, $FAILOVER_RUNS times (lease ttl $LEASE_TTL)"
   cluster_up c
+  if [ "$FAILOVER_STORED" -gt 0 ]; then
+    echo "-- storing $FAILOVER_STORED jobs due in a year through sidecar 1"
+    "$BENCH_API" --fill "$FAILOVER_STORED" --fill-concurrency 64 --http "127.0.0.1:${SC_HTTP[0]}" \
+      --run-id stored --progress-secs 20 | tee "$TMP/last.log" | grep -v '^RESULT'
+    grep '^RESULT' "$TMP/last.log" | sed 's/$/ label2=stored/' >>"$RESULTS"
+  fi
   failover_py create "$APP" "$FAILOVER_JOBS" "127.0.0.1:${SC_HTTP[0]}" "127.0.0.1:${SC_HTTP[1]}"
   for r in $(seq 1 "$FAILOVER_RUNS"); do
     v=$(((r - 1) % 3))
@@ -363,7 +375,7 @@ fi
   fi
   if has c; then
     echo
-    echo "(c) failover, $FAILOVER_JOBS @every 1s jobs, kill -9 of one replica:"
+    echo "(c) failover, $FAILOVER_JOBS @every 1s jobs$([ "$FAILOVER_STORED" -gt 0 ] && echo " (+ $FAILOVER_STORED stored far ahead)"), kill -9 of one replica:"
     echo
     echo "| run | killed | jobs paused (its share) | failover: kill → every paused job delivered again | resume p50 | largest gap | not resumed in ${FAILOVER_WINDOW} s | restart → SERVING | handback: largest gap / jobs paused > 1.5 s | most deliveries of a job in 5 s |"
     echo "|---|---|---|---|---|---|---|---|---|---|"

@@ -70,10 +70,11 @@ impl Replica {
     pub async fn start(cfg: config::Replica) -> Result<Replica, Error> {
         if let Some(cluster) = &cfg.cluster {
             let store = Arc::new(
-                store::Etcd::connect_with(
+                store::Etcd::connect_partitioned(
                     &cluster.endpoints,
                     &cluster.namespace,
                     cluster.tls.as_ref(),
+                    cluster.partitions,
                 )
                 .await?,
             );

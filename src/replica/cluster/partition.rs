@@ -8,34 +8,8 @@
 
 use std::collections::BTreeSet;
 
-/// FNV-1a over `bytes`, continuing from `hash`: stable across processes, platforms and
-/// versions (unlike `std`'s randomly seeded hashers), which every replica relies on.
-fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        hash ^= u64::from(*b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
-
-/// FNV-1a's offset basis.
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// Mixes the bits of `x` (the SplitMix64 finaliser): FNV alone leaves the weights of similar
-/// member ids correlated.
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 30;
-    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^= x >> 27;
-    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-/// The partition of a composed job key, in `0..count` (`count` 0 is taken as 1).
-pub fn partition_of(key: &str, count: u32) -> u32 {
-    let hash = mix(fnv1a(FNV_OFFSET, key.as_bytes()));
-    (hash % u64::from(count.max(1))) as u32
-}
+use crate::store::etcd::partition::{FNV_OFFSET, fnv1a, mix};
+pub use crate::store::etcd::partition_of;
 
 /// The member that owns `partition`: the one with the highest weight for it (ties, which
 /// need equal hashes, go to the smallest id). `None` without members.

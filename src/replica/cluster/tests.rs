@@ -20,6 +20,8 @@ use crate::trigger::{Sink, Trigger, TriggerResult};
 const TTL: Duration = Duration::from_secs(2);
 /// Upper bound for anything to happen.
 const PATIENCE: Duration = Duration::from_secs(20);
+/// Partitions of the test clusters (their stores index jobs by as many).
+const PARTITIONS: u32 = 16;
 
 /// One delivery: which member, and the nominal time of the tick.
 type Delivery = (usize, chrono::DateTime<chrono::Utc>);
@@ -101,7 +103,11 @@ async fn node(member: usize, namespace: &str, log: &Arc<Log>) -> Node {
 }
 
 async fn node_on(endpoint: String, member: usize, namespace: &str, log: &Arc<Log>) -> Node {
-    let store = Arc::new(Etcd::connect(&[endpoint], namespace).await.unwrap());
+    let store = Arc::new(
+        Etcd::connect_partitioned(&[endpoint], namespace, None, PARTITIONS)
+            .await
+            .unwrap(),
+    );
     let engine_stop = CancellationToken::new();
     let sink = Arc::new(Recorder {
         member,
@@ -119,7 +125,7 @@ async fn node_on(endpoint: String, member: usize, namespace: &str, log: &Arc<Log
             id: format!("s{member}"),
             address: format!("127.0.0.1:{}", 50_000 + member),
             lease_ttl: TTL,
-            partitions: 16,
+            partitions: PARTITIONS,
             namespace: namespace.to_owned(),
         },
         store,
@@ -463,4 +469,38 @@ async fn members_carry_on_after_etcd_restarts() {
     tokio::task::spawn_blocking(move || etcd.kill())
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_without_an_index_key_as_dapr_writes_them_are_adopted() {
+    let namespace = testing::fresh_namespace();
+    let log = Arc::new(Log::default());
+    let first = node(0, &namespace, &log).await;
+    settle(std::slice::from_ref(&first)).await;
+    let names = every_second(&first.engine, 12, &log).await;
+    stop_all(vec![first]).await;
+    // Leave go-etcd-cron's keys only, as a Dapr Scheduler writes them: no partition index.
+    let raw = crate::store::etcd::client::Client::connect(&[testing::shared().endpoint()]).unwrap();
+    for prefix in ["index/", "indexed/"] {
+        let key = format!("{namespace}/jobsd/{prefix}");
+        raw.txn(etcd::txn(
+            Vec::new(),
+            vec![etcd::delete_prefix(key)],
+            Vec::new(),
+        ))
+        .await
+        .unwrap();
+    }
+    let mut nodes = Vec::new();
+    for m in 0..3 {
+        nodes.push(node(m, &namespace, &log).await);
+    }
+    settle(&nodes).await;
+    let before: HashMap<String, usize> = names.iter().map(|n| (n.clone(), log.count(n))).collect();
+    wait_for("every job to fire on the new members", || {
+        names.iter().all(|n| log.count(n) >= before[n] + 2)
+    })
+    .await;
+    once_per_tick(&log, &names).await;
+    stop_all(nodes).await;
 }

@@ -3,10 +3,15 @@
 //! (`dapr-jobs-api.md` §4.1–4.3, `pkg/runtime/scheduler`).
 //!
 //! - `hosts`: WatchHosts on a configured address names the replicas; each gets one channel.
-//! - unary calls ([`Remote`] as the [`Scheduler`] seam) go round robin over the replicas,
-//!   wait (up to 30 s) until replicas are known and reachable, and are retried once on
-//!   `Canceled` on the next replica. Creates with jobsd's settings and jobsd's views go to
-//!   `jobsd.scheduler.v1.Jobs`, which only a jobsd replica serves.
+//! - unary calls ([`Remote`] as the [`Scheduler`] seam) go to one replica, this sidecar's
+//!   home (picked by its app id, so apps spread over the replicas), and move on to the next
+//!   one when it cannot be reached or cancels; they wait (up to 30 s) until replicas are known
+//!   and reachable, and are retried once on `Canceled` on the next replica. One home rather
+//!   than round robin because every replica writes into the same etcd, where a txn costs far
+//!   more than one more job in it: the home replica's writer batches the app's concurrent
+//!   creates into one txn, where round robin would cut them into one txn per replica.
+//!   Creates with jobsd's settings and jobsd's views go to `jobsd.scheduler.v1.Jobs`, which
+//!   only a jobsd replica serves.
 //! - `watch`: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
 //!   deliverable; every trigger is delivered to the app and acknowledged on its stream.
 
@@ -85,7 +90,7 @@ struct Shared {
     hosts: channel::Receiver<Arc<HostSet>>,
     /// The working set as addresses (readiness, metadata).
     addresses: channel::Receiver<Vec<String>>,
-    /// Round-robin position over the working set.
+    /// The home replica: its position in the working set (modulo its size).
     next: AtomicUsize,
     /// WatchJobs streams open now (shared with the stream holder).
     open_streams: Arc<AtomicUsize>,
@@ -127,6 +132,7 @@ impl Remote {
         let stop = CancellationToken::new();
         let tasks = TaskTracker::new();
         let open_streams = Arc::new(AtomicUsize::new(0));
+        let home = home_of(&config.app_id);
         let context = Arc::new(watch::StreamContext {
             initial: sv1::WatchJobsRequestInitial {
                 app_id: config.app_id,
@@ -165,7 +171,7 @@ impl Remote {
             shared: Arc::new(Shared {
                 hosts,
                 addresses,
-                next: AtomicUsize::new(0),
+                next: AtomicUsize::new(home),
                 open_streams,
                 unreachable,
             }),
@@ -186,8 +192,8 @@ impl Remote {
         self.shared.open_streams.load(Ordering::Relaxed)
     }
 
-    /// The next replica round robin, waiting until `deadline` for one to be known.
-    async fn next_host(&self, deadline: Instant) -> Result<Host, Error> {
+    /// The home replica and its position, waiting until `deadline` for one to be known.
+    async fn next_host(&self, deadline: Instant) -> Result<(usize, Host), Error> {
         let mut hosts = self.shared.hosts.clone();
         let waited =
             tokio::time::timeout_at(deadline, hosts.wait_for(|s| !s.hosts.is_empty())).await;
@@ -201,8 +207,18 @@ impl Remote {
             }
             Err(_) => return Err(deadline_exceeded()),
         };
-        let index = self.shared.next.fetch_add(1, Ordering::Relaxed) % set.hosts.len();
-        Ok(set.hosts[index].clone())
+        let at = self.shared.next.load(Ordering::Relaxed);
+        Ok((at, set.hosts[at % set.hosts.len()].clone()))
+    }
+
+    /// Makes the replica after the one at `at` the home, unless another call did already.
+    fn move_on(&self, at: usize) {
+        let _ = self.shared.next.compare_exchange(
+            at,
+            at.wrapping_add(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
     }
 
     /// One unary call with daprd's client semantics: a 30 s deadline; wait-for-ready (a
@@ -229,7 +245,7 @@ impl Remote {
             None => deadline_exceeded(),
         };
         loop {
-            let host = match self.next_host(deadline).await {
+            let (at, host) = match self.next_host(deadline).await {
                 Err(e) if e.code == tonic::Code::DeadlineExceeded => {
                     return Err(timed_out(&unreachable));
                 }
@@ -243,11 +259,13 @@ impl Remote {
                 Ok(Err(status)) => status,
             };
             let pause = if never_sent(&status) {
+                self.move_on(at);
                 tracing::debug!(address = %host.address, error = %status, "scheduler not reachable; waiting for it");
                 let reason = format!("{}: {}", host.address, crate::tls::innermost(&status));
                 unreachable = Some(hosts::telling(unreachable.as_deref(), reason));
                 backoff.next_delay()
             } else if status.code() == tonic::Code::Cancelled && canceled_retry_left {
+                self.move_on(at);
                 canceled_retry_left = false;
                 jittered(CANCELED_RETRY, JITTER, &mut fastrand::Rng::new())
             } else {
@@ -276,6 +294,13 @@ impl Connections {
             tracing::warn!("scheduler connections did not close in time");
         }
     }
+}
+
+/// The first home replica of app `app_id`'s sidecars: a stable spread of apps over replicas.
+fn home_of(app_id: &str) -> usize {
+    app_id.bytes().fold(0usize, |h, b| {
+        h.wrapping_mul(31).wrapping_add(usize::from(b))
+    })
 }
 
 /// One rpc on a replica's channel, boxed so one retry loop serves all of them.

@@ -417,8 +417,13 @@ pub fn delete_range(from: impl Into<Vec<u8>>, to: impl Into<Vec<u8>>) -> Request
 }
 
 /// A range read as a txn op.
-fn range_op(range: RangeRequest) -> RequestOp {
+pub fn range_op(range: RangeRequest) -> RequestOp {
     request(request_op::Request::RequestRange(range))
+}
+
+/// A txn nested in a txn's branch (etcd 3.3 and later): its compares decide its own ops.
+pub fn nested(txn: TxnRequest) -> RequestOp {
+    request(request_op::Request::RequestTxn(txn))
 }
 
 /// A txn op.
@@ -466,6 +471,14 @@ pub fn range_kvs(op: ResponseOp) -> Vec<KeyValue> {
     match op.response {
         Some(Response::ResponseRange(range)) => range.kvs,
         _ => Vec::new(),
+    }
+}
+
+/// Whether a nested txn's compares held (`None` for other ops).
+pub fn nested_succeeded(op: &ResponseOp) -> Option<bool> {
+    match &op.response {
+        Some(Response::ResponseTxn(txn)) => Some(txn.succeeded),
+        _ => None,
     }
 }
 

@@ -14,6 +14,8 @@
 //! - `overlay.rs`: the keys a batch reads at one revision, the ops applied on top, and the
 //!   compare-and-swap txn that commits them;
 //! - `runs.rs`: the run keys a batch writes without reading them, and why that is safe;
+//! - `creates.rs`: batches of job puts committed without a read;
+//! - `partition.rs`: the index of jobs by partition, and reading one partition's jobs;
 //! - `pager.rs`: `list_jobs` and `scan` in pages at one revision;
 //! - `history.rs`: the history reads (`get_finished`, `list_runs`, `page`);
 //! - `watch.rs`: the self-healing jobs watch ([`Etcd::watch_jobs`]);
@@ -25,6 +27,7 @@
 //! with backoff from 1 s to 30 s (±20 % jitter), for as long as the caller waits (a write is
 //! abandoned once every caller of its batch has gone). Other failures are [`Error::Io`].
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +40,8 @@ use tokio_util::sync::CancellationToken;
 
 use self::client::{Client, RangeRequest, is_transient};
 use self::pager::{Pager, scan_pages};
+use self::partition::Index;
+pub use self::partition::partition_of;
 use self::writer::{WriteReq, Writer};
 use super::apply::{self, Prepared, Table};
 use super::{
@@ -47,16 +52,21 @@ use crate::resiliency::backoff::ExponentialBackOff;
 pub use watch::Change;
 
 pub(crate) mod client;
+mod creates;
 mod history;
 mod overlay;
 mod pager;
+pub(crate) mod partition;
 mod runs;
 mod watch;
 mod writer;
 
-/// Keys one txn may compare, and writes it may make: etcd's default `--max-txn-ops` (128)
-/// bounds each list, and the marker takes one of each.
+/// Keys one txn may compare, and writes it may make, in an etcd with the default
+/// `--max-txn-ops` (128), which bounds each list (the marker takes one of each).
 const MAX_TXN_KEYS: usize = 120;
+/// Ops of the txn that asks etcd whether it takes larger txns (Dapr's own etcd allows 10,000);
+/// if it does, txns may have this many less 8 (as [`MAX_TXN_KEYS`] is 128 less 8).
+const PROBE_TXN_OPS: usize = 1024;
 /// Bytes one txn may carry: etcd's default `--max-request-bytes` is 1.5 MiB.
 const MAX_TXN_BYTES: usize = 1024 * 1024;
 /// Keys per page of `list_jobs` (go-etcd-cron reads 1024 per page too).
@@ -65,6 +75,8 @@ const LIST_PAGE: i64 = 1024;
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Queued writes before callers wait.
 const QUEUE: usize = 4096;
+/// Partitions the jobs are indexed by unless told otherwise (`jobsd scheduler`'s default).
+pub const DEFAULT_PARTITIONS: u32 = 256;
 
 /// A [`Store`] in an etcd cluster (3.4 or later).
 pub struct Etcd {
@@ -92,6 +104,12 @@ struct Inner {
     idempotency_prefix: String,
     /// This instance's commit marker key.
     marker: String,
+    /// The index of jobs by partition, kept by every write of a job.
+    index: Index,
+    /// Every job is known to have its index key (see `partition.rs`).
+    indexed: AtomicBool,
+    /// Keys one txn may compare and write, learned from etcd on first use.
+    txn_keys: tokio::sync::OnceCell<usize>,
     /// Set by `close`: reads and new writes fail with `Closed`.
     closed: AtomicBool,
     /// Cancelled by `close`: stops watches and retry loops.
@@ -113,6 +131,18 @@ impl Etcd {
         namespace: &str,
         tls: Option<&crate::tls::ClientTls>,
     ) -> Result<Etcd, Error> {
+        Self::connect_partitioned(endpoints, namespace, tls, DEFAULT_PARTITIONS).await
+    }
+
+    /// [`connect_with`](Self::connect_with), indexing jobs by `partitions` partitions (the
+    /// cluster's `--partitions`), so that [`scan_partitions`](Self::scan_partitions) of that
+    /// count reads only the partitions asked for.
+    pub async fn connect_partitioned<E: AsRef<str>>(
+        endpoints: &[E],
+        namespace: &str,
+        tls: Option<&crate::tls::ClientTls>,
+        partitions: u32,
+    ) -> Result<Etcd, Error> {
         let client = Client::connect_with(endpoints, tls).map_err(Error::io)?;
         let namespace = namespace.trim_end_matches('/');
         let inner = Arc::new(Inner {
@@ -123,6 +153,9 @@ impl Etcd {
             finished_prefix: table_prefix(namespace, Table::Finished),
             idempotency_prefix: table_prefix(namespace, Table::Idempotency),
             marker: format!("{namespace}/writers/{:016x}", fastrand::u64(..)),
+            index: Index::new(namespace, partitions),
+            indexed: AtomicBool::new(false),
+            txn_keys: tokio::sync::OnceCell::new(),
             closed: AtomicBool::new(false),
             stop: CancellationToken::new(),
         });
@@ -167,6 +200,35 @@ impl Etcd {
             tx,
         ));
         tokio_stream::wrappers::ReceiverStream::new(rx)
+    }
+
+    /// The number of partitions jobs are indexed by.
+    pub fn index_partitions(&self) -> u32 {
+        self.inner.index.count()
+    }
+
+    /// The jobs of `partitions` (of [`index_partitions`](Self::index_partitions)) with their
+    /// counters, read at one revision: their index keys, then those jobs only, never the
+    /// others. Jobs lacking an index key (written by a Dapr Scheduler) are indexed first,
+    /// once per cluster.
+    pub async fn scan_partitions(
+        &self,
+        partitions: BTreeSet<u32>,
+        page_size: usize,
+    ) -> Result<JobScan, Error> {
+        self.check_open()?;
+        let page_size = i64::try_from(page_size.max(1)).unwrap_or(i64::MAX);
+        let (tx, scan) = JobScan::channel();
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            let last = match partition::scan_partitions(&inner, &partitions, page_size, &tx).await {
+                Ok(()) => ScanItem::End,
+                Err(err) => ScanItem::Failed(err),
+            };
+            // The consumer may be gone; nothing to do then.
+            let _ = tx.send(last).await;
+        });
+        Ok(scan)
     }
 
     /// The etcd client (for the cluster's membership keys, next to the store's).
@@ -319,6 +381,30 @@ impl Inner {
         }
     }
 
+    /// Keys one txn may compare, and writes it may make: [`MAX_TXN_KEYS`] unless etcd takes
+    /// a txn of [`PROBE_TXN_OPS`] reads (asked once). Fewer, larger txns are what make
+    /// bursts of results and partition reads cheap: etcd's cost is mostly per txn.
+    async fn txn_keys(&self) -> usize {
+        *self
+            .txn_keys
+            .get_or_init(|| async {
+                let gets: Vec<_> = (0..PROBE_TXN_OPS)
+                    .map(|_| client::get(self.marker.clone()))
+                    .collect();
+                let probe = self
+                    .retrying(|etcd| {
+                        let txn = client::txn(Vec::new(), gets.clone(), Vec::new());
+                        async move { etcd.txn(txn).await }
+                    })
+                    .await;
+                // Refused ("too many operations in txn request"): etcd's default limit.
+                let keys = probe.map_or(MAX_TXN_KEYS, |_| PROBE_TXN_OPS - 8);
+                tracing::debug!(keys, "etcd txn size");
+                keys
+            })
+            .await
+    }
+
     /// The value under the full key `key`.
     async fn get_value(&self, key: String) -> Result<Option<Vec<u8>>, Error> {
         self.retrying(|etcd| {
@@ -388,3 +474,6 @@ pub(crate) mod testing;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod partition_tests;

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::client::{self, CompareWith, KeyValue, RequestOp, TxnRequest, is_transient};
 use super::runs::{RunWrites, Write};
-use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, MAX_TXN_KEYS, invalid};
+use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, invalid};
 use crate::store::apply::{self, PrefixRange, Prepared, Table, Tables, Undo};
 use crate::store::{Error, OpResult};
 
@@ -183,29 +183,31 @@ fn claim_key(op: &Prepared) -> Option<&str> {
 /// anything is read: exact for keyed ops, a guess for `DeletePrefix`, which compares and
 /// deletes every key under its prefix.
 pub(super) fn txn_keys(op: &Prepared) -> usize {
+    // Every write of a job writes its index key too (`partition.rs`).
     let writes = match op {
-        // Job, counter and finished record; the runs' range.
-        Prepared::PutJob { .. } | Prepared::DeleteJob { .. } | Prepared::Restore { .. } => 4,
+        // Job and its index key, counter and finished record; the runs' range.
+        Prepared::PutJob { .. } | Prepared::DeleteJob { .. } | Prepared::Restore { .. } => 5,
         // As `PutJob`, and the idempotency record (read, and written with the job).
-        Prepared::Guarded { write, .. } => return 4 + usize::from(write.idempotency.is_some()),
+        Prepared::Guarded { write, .. } => return 5 + usize::from(write.idempotency.is_some()),
         Prepared::ForgetIdempotency { .. } => 1,
         Prepared::PutCounter { .. } => 1,
-        Prepared::FinishJob { .. } => 2,
+        Prepared::FinishJob { .. } => 3,
         // The run (2: a run put inside a range cleared earlier in the batch splits it), the
-        // pruned run and the counter; finishing: job, counter, finished, runs' range too.
-        Prepared::RecordResult(record) if record.finish => 7,
+        // pruned run and the counter; finishing: job and index key, counter, finished, runs'
+        // range too.
+        Prepared::RecordResult(record) if record.finish => 8,
         Prepared::RecordResult(_) => 4,
         Prepared::SetPaused { .. } => 1,
         // The record and the runs' range.
         Prepared::DeleteFinished { .. } => 2,
         Prepared::DeletePrefix { .. } => return 8,
     };
-    // A dead-letter job is created under one of its keys, as a `PutJob` (4 writes); both
+    // A dead-letter job is created under one of its keys, as a `PutJob` (5 writes); both
     // keys are compared.
     let dead_letter = dead_letter_keys(op);
     let (extra_writes, extra_reads) = match dead_letter.len() {
         0 => (0, 0),
-        n => (4, n * DEAD_LETTER_TABLES.len()),
+        n => (5, n * DEAD_LETTER_TABLES.len()),
     };
     (writes + extra_writes).max(reads(op).1.len() + extra_reads)
 }
@@ -300,10 +302,12 @@ impl Overlay {
     }
 
     /// The txn that compares every key read and writes every change plus the marker:
-    /// `None` when too large, `Some(None)` when nothing changes (unless `force`).
+    /// `None` when larger than `max_keys` or the byte limit, `Some(None)` when nothing
+    /// changes (unless `force`).
     pub(super) fn txn(
         &self,
         inner: &Inner,
+        max_keys: usize,
         marker_rev: i64,
         seq: u64,
         force: bool,
@@ -331,12 +335,23 @@ impl Overlay {
                 if slot.current == slot.original {
                     continue;
                 }
+                // A job's index key changes in the same txn as the job (`partition.rs`).
+                let index = (table == Table::Jobs).then(|| inner.index.key(key));
                 match &slot.current {
                     Some(value) => {
                         bytes += full.len() + value.len();
                         writes.push(client::put(full, value.clone(), 0));
+                        if let Some(index) = index {
+                            bytes += index.len();
+                            writes.push(client::put(index, Vec::new(), 0));
+                        }
                     }
-                    None => writes.push(client::delete(full)),
+                    None => {
+                        writes.push(client::delete(full));
+                        if let Some(index) = index {
+                            writes.push(client::delete(index));
+                        }
+                    }
                 }
             }
         }
@@ -345,8 +360,7 @@ impl Overlay {
             bytes += size;
             writes.push(op);
         }
-        if compares.len() > MAX_TXN_KEYS + 1 || writes.len() > MAX_TXN_KEYS || bytes > MAX_TXN_BYTES
-        {
+        if compares.len() > max_keys + 1 || writes.len() > max_keys || bytes > MAX_TXN_BYTES {
             return None;
         }
         if writes.is_empty() && !force {

@@ -15,6 +15,8 @@
 //! txn applied exactly if the marker holds its number. Every txn compares the marker, so at
 //! most one attempt of a batch can apply.
 //!
+//! A batch of job puts alone (creates) goes the shorter way of `creates.rs`: one txn, no read.
+//!
 //! [`Store::write`]: crate::store::Store::write
 
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client::{self, CompareWith, is_too_large, is_transient};
+use super::creates::{PutBatch, single_put};
 use super::overlay::{self, ReadError, marker_of, read_set, txn_keys};
 use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, MAX_TXN_KEYS, backoff, too_large};
 use crate::resiliency::backoff::ExponentialBackOff;
@@ -45,13 +48,18 @@ pub(super) struct WriteReq {
 /// The writer task: batches requests into txns.
 pub(super) struct Writer {
     /// The store.
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
     /// Number of the last txn attempted (the marker's value).
-    seq: u64,
+    pub(super) seq: u64,
+    /// The marker's `mod_revision` as this writer's last txn left it; `None` when unknown
+    /// (then read before a txn that compares it without a read of its own).
+    pub(super) marker_rev: Option<i64>,
+    /// Keys one txn may compare and write (`Inner::txn_keys`).
+    pub(super) max_keys: usize,
 }
 
 /// The outcome of one request.
-type Answer = Result<Vec<OpResult>, Error>;
+pub(super) type Answer = Result<Vec<OpResult>, Error>;
 
 /// Why a batch did not commit.
 enum BatchError {
@@ -64,12 +72,18 @@ enum BatchError {
 impl Writer {
     /// A writer for the store `inner`.
     pub(super) fn new(inner: Arc<Inner>) -> Self {
-        Writer { inner, seq: 0 }
+        Writer {
+            inner,
+            seq: 0,
+            marker_rev: None,
+            max_keys: MAX_TXN_KEYS,
+        }
     }
 
     /// Serves requests until the queue closes and is empty.
     pub(super) async fn run(mut self, mut rx: mpsc::Receiver<WriteReq>) {
         let mut next: Option<WriteReq> = None;
+        self.max_keys = self.inner.txn_keys().await;
         loop {
             let first = match next.take() {
                 Some(req) => req,
@@ -78,15 +92,27 @@ impl Writer {
                     None => return,
                 },
             };
-            if prefix_only(&first.ops) || weight(&first.ops).0 > MAX_TXN_KEYS {
+            if prefix_only(&first.ops) || weight(&first.ops).0 > self.max_keys {
                 self.alone(first).await;
+                continue;
+            }
+            if single_put(&first.ops).is_some() {
+                let mut puts = PutBatch::new(self.max_keys);
+                let mut more = Some(first);
+                while let Some(req) = more.take().or_else(|| rx.try_recv().ok()) {
+                    if let Err(req) = puts.push(req) {
+                        next = Some(req);
+                        break;
+                    }
+                }
+                self.commit_puts(puts).await;
                 continue;
             }
             let mut batch = vec![first];
             let (mut keys, mut bytes) = weight(&batch[0].ops);
             while let Ok(req) = rx.try_recv() {
                 let (k, b) = weight(&req.ops);
-                if prefix_only(&req.ops) || keys + k > MAX_TXN_KEYS || bytes + b > MAX_TXN_BYTES {
+                if prefix_only(&req.ops) || keys + k > self.max_keys || bytes + b > MAX_TXN_BYTES {
                     next = Some(req);
                     break;
                 }
@@ -99,7 +125,7 @@ impl Writer {
     }
 
     /// Commits requests that fit one txn together, falling back to one txn per request.
-    async fn commit_requests(&mut self, batch: Vec<WriteReq>) {
+    pub(super) async fn commit_requests(&mut self, batch: Vec<WriteReq>) {
         let (ops, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| (r.ops, r.reply)).unzip();
         let answers = match self.commit(&ops, &replies).await {
             Ok(answers) => answers,
@@ -129,7 +155,7 @@ impl Writer {
     /// Commits one request on its own: a prefix-only request as range deletes, a request too
     /// large for one txn in several.
     async fn alone(&mut self, req: WriteReq) {
-        let answer = if weight(&req.ops).0 > MAX_TXN_KEYS {
+        let answer = if weight(&req.ops).0 > self.max_keys {
             self.in_chunks(req.ops, &req.reply).await
         } else if prefix_only(&req.ops) {
             self.delete_prefixes(&req.ops, &req.reply).await
@@ -170,7 +196,7 @@ impl Writer {
             let full = ops.peek().is_none_or(|next| {
                 let (keys, bytes) = weight(&chunk);
                 let (more_keys, more_bytes) = weight(std::slice::from_ref(next));
-                keys + more_keys > MAX_TXN_KEYS || bytes + more_bytes > MAX_TXN_BYTES
+                keys + more_keys > self.max_keys || bytes + more_bytes > MAX_TXN_BYTES
             });
             if full {
                 parts.push_back(std::mem::take(&mut chunk));
@@ -220,9 +246,11 @@ impl Writer {
         }
         let mut attempts: Vec<u64> = Vec::new();
         let mut backoff = backoff();
+        // This txn moves the marker without telling the put path (`creates.rs`) where to.
+        self.marker_rev = None;
         loop {
             // The marker tells whether an attempt whose answer was lost applied.
-            let marker = match self.read_marker(reply).await {
+            let marker = match self.read_marker(std::slice::from_ref(reply)).await {
                 Ok(marker) => marker,
                 Err(err) => return Err(err),
             };
@@ -266,7 +294,10 @@ impl Writer {
     }
 
     /// Reads the marker: `(mod_revision, seq)`, both 0 when absent.
-    async fn read_marker(&self, reply: &oneshot::Sender<Answer>) -> Result<(i64, u64), Error> {
+    pub(super) async fn read_marker(
+        &self,
+        replies: &[oneshot::Sender<Answer>],
+    ) -> Result<(i64, u64), Error> {
         let mut backoff = backoff();
         loop {
             let request = client::read_key(self.inner.marker.clone());
@@ -277,14 +308,14 @@ impl Writer {
                 Ok(Err(err)) => tracing::warn!(error = %err, "etcd read failed; retrying"),
                 Err(_) => tracing::warn!("etcd read timed out; retrying"),
             }
-            if !self.wait(&mut backoff, std::slice::from_ref(reply)).await {
+            if !self.wait(&mut backoff, replies).await {
                 return Err(Error::Closed);
             }
         }
     }
 
     /// Backs off; false when nobody waits for the answer any more or the store stopped.
-    async fn wait(
+    pub(super) async fn wait(
         &self,
         backoff: &mut ExponentialBackOff,
         replies: &[oneshot::Sender<Answer>],
@@ -305,6 +336,8 @@ impl Writer {
         replies: &[oneshot::Sender<Answer>],
     ) -> Result<Vec<Answer>, BatchError> {
         let reads = read_set(requests);
+        // This txn moves the marker without telling the put path (`creates.rs`) where to.
+        self.marker_rev = None;
         // (seq, answers) of attempts whose fate is unknown.
         let mut attempts: Vec<(u64, Vec<Answer>)> = Vec::new();
         let mut backoff = backoff();
@@ -340,7 +373,8 @@ impl Writer {
             // After a lost answer, even a batch that changes nothing commits (the marker), so the
             // lost attempt can no longer apply after these answers.
             let force = !attempts.is_empty();
-            let Some(txn) = overlay.txn(&self.inner, marker_rev, self.seq, force) else {
+            let Some(txn) = overlay.txn(&self.inner, self.max_keys, marker_rev, self.seq, force)
+            else {
                 return Err(BatchError::TooLarge);
             };
             let Some(txn) = txn else {

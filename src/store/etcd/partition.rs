@@ -1,0 +1,345 @@
+//! Jobs by partition. A cluster fires each job on the member owning the job's partition (a
+//! stable hash of its key, [`partition_of`]), and a member taking partitions over must read
+//! their jobs only, not every job in etcd. go-etcd-cron's layout (`<ns>/jobs/<key>`) cannot be
+//! ranged by partition, so beside it every job has an empty index key
+//! `<ns>/jobsd/index/<count>/<partition>/<key>`, put in the same txn as the job (no crash can
+//! leave a job without it) and deleted in the same txn as the job. A `DeletePrefix` is the
+//! exception: its range deletes cannot name every partition's index keys, so it leaves stale
+//! ones, which point at no job: a partition read skips them and then removes them.
+//!
+//! Jobs written without an index key (by a real Dapr Scheduler, or by jobsd before it kept
+//! one) are indexed once, by a scan of the job keys, the first time a member reads partitions
+//! (`<ns>/jobsd/indexed/<count>` records that it ran). A Dapr Scheduler writing into the same
+//! etcd at the same time as jobsd replicas is not supported: its later jobs would go unindexed.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures_util::{StreamExt, TryStreamExt};
+use tokio::sync::mpsc;
+
+use super::client::{self, CompareWith, RangeRequest, RequestOp};
+use super::{Inner, LIST_PAGE};
+use crate::store::apply::{Joiner, Table};
+use crate::store::{Error, LoadedJob, ScanItem};
+
+/// Txns of a partition read in flight at once.
+const PARALLEL_READS: usize = 8;
+/// Index keys put per txn, and txns in flight, when indexing the jobs that lack one.
+const PARALLEL_PUTS: usize = 4;
+
+/// FNV-1a over `bytes`, continuing from `hash`: stable across processes, platforms and
+/// versions (unlike `std`'s randomly seeded hashers), which every replica relies on.
+pub(crate) fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// FNV-1a's offset basis.
+pub(crate) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Mixes the bits of `x` (the SplitMix64 finaliser): FNV alone leaves the weights of similar
+/// member ids correlated.
+pub(crate) fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The partition of a composed job key, in `0..count` (`count` 0 is taken as 1).
+pub fn partition_of(key: &str, count: u32) -> u32 {
+    let hash = mix(fnv1a(FNV_OFFSET, key.as_bytes()));
+    (hash % u64::from(count.max(1))) as u32
+}
+
+/// Where the index keys of one partition count live.
+pub(super) struct Index {
+    /// Number of partitions the keys are indexed by.
+    count: u32,
+    /// `<ns>/jobsd/index/<count>/`.
+    prefix: String,
+    /// `<ns>/jobsd/indexed/<count>`: present once every job has its index key.
+    done_key: String,
+}
+
+impl Index {
+    /// The index of `count` partitions under `namespace` (no trailing `/`).
+    pub(super) fn new(namespace: &str, count: u32) -> Self {
+        let count = count.max(1);
+        Index {
+            count,
+            prefix: format!("{namespace}/jobsd/index/{count}/"),
+            done_key: format!("{namespace}/jobsd/indexed/{count}"),
+        }
+    }
+
+    /// The number of partitions.
+    pub(super) fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The index key of job `key`.
+    pub(super) fn key(&self, key: &str) -> String {
+        format!("{}{}/{key}", self.prefix, partition_of(key, self.count))
+    }
+
+    /// The prefix of partition `p`'s index keys.
+    fn partition_prefix(&self, p: u32) -> String {
+        format!("{}{p}/", self.prefix)
+    }
+}
+
+/// Feeds `tx` with the jobs of `partitions` joined with their counters, in pages, everything
+/// read at one revision; then removes the stale index keys it met.
+pub(super) async fn scan_partitions(
+    inner: &Arc<Inner>,
+    partitions: &BTreeSet<u32>,
+    page_size: i64,
+    tx: &mpsc::Sender<ScanItem>,
+) -> Result<(), Error> {
+    ensure_indexed(inner).await?;
+    // Jobs (with their counters) read by one txn: two gets each.
+    let jobs_per_txn = inner.txn_keys().await / 2;
+    let revision = current_revision(inner).await?;
+    let mut stale = Vec::new();
+    for &p in partitions {
+        let from = inner.index.partition_prefix(p).into_bytes();
+        let end = client::prefix_end(&from);
+        let mut next = Some(from.clone());
+        while let Some(start) = next.take() {
+            let resp = inner
+                .retrying(|etcd| {
+                    let request = RangeRequest {
+                        key: start.clone(),
+                        range_end: end.clone(),
+                        limit: page_size,
+                        revision,
+                        keys_only: true,
+                        ..RangeRequest::default()
+                    };
+                    async move { etcd.range(request).await }
+                })
+                .await?;
+            if resp.more
+                && let Some(last) = resp.kvs.last()
+            {
+                let mut after = last.key.clone();
+                after.push(0);
+                next = Some(after);
+            }
+            let keys: Vec<String> = resp
+                .kvs
+                .iter()
+                .filter_map(|kv| kv.key.strip_prefix(from.as_slice()))
+                .filter_map(|k| std::str::from_utf8(k).ok())
+                // A key of another partition cannot be here; never fire someone else's job.
+                .filter(|k| partition_of(k, inner.index.count) == p)
+                .map(str::to_owned)
+                .collect();
+            let chunks: Vec<Vec<String>> = keys.chunks(jobs_per_txn).map(<[_]>::to_vec).collect();
+            let read: Vec<(Vec<LoadedJob>, Vec<String>)> = futures_util::stream::iter(chunks)
+                .map(|chunk| read_jobs(inner, chunk, revision))
+                .buffered(PARALLEL_READS)
+                .try_collect()
+                .await?;
+            let mut page = Vec::with_capacity(keys.len());
+            for (jobs, missing) in read {
+                page.extend(jobs);
+                stale.extend(missing);
+            }
+            if !page.is_empty() && tx.send(ScanItem::Page(page)).await.is_err() {
+                // Dropped: stop reading.
+                return Ok(());
+            }
+        }
+    }
+    drop_stale(inner, stale).await;
+    Ok(())
+}
+
+/// The jobs of `keys` (in key order) with their counters, read at `revision`, and the keys
+/// that have no job.
+async fn read_jobs(
+    inner: &Inner,
+    keys: Vec<String>,
+    revision: i64,
+) -> Result<(Vec<LoadedJob>, Vec<String>), Error> {
+    let at = |key: String| {
+        client::range_op(RangeRequest {
+            key: key.into_bytes(),
+            revision,
+            ..RangeRequest::default()
+        })
+    };
+    let gets: Vec<RequestOp> = keys
+        .iter()
+        .flat_map(|k| {
+            [
+                at(inner.full(Table::Jobs, k)),
+                at(inner.full(Table::Counters, k)),
+            ]
+        })
+        .collect();
+    let resp = inner
+        .retrying(|etcd| {
+            let txn = client::txn(Vec::new(), gets.clone(), Vec::new());
+            async move { etcd.txn(txn).await }
+        })
+        .await?;
+    let mut found = resp.responses.into_iter().map(client::range_kvs);
+    let mut jobs = Vec::new();
+    let mut counters = Vec::new();
+    let mut missing = Vec::new();
+    for key in keys {
+        let job = found.next().unwrap_or_default().into_iter().next();
+        let counter = found.next().unwrap_or_default().into_iter().next();
+        match job {
+            Some(job) => {
+                if let Some(counter) = counter {
+                    counters.push(Ok((key.clone(), counter.value)));
+                }
+                jobs.push((key, job.value));
+            }
+            None => missing.push(key),
+        }
+    }
+    let mut joiner = Joiner::new(counters.into_iter());
+    let loaded = jobs
+        .into_iter()
+        .map(|(key, value)| joiner.join(key, &value))
+        .collect::<Result<Vec<LoadedJob>, Error>>()?;
+    Ok((loaded, missing))
+}
+
+/// Removes the index keys of `keys` whose job is still absent (best effort: a stale key only
+/// costs a read).
+async fn drop_stale(inner: &Inner, keys: Vec<String>) {
+    futures_util::stream::iter(keys)
+        .map(|key| async move {
+            let txn = client::txn(
+                vec![client::equal(
+                    inner.full(Table::Jobs, &key),
+                    CompareWith::CreateRevision(0),
+                )],
+                vec![client::delete(inner.index.key(&key))],
+                Vec::new(),
+            );
+            if let Err(e) = inner.client.txn(txn).await {
+                tracing::debug!(error = %e, "cannot drop a stale index key");
+            }
+        })
+        .buffer_unordered(PARALLEL_READS)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// The cluster's current revision.
+async fn current_revision(inner: &Inner) -> Result<i64, Error> {
+    let key = inner.index.done_key.clone();
+    inner
+        .retrying(|etcd| {
+            let request = RangeRequest {
+                count_only: true,
+                ..client::read_key(key.clone())
+            };
+            async move { Ok(client::revision(etcd.range(request).await?.header.as_ref())) }
+        })
+        .await
+}
+
+/// Gives every job an index key, unless that was done before (by any member).
+async fn ensure_indexed(inner: &Inner) -> Result<(), Error> {
+    if inner.indexed.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let done_key = inner.index.done_key.clone();
+    if inner.get_value(done_key.clone()).await?.is_some() {
+        inner.indexed.store(true, Ordering::Release);
+        return Ok(());
+    }
+    let from = inner.prefix(Table::Jobs).as_bytes().to_vec();
+    let end = client::prefix_end(&from);
+    let mut next = Some(from.clone());
+    let mut revision = 0;
+    let mut indexed = 0usize;
+    let per_txn = inner.txn_keys().await;
+    while let Some(start) = next.take() {
+        let resp = inner
+            .retrying(|etcd| {
+                let request = RangeRequest {
+                    key: start.clone(),
+                    range_end: end.clone(),
+                    limit: LIST_PAGE,
+                    revision,
+                    keys_only: true,
+                    ..RangeRequest::default()
+                };
+                async move { etcd.range(request).await }
+            })
+            .await?;
+        if revision == 0 {
+            revision = client::revision(resp.header.as_ref());
+        }
+        if resp.more
+            && let Some(last) = resp.kvs.last()
+        {
+            let mut after = last.key.clone();
+            after.push(0);
+            next = Some(after);
+        }
+        let puts: Vec<RequestOp> = resp
+            .kvs
+            .iter()
+            .filter_map(|kv| kv.key.strip_prefix(from.as_slice()))
+            .filter_map(|k| std::str::from_utf8(k).ok())
+            .map(|k| client::put(inner.index.key(k), Vec::new(), 0))
+            .collect();
+        indexed += puts.len();
+        // A job deleted since this read gets a stale index key: harmless (see the module).
+        let chunks: Vec<Vec<RequestOp>> = puts.chunks(per_txn).map(<[_]>::to_vec).collect();
+        futures_util::stream::iter(chunks)
+            .map(|puts| {
+                inner.retrying(move |etcd| {
+                    let txn = client::txn(Vec::new(), puts.clone(), Vec::new());
+                    async move { etcd.txn(txn).await }
+                })
+            })
+            .buffer_unordered(PARALLEL_PUTS)
+            .try_collect::<Vec<_>>()
+            .await?;
+    }
+    inner
+        .retrying(|etcd| {
+            let put = client::put(done_key.clone(), b"1".to_vec(), 0);
+            let txn = client::txn(Vec::new(), vec![put], Vec::new());
+            async move { etcd.txn(txn).await }
+        })
+        .await?;
+    tracing::info!(
+        jobs = indexed,
+        partitions = inner.index.count,
+        "indexed the jobs by partition"
+    );
+    inner.indexed.store(true, Ordering::Release);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_keys_name_the_partition() {
+        let index = Index::new("dapr", 16);
+        let key = "app||default||myapp||job";
+        let p = partition_of(key, 16);
+        assert_eq!(index.key(key), format!("dapr/jobsd/index/16/{p}/{key}"));
+        assert!(index.key(key).starts_with(&index.partition_prefix(p)));
+    }
+}

@@ -109,38 +109,12 @@ pub(super) async fn scan_partitions(
     let revision = current_revision(inner).await?;
     let mut stale = Vec::new();
     for &p in partitions {
-        let from = inner.index.partition_prefix(p).into_bytes();
-        let end = client::prefix_end(&from);
-        let mut next = Some(from.clone());
-        while let Some(start) = next.take() {
-            let resp = inner
-                .retrying(|etcd| {
-                    let request = RangeRequest {
-                        key: start.clone(),
-                        range_end: end.clone(),
-                        limit: page_size,
-                        revision,
-                        keys_only: true,
-                        ..RangeRequest::default()
-                    };
-                    async move { etcd.range(request).await }
-                })
-                .await?;
-            if resp.more
-                && let Some(last) = resp.kvs.last()
-            {
-                let mut after = last.key.clone();
-                after.push(0);
-                next = Some(after);
-            }
-            let keys: Vec<String> = resp
-                .kvs
-                .iter()
-                .filter_map(|kv| kv.key.strip_prefix(from.as_slice()))
-                .filter_map(|k| std::str::from_utf8(k).ok())
+        let mut pages = KeyPages::new(inner.index.partition_prefix(p), page_size, revision);
+        while let Some(page) = pages.next(inner).await? {
+            let keys: Vec<String> = page
+                .into_iter()
                 // A key of another partition cannot be here; never fire someone else's job.
                 .filter(|k| partition_of(k, inner.index.count) == p)
-                .map(str::to_owned)
                 .collect();
             let chunks: Vec<Vec<String>> = keys.chunks(jobs_per_txn).map(<[_]>::to_vec).collect();
             let read: Vec<(Vec<LoadedJob>, Vec<String>)> = futures_util::stream::iter(chunks)
@@ -239,6 +213,70 @@ async fn drop_stale(inner: &Inner, keys: Vec<String>) {
         .await;
 }
 
+/// The keys under a prefix (the prefix stripped), in pages read at one revision.
+struct KeyPages {
+    /// The prefix.
+    prefix: Vec<u8>,
+    /// The next full key to read from; `None` when done.
+    next: Option<Vec<u8>>,
+    /// Keys per page.
+    limit: i64,
+    /// The revision read at (0: that of the first page).
+    revision: i64,
+}
+
+impl KeyPages {
+    fn new(prefix: String, limit: i64, revision: i64) -> Self {
+        let prefix = prefix.into_bytes();
+        KeyPages {
+            next: Some(prefix.clone()),
+            prefix,
+            limit,
+            revision,
+        }
+    }
+
+    /// The next page of keys (UTF-8 ones; nothing else is ours), or `None` at the end.
+    async fn next(&mut self, inner: &Inner) -> Result<Option<Vec<String>>, Error> {
+        let Some(start) = self.next.take() else {
+            return Ok(None);
+        };
+        let end = client::prefix_end(&self.prefix);
+        let (limit, revision) = (self.limit, self.revision);
+        let resp = inner
+            .retrying(|etcd| {
+                let request = RangeRequest {
+                    key: start.clone(),
+                    range_end: end.clone(),
+                    limit,
+                    revision,
+                    keys_only: true,
+                    ..RangeRequest::default()
+                };
+                async move { etcd.range(request).await }
+            })
+            .await?;
+        if self.revision == 0 {
+            self.revision = client::revision(resp.header.as_ref());
+        }
+        if resp.more
+            && let Some(last) = resp.kvs.last()
+        {
+            let mut after = last.key.clone();
+            after.push(0);
+            self.next = Some(after);
+        }
+        Ok(Some(
+            resp.kvs
+                .iter()
+                .filter_map(|kv| kv.key.strip_prefix(self.prefix.as_slice()))
+                .filter_map(|k| std::str::from_utf8(k).ok())
+                .map(str::to_owned)
+                .collect(),
+        ))
+    }
+}
+
 /// The cluster's current revision.
 async fn current_revision(inner: &Inner) -> Result<i64, Error> {
     let key = inner.index.done_key.clone();
@@ -263,41 +301,12 @@ async fn ensure_indexed(inner: &Inner) -> Result<(), Error> {
         inner.indexed.store(true, Ordering::Release);
         return Ok(());
     }
-    let from = inner.prefix(Table::Jobs).as_bytes().to_vec();
-    let end = client::prefix_end(&from);
-    let mut next = Some(from.clone());
-    let mut revision = 0;
     let mut indexed = 0usize;
     let per_txn = inner.txn_keys().await;
-    while let Some(start) = next.take() {
-        let resp = inner
-            .retrying(|etcd| {
-                let request = RangeRequest {
-                    key: start.clone(),
-                    range_end: end.clone(),
-                    limit: LIST_PAGE,
-                    revision,
-                    keys_only: true,
-                    ..RangeRequest::default()
-                };
-                async move { etcd.range(request).await }
-            })
-            .await?;
-        if revision == 0 {
-            revision = client::revision(resp.header.as_ref());
-        }
-        if resp.more
-            && let Some(last) = resp.kvs.last()
-        {
-            let mut after = last.key.clone();
-            after.push(0);
-            next = Some(after);
-        }
-        let puts: Vec<RequestOp> = resp
-            .kvs
+    let mut pages = KeyPages::new(inner.prefix(Table::Jobs).to_owned(), LIST_PAGE, 0);
+    while let Some(page) = pages.next(inner).await? {
+        let puts: Vec<RequestOp> = page
             .iter()
-            .filter_map(|kv| kv.key.strip_prefix(from.as_slice()))
-            .filter_map(|k| std::str::from_utf8(k).ok())
             .map(|k| client::put(inner.index.key(k), Vec::new(), 0))
             .collect();
         indexed += puts.len();

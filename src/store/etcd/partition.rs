@@ -9,8 +9,9 @@
 //!
 //! Jobs written without an index key (by a real Dapr Scheduler, or by jobsd before it kept
 //! one) are indexed once, by a scan of the job keys, the first time a member reads partitions
-//! (`<ns>/jobsd/indexed/<count>` records that it ran). A Dapr Scheduler writing into the same
-//! etcd at the same time as jobsd replicas is not supported: its later jobs would go unindexed.
+//! (`<ns>/jobsd/indexed/<count>` records that it ran). A Dapr Scheduler, or a jobsd replica of
+//! an older version, writing into the same etcd after that is not supported: its jobs would go
+//! unindexed (upgrade every replica together, or delete that record to index again).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::client::{self, CompareWith, RangeRequest, RequestOp, TxnRequest, is_too_large};
 use super::writer::{Answer, WriteReq, Writer};
@@ -22,7 +22,7 @@ use crate::store::apply::{Prepared, Table};
 use crate::store::{Error, OpResult, runs_prefix};
 
 /// The put of a request that is a single `PutJob`: `(key, value, create_only)`.
-pub(super) fn single_put(ops: &[Prepared]) -> Option<(&str, &[u8], bool)> {
+fn single_put(ops: &[Prepared]) -> Option<(&str, &[u8], bool)> {
     match ops {
         [
             Prepared::PutJob {
@@ -37,12 +37,12 @@ pub(super) fn single_put(ops: &[Prepared]) -> Option<(&str, &[u8], bool)> {
 
 /// Gathers single-put requests into one batch: distinct keys (etcd refuses a txn that puts a
 /// key twice), within the txn limits.
-pub(super) struct PutBatch {
+struct PutBatch {
     /// Puts one txn may carry: each is one op of the outer txn (a nested txn), and etcd
     /// bounds a nested txn's ops by what the outer one leaves of its limit.
     max: usize,
     /// The requests, each a single put.
-    pub(super) reqs: Vec<WriteReq>,
+    reqs: Vec<WriteReq>,
     /// Their keys.
     keys: HashSet<String>,
     /// Their bytes.
@@ -51,7 +51,7 @@ pub(super) struct PutBatch {
 
 impl PutBatch {
     /// An empty batch for txns of `max_keys` (the writer's limit).
-    pub(super) fn new(max_keys: usize) -> Self {
+    fn new(max_keys: usize) -> Self {
         PutBatch {
             max: max_keys.saturating_sub(8).max(1),
             reqs: Vec::new(),
@@ -61,7 +61,7 @@ impl PutBatch {
     }
 
     /// Adds `req` if it fits; gives it back otherwise.
-    pub(super) fn push(&mut self, req: WriteReq) -> Result<(), WriteReq> {
+    fn push(&mut self, req: WriteReq) -> Result<(), WriteReq> {
         let Some((key, value, _)) = single_put(&req.ops) else {
             return Err(req);
         };
@@ -94,8 +94,32 @@ enum Outcome {
 }
 
 impl Writer {
+    /// Commits `first` and the puts queued behind it in one txn, if `first` is a put; the
+    /// request that stopped the batch (not a put, or not fitting) comes back, to go next.
+    /// `Err(first)` when `first` is not a put.
+    pub(super) async fn commit_puts_from(
+        &mut self,
+        first: WriteReq,
+        rx: &mut mpsc::Receiver<WriteReq>,
+    ) -> Result<Option<WriteReq>, WriteReq> {
+        if single_put(&first.ops).is_none() {
+            return Err(first);
+        }
+        let mut puts = PutBatch::new(self.max_keys);
+        let mut left = None;
+        let mut more = Some(first);
+        while let Some(req) = more.take().or_else(|| rx.try_recv().ok()) {
+            if let Err(req) = puts.push(req) {
+                left = Some(req);
+                break;
+            }
+        }
+        self.commit_puts(puts).await;
+        Ok(left)
+    }
+
     /// Commits a batch of single-put requests in one txn without reading first.
-    pub(super) async fn commit_puts(&mut self, batch: PutBatch) {
+    async fn commit_puts(&mut self, batch: PutBatch) {
         let (puts, replies): (Vec<_>, Vec<_>) =
             batch.reqs.into_iter().map(|r| (r.ops, r.reply)).unzip();
         let answers = match self.put_all(&puts, &replies).await {

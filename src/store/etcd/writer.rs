@@ -24,7 +24,6 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client::{self, CompareWith, is_too_large, is_transient};
-use super::creates::{PutBatch, single_put};
 use super::overlay::{self, ReadError, marker_of, read_set, txn_keys};
 use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, MAX_TXN_KEYS, backoff, too_large};
 use crate::resiliency::backoff::ExponentialBackOff;
@@ -96,18 +95,14 @@ impl Writer {
                 self.alone(first).await;
                 continue;
             }
-            if single_put(&first.ops).is_some() {
-                let mut puts = PutBatch::new(self.max_keys);
-                let mut more = Some(first);
-                while let Some(req) = more.take().or_else(|| rx.try_recv().ok()) {
-                    if let Err(req) = puts.push(req) {
-                        next = Some(req);
-                        break;
-                    }
+            // Puts alone take the way without a read (`creates.rs`).
+            let first = match self.commit_puts_from(first, &mut rx).await {
+                Ok(left) => {
+                    next = left;
+                    continue;
                 }
-                self.commit_puts(puts).await;
-                continue;
-            }
+                Err(first) => first,
+            };
             let mut batch = vec![first];
             let (mut keys, mut bytes) = weight(&batch[0].ops);
             while let Ok(req) = rx.try_recv() {

@@ -85,6 +85,7 @@ fn put(key: String, generation: u64) -> Op {
         job: job(generation, &key),
         key,
         create_only: true,
+        due: Some(0),
     }
 }
 

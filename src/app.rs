@@ -173,6 +173,7 @@ impl Sidecar {
             engine::Options {
                 metrics: metrics.engine(),
                 history: cfg.history,
+                horizon: cfg.horizon,
             },
         )
         .await?;

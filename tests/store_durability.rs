@@ -97,6 +97,7 @@ fn crash_writer_role() {
                                 key: k.clone(),
                                 job: job(seq as u64, k),
                                 create_only: true,
+                                due: None,
                             })
                             .collect();
                         let results = store.write(ops).await.expect("write");
@@ -312,6 +313,7 @@ async fn concurrent_writers_share_commits() {
                             job: job(i as u64, &key),
                             key,
                             create_only: true,
+                            due: None,
                         }])
                         .await
                         .unwrap();

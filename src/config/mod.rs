@@ -150,6 +150,9 @@ pub struct SidecarArgs {
     /// Run history and finished jobs.
     #[command(flatten)]
     pub history: HistoryArgs,
+    /// How much of the future is kept in memory.
+    #[command(flatten)]
+    pub horizon: HorizonArgs,
     /// Most ticks one backfill (`POST /jobsd/v1/jobs/{name}/backfill`) may run; a range
     /// holding more is refused.
     #[arg(long, default_value_t = crate::engine::DEFAULT_MAX_BACKFILL_TICKS)]
@@ -218,6 +221,28 @@ impl HistoryArgs {
                 .filter(|&n| n > 0)
                 .map(std::time::Duration::from_nanos),
         }
+    }
+}
+
+/// How much of the future jobsd keeps in memory (jobsd's own flag, for the sidecar and the
+/// replicas).
+#[derive(Debug, Clone, Args)]
+pub struct HorizonArgs {
+    /// Keep only jobs due within this span in memory; the others stay in the embedded store,
+    /// indexed by fire time, and are read in as time moves on (a Go duration; 0 keeps every
+    /// job in memory). The span shrinks by itself while one round reads in over 200,000 jobs.
+    /// A cluster replica on etcd keeps every job of its partitions.
+    #[arg(long, default_value = "5m", value_parser = crate::schedule::duration::parse)]
+    pub horizon: i64,
+}
+
+impl HorizonArgs {
+    /// The engine's horizon (`None`: every job in memory).
+    pub fn span(&self) -> Option<std::time::Duration> {
+        u64::try_from(self.horizon)
+            .ok()
+            .filter(|&n| n > 0)
+            .map(std::time::Duration::from_nanos)
     }
 }
 
@@ -316,6 +341,8 @@ pub struct Sidecar {
     pub scheduler_job_streams: usize,
     /// What the embedded scheduler keeps of each job's past.
     pub history: crate::engine::history::Options,
+    /// How far ahead the embedded scheduler keeps jobs in memory (`--horizon`; `None`: all).
+    pub horizon: Option<std::time::Duration>,
     /// Most ticks one backfill may run (`--max-backfill-ticks`).
     pub max_backfill_ticks: usize,
     /// OTLP/gRPC collector spans are exported to (`--otlp-endpoint`); `None` = no spans.
@@ -525,6 +552,7 @@ impl SidecarArgs {
             scheduler_tls,
             scheduler_job_streams: self.scheduler_job_streams,
             history: self.history.options(),
+            horizon: self.horizon.span(),
             max_backfill_ticks: self.max_backfill_ticks,
             otlp_endpoint: self
                 .otlp_endpoint

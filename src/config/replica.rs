@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Error, EtcdTlsArgs, HistoryArgs, MetricsArgs, SchedulerIgnored, ServerTlsArgs};
+use super::{
+    Error, EtcdTlsArgs, HistoryArgs, HorizonArgs, MetricsArgs, SchedulerIgnored, ServerTlsArgs,
+};
 
 /// The Dapr Scheduler's flags that apply to a jobsd replica (`dapr-jobs-api.md` §7).
 #[derive(Debug, Clone, Args)]
@@ -61,6 +63,9 @@ pub struct SchedulerArgs {
     /// Run history and finished jobs (jobsd's own flags), served to sidecars' jobsd views.
     #[command(flatten)]
     pub history: HistoryArgs,
+    /// How much of the future a single replica keeps in memory.
+    #[command(flatten)]
+    pub horizon: HorizonArgs,
     /// Dapr Scheduler flags that do not apply to a jobsd replica.
     #[command(flatten)]
     pub ignored: SchedulerIgnored,
@@ -86,6 +91,8 @@ pub struct Replica {
     pub metrics: Option<SocketAddr>,
     /// What the replica keeps of its jobs' past (`--history-limit`, `--finished-retention`).
     pub history: crate::engine::history::Options,
+    /// How far ahead a single replica keeps jobs in memory (`--horizon`; `None`: all).
+    pub horizon: Option<std::time::Duration>,
 }
 
 /// How a replica joins a cluster on etcd.
@@ -149,6 +156,7 @@ impl SchedulerArgs {
             tls: self.tls.validate()?,
             metrics: self.metrics.listen()?,
             history: self.history.options(),
+            horizon: self.horizon.span(),
             id: self.id.clone(),
             listen: SocketAddr::new(ip, self.port),
             broadcast_override: self

@@ -221,7 +221,7 @@ fn restore_op(
     if job.job.is_none() {
         return Err(Error::NoJob);
     }
-    convert::plan_of(&key, &job).map_err(|e| {
+    let plan = convert::plan_of(&key, &job).map_err(|e| {
         Error::BadRequest(match e {
             convert::RestoreError::Schedule(e) => format!("job.schedule: {e}"),
             other => other.to_string(),
@@ -240,12 +240,17 @@ fn restore_op(
             counter: counter.clone(),
         })),
     };
+    let progress = counter
+        .as_ref()
+        .map(convert::counter_of)
+        .unwrap_or_default();
     let op = Op::Restore(Box::new(RestoreRecord {
         key,
         job: Some(job),
         counter,
         finished_at: record.finished_at,
         overwrite,
+        due_ms: plan.fire_time(&progress).map(convert::due_ms),
     }));
     Ok((op, track))
 }

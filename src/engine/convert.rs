@@ -125,6 +125,17 @@ pub fn counter_of(stored: &store::StoredCounter) -> schedule::Counter {
     }
 }
 
+/// A fire time as the due index keeps it: milliseconds since the Unix epoch, rounded down
+/// (a job read into memory a little early costs nothing; late would fire it late).
+pub fn due_ms(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+/// When a job following `plan` fires first, as the due index keeps it (`None`: never).
+pub fn first_due(plan: &schedule::Plan) -> Option<i64> {
+    plan.fire_time(&schedule::Counter::default()).map(due_ms)
+}
+
 /// The record of a counter.
 pub fn stored_counter(counter: &schedule::Counter, generation: u64) -> store::StoredCounter {
     store::StoredCounter {

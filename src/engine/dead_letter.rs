@@ -146,6 +146,7 @@ pub fn dead_letter_job(
             key,
             fallback_key,
             job: Some(job),
+            due_ms: convert::first_due(&plan),
         },
         plan,
     })

@@ -236,6 +236,7 @@ impl Engine {
             create_only: new.create_only,
             if_match: conditions.if_match.as_ref().map(IfMatch::to_store),
             idempotency: claim,
+            due_ms: new.first_due(),
         };
         let _guard = self.lock(&new.key).await;
         let result = self

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::convert::{stored_counter, timestamp};
 use crate::schedule::Counter;
-use crate::store::{DeadLetter, Op, Paused, ResultRecord, RunOutcome, StoredRun};
+use crate::store::{DeadLetter, Op, Paused, ResultRecord, RunOutcome, StoredCounter, StoredRun};
 use crate::trigger::{ExecutionId, Report, TriggerKind, TriggerResult};
 
 /// Longest error text a run or a status keeps, in bytes (cut on a character boundary).
@@ -121,6 +121,9 @@ pub struct Recorded<'a> {
     pub generation: u64,
     /// New progress, or `None` to keep the stored one.
     pub progress: Option<&'a Counter>,
+    /// When the job fires next with that progress (ms, for the due index); `None`: unknown,
+    /// the index keeps what it had.
+    pub due: Option<i64>,
     /// The job is finished.
     pub finish: bool,
     /// The tick was given up.
@@ -143,7 +146,10 @@ impl Recorded<'_> {
         Op::RecordResult(Box::new(ResultRecord {
             key: self.key.to_owned(),
             generation: self.generation,
-            progress: self.progress.map(|c| stored_counter(c, self.generation)),
+            progress: self.progress.map(|c| StoredCounter {
+                due_ms: self.due,
+                ..stored_counter(c, self.generation)
+            }),
             finish: self.finish,
             dropped: self.dropped,
             run: Some(self.run),

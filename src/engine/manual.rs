@@ -76,7 +76,19 @@ impl Engine {
             Error::Unavailable("this scheduler does not fire jobs here".to_owned())
         })?;
         let (reply, answer) = tokio::sync::oneshot::channel();
+        let counter = self
+            .inner
+            .store
+            .get_counter(&key)
+            .await?
+            .filter(|c| c.generation == job.generation);
+        let loaded = crate::store::LoadedJob {
+            key: key.clone(),
+            job: job.clone(),
+            counter,
+        };
         let request = ExtraRequest {
+            loaded: Some(Box::new(loaded)),
             key: key.into(),
             generation: job.generation,
             kind,

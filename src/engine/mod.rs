@@ -83,6 +83,10 @@ pub struct Options {
     pub metrics: EngineMetrics,
     /// What it keeps of each job's past.
     pub history: history::Options,
+    /// Keep only jobs due within this span in memory, paging the rest in from the store's due
+    /// index as time moves on (`None`: every job in memory; stores without the index, such
+    /// as etcd, always keep every job).
+    pub horizon: Option<std::time::Duration>,
 }
 
 /// The scheduling engine over one store.
@@ -146,6 +150,9 @@ impl Engine {
         let history = options.history;
         let mut runner = Runner::new(store.clone(), clock.clone(), sink, tx.clone(), rx, history);
         runner.observe(options.metrics.clone());
+        if let Some(span) = options.horizon {
+            runner.keep_horizon(span);
+        }
         if let Some(retention) = history.finished_retention {
             sweep::spawn(store.clone(), clock.clone(), retention, stop.clone());
         }
@@ -348,6 +355,7 @@ impl Engine {
                 key: new.key.clone(),
                 job: new.stored.clone(),
                 create_only: new.create_only,
+                due: new.first_due(),
             }])
             .await?;
         match results.first() {

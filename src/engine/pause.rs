@@ -67,8 +67,19 @@ impl Engine {
             return Ok(None);
         };
         let generation = job.generation;
+        let counter = self
+            .inner
+            .store
+            .get_counter(&key)
+            .await?
+            .filter(|c| c.generation == generation);
+        let loaded = crate::store::LoadedJob {
+            key: key.clone(),
+            job: job.clone(),
+            counter,
+        };
         let result = match self
-            .pause_through_loop(&key, generation, paused.clone())
+            .pause_through_loop(&key, generation, paused.clone(), loaded)
             .await
         {
             Some(written) => written?,
@@ -97,6 +108,7 @@ impl Engine {
         key: &str,
         generation: u64,
         paused: Option<Paused>,
+        loaded: crate::store::LoadedJob,
     ) -> Option<Result<OpResult, crate::store::Error>> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.inner
@@ -107,6 +119,7 @@ impl Engine {
                 generation,
                 paused,
                 reply,
+                loaded: Some(Box::new(loaded)),
             })
             .ok()?;
         answer.await.ok().flatten()
@@ -142,6 +155,7 @@ impl Engine {
             key,
             generation: job.generation,
             progress: Some(&resume.counter),
+            due: plan.fire_time(&resume.counter).map(convert::due_ms),
             finish: false,
             dropped: false,
             run: skipped_run(&resume, now),

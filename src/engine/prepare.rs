@@ -22,6 +22,13 @@ pub(super) struct Prepared {
     pub create_only: bool,
 }
 
+impl Prepared {
+    /// When the job fires first, as the due index keeps it (`None`: never).
+    pub fn first_due(&self) -> Option<i64> {
+        convert::first_due(&self.plan)
+    }
+}
+
 /// Checks a create (Scheduler `ScheduleJob` with jobsd's settings) as the engine stores it,
 /// resolving its times against `now`.
 pub(super) fn prepare(

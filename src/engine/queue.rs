@@ -109,6 +109,11 @@ impl Jobs {
         self.queue.len()
     }
 
+    /// Every entry, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Entry)> {
+        self.entries.iter().map(|(k, e)| (k, &**e))
+    }
+
     /// The entry of `key`.
     pub fn get(&self, key: &str) -> Option<&Entry> {
         self.entries.get(key).map(|e| &**e)

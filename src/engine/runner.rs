@@ -18,11 +18,12 @@ use crate::observe::{EngineMetrics, Skip};
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
 use crate::schedule::{Counter, Keep, Outcome, Overlap, Plan, WhileTargetDown};
-use crate::store::{LoadedJob, Op, OpResult, RunOutcome, Store, StoredRun};
+use crate::store::{DueIndex, LoadedJob, Op, OpResult, RunOutcome, Store, StoredRun};
 use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerKind, TriggerResult, keys};
 
 mod exhausted;
 mod fire;
+mod horizon;
 mod lease;
 mod leases;
 mod manual;
@@ -100,6 +101,9 @@ pub enum Command {
         paused: Option<crate::store::Paused>,
         /// Gets the write's result, or `None` when the loop does not fire that version.
         reply: PauseReply,
+        /// The stored job and its progress, tracked first if the loop leaves it to the store
+        /// (due past its horizon).
+        loaded: Option<Box<LoadedJob>>,
     },
     /// Run executions by hand beside the job's schedule (run now, backfill).
     Extra(Box<ExtraRequest>),
@@ -115,6 +119,8 @@ pub enum Command {
     /// Jobs this loop now fires with their stored progress (a cluster replica took over their
     /// partitions, or an import restored them; a version it fired already is replaced).
     Adopt(Vec<LoadedJob>),
+    /// A page of the due index, read as the horizon moves on (see `runner/horizon.rs`).
+    Paged(Box<crate::store::DuePage>),
     /// Stop firing the jobs whose key `owns` accepts: queued and staged ones are dropped at
     /// once, ones with a trigger out are dropped once its result is written. `reply` is
     /// answered when none is left.
@@ -145,13 +151,16 @@ pub struct Stats {
     pub held: usize,
     /// When the first of their leases runs out.
     pub next_lease: Option<DateTime<Utc>>,
+    /// When the loop next reads jobs in from the store's due index (its horizon moves on);
+    /// `None` without a horizon or while a round is under way (counted as outstanding).
+    pub next_round: Option<DateTime<Utc>>,
 }
 
 impl Stats {
-    /// When the loop next has something to do by the clock: a fire time or a lease running
-    /// out, whichever comes first.
+    /// When the loop next has something to do by the clock: a fire time, a lease running
+    /// out or a round of reading due jobs in, whichever comes first.
     pub fn next_event(&self) -> Option<DateTime<Utc>> {
-        earlier(self.next_due, self.next_lease)
+        earlier(earlier(self.next_due, self.next_lease), self.next_round)
     }
 }
 
@@ -253,6 +262,8 @@ pub struct Runner {
     /// Jobs resumed while a tick was in progress, by key: the version and the resume time.
     /// The ticks that fell due while they were paused are passed over once that tick ends.
     resuming: HashMap<Arc<str>, (u64, DateTime<Utc>)>,
+    /// Only the near future in memory (`None`: every job, as on an etcd replica).
+    horizon: Option<horizon::Horizon>,
 }
 
 impl Runner {
@@ -292,6 +303,7 @@ impl Runner {
             leases: leases::Leases::default(),
             ending: None,
             resuming: HashMap::new(),
+            horizon: None,
         }
     }
 
@@ -313,6 +325,9 @@ impl Runner {
     /// Loads every stored job with its counter. Jobs that can never fire again are deleted,
     /// as go-etcd-cron does when it loads them.
     pub async fn load(&mut self) -> Result<usize, crate::store::Error> {
+        if let Some(loaded) = self.load_due().await? {
+            return Ok(loaded);
+        }
         let mut scan = self.store.scan("", LOAD_PAGE).await?;
         let mut finished = Vec::new();
         while let Some(page) = scan.next_page().await? {
@@ -325,6 +340,7 @@ impl Runner {
             );
             self.store.write(finished).await?;
         }
+        self.index_loaded().await?;
         Ok(self.jobs.len())
     }
 
@@ -379,6 +395,7 @@ impl Runner {
     pub async fn run(mut self, stop: CancellationToken) {
         tracing::info!(jobs = self.jobs.len(), "trigger loop started");
         loop {
+            self.advance_horizon();
             self.start_extras();
             self.expire_leases();
             self.fire_due();
@@ -389,7 +406,10 @@ impl Runner {
             } else {
                 None
             };
-            let next = earlier(next, self.leases.next_deadline());
+            let next = earlier(
+                earlier(next, self.leases.next_deadline()),
+                self.next_round(),
+            );
             let clock = self.clock.clone();
             let sleep = async move {
                 match next {
@@ -452,6 +472,7 @@ impl Runner {
     fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Upsert { key, job, plan } => {
+                self.touch(&key);
                 if self
                     .jobs
                     .get(&key)
@@ -471,16 +492,25 @@ impl Runner {
                     self.push_result(Persisted::step(key, generation, counter, None));
                     return;
                 }
+                if at.is_some_and(|at| self.beyond(at)) {
+                    // Left to the store's due index, written with the job.
+                    self.jobs.remove(&key);
+                    self.leases.forget(&key, false);
+                    self.resuming.remove(&key);
+                    return;
+                }
                 let entry = self.entry_of(&key, *job, *plan, counter);
                 self.leases.forget(&key, false);
                 self.jobs.insert(key, entry, at);
             }
             Command::Remove(key) => {
+                self.touch(&key);
                 self.jobs.remove(&key);
                 self.leases.forget(&key, false);
                 self.resuming.remove(&key);
             }
             Command::RemovePrefix(prefix) => {
+                self.touch_prefix(&prefix);
                 self.jobs.remove_prefix(&prefix);
                 self.leases.forget(&prefix, true);
                 self.resuming.retain(|key, _| !key.starts_with(&prefix));
@@ -508,10 +538,12 @@ impl Runner {
                     queued: self.jobs.queued(),
                     outstanding: self.in_sink
                         + usize::from(self.writing)
-                        + usize::from(!self.pending.is_empty()),
+                        + usize::from(!self.pending.is_empty())
+                        + usize::from(self.paging()),
                     next_due: self.next_due(),
                     held: self.leases.len(),
                     next_lease: self.leases.next_deadline(),
+                    next_round: self.next_round(),
                 });
             }
             Command::Inspect(key, reply) => {
@@ -522,7 +554,11 @@ impl Runner {
                 generation,
                 paused,
                 reply,
-            } => self.set_paused(key, generation, paused, reply),
+                loaded,
+            } => {
+                self.track_on_demand(&key, generation, loaded);
+                self.set_paused(key, generation, paused, reply);
+            }
             Command::Extra(req) => self.queue_extras(*req),
             Command::ExtraDone {
                 key,
@@ -530,11 +566,13 @@ impl Runner {
                 attempt,
             } => self.extra_done(key, generation, *attempt),
             Command::Adopt(jobs) => {
+                let jobs = self.within_horizon(jobs);
                 let finished = self.adopt(jobs);
                 if !finished.is_empty() {
                     self.write_detached(finished);
                 }
             }
+            Command::Paged(page) => self.paged(*page),
             Command::Disown { owns, reply } => {
                 let keys = self.jobs.keys_where(|k| owns(k));
                 let mut busy = Vec::new();
@@ -567,7 +605,13 @@ impl Runner {
                     }
                     entry.counter = p.counter;
                     entry.paused |= p.pause.is_some();
+                    let written = matches!(p.written, Some(Ok(_)));
                     match p.next {
+                        Some(at) if written && self.beyond(at) && self.evictable(&p.key) => {
+                            // Its next fire time is in the store's due index (this write).
+                            self.jobs.remove(&p.key);
+                            self.touch(&p.key);
+                        }
                         Some(at) => self.jobs.schedule(&p.key, at),
                         None => {
                             self.jobs.remove(&p.key);

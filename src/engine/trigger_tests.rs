@@ -101,6 +101,8 @@ struct Harness {
     store: Arc<dyn Store>,
     stop: CancellationToken,
     task: JoinHandle<()>,
+    /// How the engine was started (kept across restarts).
+    options: Options,
 }
 
 impl Harness {
@@ -111,13 +113,24 @@ impl Harness {
 
     /// An engine on `store`, optionally keeping an earlier harness's sink (its log).
     async fn on(store: Arc<dyn Store>, clock: ManualClock, sink: Option<Arc<TestSink>>) -> Harness {
+        Self::on_with(store, clock, sink, Options::default()).await
+    }
+
+    /// [`Harness::on`], the engine started with `options`.
+    async fn on_with(
+        store: Arc<dyn Store>,
+        clock: ManualClock,
+        sink: Option<Arc<TestSink>>,
+        options: Options,
+    ) -> Harness {
         let sink = sink.unwrap_or_else(|| TestSink::new(&clock));
         let stop = CancellationToken::new();
-        let (engine, task) = Engine::start(
+        let (engine, task) = Engine::start_with(
             store.clone(),
             Arc::new(clock.clone()),
             sink.clone(),
             stop.clone(),
+            options.clone(),
         )
         .await
         .unwrap();
@@ -128,6 +141,7 @@ impl Harness {
             store,
             stop,
             task,
+            options,
         }
     }
 
@@ -136,14 +150,14 @@ impl Harness {
     async fn restart(self) -> Harness {
         self.stop.cancel();
         self.task.await.unwrap();
-        Self::on(self.store, self.clock, Some(self.sink)).await
+        Self::on_with(self.store, self.clock, Some(self.sink), self.options).await
     }
 
     /// Waits until nothing is out at the sink or being written and nothing is due.
     async fn settle(&self) {
         for _ in 0..10_000 {
             let s = self.engine.sync().await.expect("loop running");
-            if s.outstanding == 0 && s.next_due.is_none_or(|t| t > self.clock.now()) {
+            if s.outstanding == 0 && s.next_event().is_none_or(|t| t > self.clock.now()) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -156,7 +170,7 @@ impl Harness {
         self.settle().await;
         loop {
             let s = self.engine.sync().await.unwrap();
-            match s.next_due {
+            match s.next_event() {
                 Some(next) if next <= to => {
                     if next > self.clock.now() {
                         self.clock.set(next);
@@ -219,6 +233,88 @@ impl Harness {
             })
             .await
             .is_ok()
+    }
+}
+
+/// What a test store does once the real one has answered, before the answer goes back (to
+/// hold answers back at the moment a test needs).
+#[async_trait::async_trait]
+trait AfterStore: Send + Sync + 'static {
+    /// A write was applied (durable).
+    async fn written(&self) {}
+    /// A page of the due index was read.
+    async fn paged(&self) {}
+}
+
+/// A memory store whose answers pass through `hooks`.
+struct Hooked<H> {
+    inner: store::Memory,
+    hooks: H,
+}
+
+impl<H> Hooked<H> {
+    fn new(hooks: H) -> Self {
+        Hooked {
+            inner: store::Memory::new(),
+            hooks,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<H: AfterStore> Store for Hooked<H> {
+    async fn write(&self, ops: Vec<store::Op>) -> Result<Vec<store::OpResult>, store::Error> {
+        let result = self.inner.write(ops).await;
+        self.hooks.written().await;
+        result
+    }
+    async fn get_job(&self, key: &str) -> Result<Option<StoredJob>, store::Error> {
+        self.inner.get_job(key).await
+    }
+    async fn get_counter(&self, key: &str) -> Result<Option<store::StoredCounter>, store::Error> {
+        self.inner.get_counter(key).await
+    }
+    async fn list_jobs(&self, prefix: &str) -> Result<Vec<(String, StoredJob)>, store::Error> {
+        self.inner.list_jobs(prefix).await
+    }
+    async fn scan(&self, prefix: &str, page_size: usize) -> Result<store::JobScan, store::Error> {
+        self.inner.scan(prefix, page_size).await
+    }
+    async fn get_finished(&self, key: &str) -> Result<Option<store::FinishedJob>, store::Error> {
+        self.inner.get_finished(key).await
+    }
+    async fn list_runs(
+        &self,
+        key: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, store::StoredRun)>, store::Error> {
+        self.inner.list_runs(key, before, limit).await
+    }
+    async fn page(
+        &self,
+        of: store::PageOf,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<store::PageItem>, store::Error> {
+        self.inner.page(of, prefix, after, limit).await
+    }
+    async fn due_index(&self) -> Result<store::DueIndex, store::Error> {
+        self.inner.due_index().await
+    }
+    async fn due_page(
+        &self,
+        start: &str,
+        before: i64,
+        limit: usize,
+    ) -> Result<store::DuePage, store::Error> {
+        let page = self.inner.due_page(start, before, limit).await;
+        self.hooks.paged().await;
+        page
+    }
+    async fn close(&self) -> Result<(), store::Error> {
+        self.inner.close().await
     }
 }
 
@@ -650,3 +746,4 @@ async fn loop_ended_tells_when_the_trigger_loop_is_gone() {
 
 mod abandoned_tests;
 mod exhausted_tests;
+mod horizon_tests;

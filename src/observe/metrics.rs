@@ -617,8 +617,9 @@ impl EngineMetrics {
         );
         registry.register(
             "jobsd_jobs",
-            "Jobs the trigger loop tracks (stored jobs that can still fire; on a cluster \
-             replica, those of its partitions)",
+            "Jobs the trigger loop holds in memory: those due before its horizon (`--horizon`; \
+             every job that can still fire with `--horizon 0`, and on a cluster replica every \
+             job of its partitions)",
             cells.jobs.clone(),
         );
         registry.register(

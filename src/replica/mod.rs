@@ -129,6 +129,7 @@ impl Replica {
         let options = engine::Options {
             metrics: metrics.engine(),
             history: cfg.history,
+            horizon: cfg.horizon,
         };
         let engine_stop = CancellationToken::new();
         // Triggers due before any daprd connects find no stream and are staged until one does.

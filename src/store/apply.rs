@@ -5,6 +5,7 @@ use std::ops::Bound;
 
 use prost::Message;
 
+pub(crate) mod due;
 mod guarded;
 
 pub(crate) use guarded::record_time;
@@ -28,6 +29,10 @@ pub(crate) enum Table {
     Finished,
     /// `IdempotencyRecord`s under `<owner prefix><Idempotency-Key>`.
     Idempotency,
+    /// The due index in time order (see [`due`]).
+    Due,
+    /// Each indexed job's time (see [`due`]).
+    DueAt,
 }
 
 impl Table {
@@ -39,6 +44,8 @@ impl Table {
             Table::Runs => "runs",
             Table::Finished => "finished",
             Table::Idempotency => "idempotency",
+            Table::Due => "due",
+            Table::DueAt => "due_at",
         }
     }
 }
@@ -92,6 +99,12 @@ pub(crate) trait Tables {
         true
     }
 
+    /// Whether the backend keeps the due index (the embedded stores; not etcd, whose replicas
+    /// keep their partitions' jobs in memory).
+    fn keeps_due_index(&self) -> bool {
+        false
+    }
+
     /// Removes every key starting with `prefix`; how many.
     fn remove_prefix(
         &mut self,
@@ -109,6 +122,7 @@ pub(crate) enum Prepared {
         key: String,
         value: Vec<u8>,
         create_only: bool,
+        due: Option<i64>,
     },
     /// [`Op::DeleteJob`].
     DeleteJob { key: String },
@@ -153,7 +167,18 @@ pub(crate) enum Prepared {
         counter: Option<Vec<u8>>,
         finished: bool,
         overwrite: bool,
+        due: Option<i64>,
     },
+    /// [`Op::DropDue`].
+    DropDue { key: String, due: i64 },
+    /// [`Op::IndexDue`].
+    IndexDue {
+        key: String,
+        generation: u64,
+        due: i64,
+    },
+    /// [`Op::MarkDueIndexed`].
+    MarkDueIndexed,
 }
 
 impl Prepared {
@@ -164,10 +189,12 @@ impl Prepared {
                 key,
                 job,
                 create_only,
+                due,
             } => Prepared::PutJob {
                 key,
                 value: job.encode_to_vec(),
                 create_only,
+                due,
             },
             Op::DeleteJob { key } => Prepared::DeleteJob { key },
             Op::DeletePrefix { prefix } => Prepared::DeletePrefix { prefix },
@@ -194,6 +221,17 @@ impl Prepared {
             },
             Op::ForgetIdempotency { key, before } => Prepared::ForgetIdempotency { key, before },
             Op::Restore(record) => prepare_restore(*record),
+            Op::DropDue { key, due } => Prepared::DropDue { key, due },
+            Op::IndexDue {
+                key,
+                generation,
+                due,
+            } => Prepared::IndexDue {
+                key,
+                generation,
+                due,
+            },
+            Op::MarkDueIndexed => Prepared::MarkDueIndexed,
         }
     }
 
@@ -206,7 +244,10 @@ impl Prepared {
             Prepared::DeleteJob { key }
             | Prepared::FinishJob { key, .. }
             | Prepared::DeleteFinished { key, .. }
-            | Prepared::ForgetIdempotency { key, .. } => key.len(),
+            | Prepared::ForgetIdempotency { key, .. }
+            | Prepared::DropDue { key, .. }
+            | Prepared::IndexDue { key, .. } => key.len(),
+            Prepared::MarkDueIndexed => 0,
             Prepared::Guarded { write, job } => {
                 write.encoded_len() + write.key.len() + job.as_ref().map_or(0, Vec::len)
             }
@@ -235,6 +276,7 @@ impl Prepared {
                 | Prepared::DeleteFinished { .. }
                 | Prepared::Guarded { .. }
                 | Prepared::ForgetIdempotency { .. }
+                | Prepared::IndexDue { .. }
         )
     }
 }
@@ -292,11 +334,13 @@ fn apply_op<T: Tables>(
             key,
             value,
             create_only,
-        } => put_job(tables, &key, value, create_only, undo),
+            due,
+        } => put_job(tables, &key, value, (create_only, due), undo),
         Prepared::DeleteJob { key } => delete_job(tables, &key, undo),
         Prepared::DeletePrefix { prefix } => {
             let removed = tables.remove_prefix(Table::Jobs, &prefix, undo.as_deref_mut())?;
             tables.remove_prefix(Table::Counters, &prefix, undo.as_deref_mut())?;
+            due::forget_prefix(tables, &prefix, undo.as_deref_mut())?;
             if tables.keeps_history() {
                 tables.remove_prefix(Table::Finished, &prefix, undo.as_deref_mut())?;
                 tables.remove_prefix(Table::Runs, &prefix, undo)?;
@@ -311,13 +355,18 @@ fn apply_op<T: Tables>(
             if generation_of(tables, Table::Jobs, &key)? != Some(generation) {
                 return Ok(OpResult::Skipped);
             }
-            tables.insert(Table::Counters, &key, value, undo)?;
+            let next = due::counter_due(&value);
+            tables.insert(Table::Counters, &key, value, undo.as_deref_mut())?;
+            if let Some(ms) = next {
+                due::set(tables, &key, ms, undo)?;
+            }
             Ok(OpResult::Done)
         }
         Prepared::FinishJob { key, generation } => {
             if generation_of(tables, Table::Jobs, &key)? == Some(generation) {
                 tables.remove(Table::Jobs, &key, undo.as_deref_mut())?;
-                tables.remove(Table::Counters, &key, undo)?;
+                tables.remove(Table::Counters, &key, undo.as_deref_mut())?;
+                due::forget(tables, &key, undo)?;
                 return Ok(OpResult::Done);
             }
             if generation_of(tables, Table::Counters, &key)? == Some(generation) {
@@ -368,7 +417,36 @@ fn apply_op<T: Tables>(
             counter,
             finished,
             overwrite,
-        } => restore(tables, &key, (value, counter, finished), overwrite, undo),
+            due,
+        } => restore(
+            tables,
+            &key,
+            (value, counter, finished, due),
+            overwrite,
+            undo,
+        ),
+        Prepared::DropDue { key, due } => Ok(if due::drop_stale(tables, &key, due, undo)? {
+            OpResult::Done
+        } else {
+            OpResult::Skipped
+        }),
+        Prepared::IndexDue {
+            key,
+            generation,
+            due,
+        } => {
+            if !tables.keeps_due_index()
+                || generation_of(tables, Table::Jobs, &key)? != Some(generation)
+            {
+                return Ok(OpResult::Skipped);
+            }
+            due::set(tables, &key, due, undo)?;
+            Ok(OpResult::Done)
+        }
+        Prepared::MarkDueIndexed => {
+            due::mark_complete(tables, undo)?;
+            Ok(OpResult::Done)
+        }
     }
 }
 
@@ -380,6 +458,7 @@ fn prepare_restore(record: RestoreRecord) -> Prepared {
         counter,
         finished_at,
         overwrite,
+        due_ms,
     } = record;
     let job = job.unwrap_or_default();
     // A counter belongs to the job it came with, whatever generation it was written with.
@@ -399,6 +478,7 @@ fn prepare_restore(record: RestoreRecord) -> Prepared {
             counter: None,
             finished: true,
             overwrite,
+            due: None,
         },
         None => Prepared::Restore {
             key,
@@ -406,6 +486,7 @@ fn prepare_restore(record: RestoreRecord) -> Prepared {
             counter: counter.map(|c| c.encode_to_vec()),
             finished: false,
             overwrite,
+            due: due_ms,
         },
     }
 }
@@ -415,7 +496,7 @@ fn prepare_restore(record: RestoreRecord) -> Prepared {
 fn restore<T: Tables>(
     tables: &mut T,
     key: &str,
-    (value, counter, finished): (Vec<u8>, Option<Vec<u8>>, bool),
+    (value, counter, finished, due): (Vec<u8>, Option<Vec<u8>>, bool, Option<i64>),
     overwrite: bool,
     mut undo: Option<&mut Undo>,
 ) -> Result<OpResult, Error> {
@@ -428,6 +509,7 @@ fn restore<T: Tables>(
     // Whatever the key held goes, runs included: they belong to another version.
     tables.remove(Table::Jobs, key, undo.as_deref_mut())?;
     tables.remove(Table::Counters, key, undo.as_deref_mut())?;
+    due::forget(tables, key, undo.as_deref_mut())?;
     forget_history(tables, key, undo.as_deref_mut())?;
     if finished {
         if history {
@@ -436,8 +518,9 @@ fn restore<T: Tables>(
     } else {
         tables.insert(Table::Jobs, key, value, undo.as_deref_mut())?;
         if let Some(counter) = counter {
-            tables.insert(Table::Counters, key, counter, undo)?;
+            tables.insert(Table::Counters, key, counter, undo.as_deref_mut())?;
         }
+        due::set(tables, key, due.unwrap_or(i64::MIN), undo)?;
     }
     Ok(if held {
         OpResult::Replaced
@@ -454,16 +537,18 @@ pub(super) fn delete_job<T: Tables>(
 ) -> Result<OpResult, Error> {
     let removed = tables.remove(Table::Jobs, key, undo.as_deref_mut())?;
     tables.remove(Table::Counters, key, undo.as_deref_mut())?;
+    due::forget(tables, key, undo.as_deref_mut())?;
     forget_history(tables, key, undo)?;
     Ok(OpResult::Deleted(u64::from(removed)))
 }
 
-/// Applies [`Op::PutJob`].
+/// Applies [`Op::PutJob`]: `(create_only, due)` as in the op. A job whose first fire time is
+/// not given is indexed at the earliest time, so that it is read at the next start.
 pub(super) fn put_job<T: Tables>(
     tables: &mut T,
     key: &str,
     value: Vec<u8>,
-    create_only: bool,
+    (create_only, due): (bool, Option<i64>),
     mut undo: Option<&mut Undo>,
 ) -> Result<OpResult, Error> {
     if !create_only {
@@ -471,6 +556,7 @@ pub(super) fn put_job<T: Tables>(
     } else if !tables.insert_new(Table::Jobs, key, value, undo.as_deref_mut())? {
         return Ok(OpResult::AlreadyExists);
     }
+    due::set(tables, key, due.unwrap_or(i64::MIN), undo.as_deref_mut())?;
     tables.remove(Table::Counters, key, undo.as_deref_mut())?;
     // A new version starts a new history: its runs are numbered from 0 again.
     forget_history(tables, key, undo)?;
@@ -504,11 +590,12 @@ fn place_dead_letter<T: Tables>(
     mut undo: Option<&mut Undo>,
 ) -> Result<DeadLetterAt, Error> {
     let value = dead_letter.job.unwrap_or_default().encode_to_vec();
+    let first = (true, dead_letter.due_ms);
     for (key, at) in [
         (&dead_letter.key, DeadLetterAt::Key),
         (&dead_letter.fallback_key, DeadLetterAt::Fallback),
     ] {
-        if put_job(tables, key, value.clone(), true, undo.as_deref_mut())? == OpResult::Done {
+        if put_job(tables, key, value.clone(), first, undo.as_deref_mut())? == OpResult::Done {
             return Ok(at);
         }
     }
@@ -548,6 +635,9 @@ fn record_result<T: Tables>(
         counter.count = progress.count;
         counter.last_trigger = progress.last_trigger;
         counter.attempts = progress.attempts;
+        if progress.due_ms.is_some() {
+            counter.due_ms = progress.due_ms;
+        }
     }
     if !record.release.is_empty() {
         counter.held.retain(|h| h.execution_id != record.release);
@@ -599,7 +689,16 @@ fn record_result<T: Tables>(
         }
     }
     if !record.finish {
-        tables.insert(Table::Counters, key, counter.encode_to_vec(), undo)?;
+        let next = record.progress.as_ref().and_then(|p| p.due_ms);
+        tables.insert(
+            Table::Counters,
+            key,
+            counter.encode_to_vec(),
+            undo.as_deref_mut(),
+        )?;
+        if let Some(ms) = next {
+            due::set(tables, key, ms, undo)?;
+        }
         return Ok(done);
     }
     let finished = match record.finished_at {
@@ -610,6 +709,7 @@ fn record_result<T: Tables>(
     };
     tables.remove(Table::Jobs, key, undo.as_deref_mut())?;
     tables.remove(Table::Counters, key, undo.as_deref_mut())?;
+    due::forget(tables, key, undo.as_deref_mut())?;
     match finished {
         Some(finished) => tables.insert(Table::Finished, key, finished, undo)?,
         None => forget_history(tables, key, undo)?,
@@ -688,7 +788,7 @@ pub(super) fn generation_of<T: Tables>(
         Table::Jobs => JobGeneration::decode(bytes).map(|g| g.generation),
         Table::Counters => CounterGeneration::decode(bytes).map(|g| g.generation),
         // Only jobs and counters carry generations.
-        Table::Runs | Table::Finished | Table::Idempotency => Ok(0),
+        Table::Runs | Table::Finished | Table::Idempotency | Table::Due | Table::DueAt => Ok(0),
     })?;
     decoded
         .transpose()

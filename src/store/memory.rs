@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
 use super::{
-    Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf, ScanItem, Store,
-    StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
+    DueIndex, DuePage, Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf,
+    ScanItem, Store, StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
 };
 
 /// An in-memory [`Store`]: nothing survives the process. Every write is applied at once, under
@@ -35,13 +35,22 @@ struct MemTables {
     finished: BTreeMap<String, Vec<u8>>,
     /// `idempotency`.
     idempotency: BTreeMap<String, Vec<u8>>,
+    /// `due`.
+    due: BTreeMap<String, Vec<u8>>,
+    /// `due_at`.
+    due_at: BTreeMap<String, Vec<u8>>,
 }
 
 impl Memory {
     /// An empty store.
     pub fn new() -> Self {
+        // A new store holds no job, so every job is indexed.
+        let mut tables = MemTables::default();
+        tables
+            .due_at
+            .insert(apply::due::COMPLETE.to_owned(), Vec::new());
         Memory {
-            state: Mutex::new(Some(MemTables::default())),
+            state: Mutex::new(Some(tables)),
         }
     }
 
@@ -50,6 +59,10 @@ impl Memory {
     pub(crate) fn put_raw(&self, table: Table, key: &str, value: &[u8]) {
         if let Some(tables) = self.lock().as_mut() {
             tables.map(table).insert(key.to_owned(), value.to_vec());
+            if table == Table::Jobs {
+                // A job planted raw is in no index, as one written before the index existed.
+                tables.due_at.remove(apply::due::COMPLETE);
+            }
         }
     }
 
@@ -77,11 +90,17 @@ impl MemTables {
             Table::Runs => &mut self.runs,
             Table::Finished => &mut self.finished,
             Table::Idempotency => &mut self.idempotency,
+            Table::Due => &mut self.due,
+            Table::DueAt => &mut self.due_at,
         }
     }
 }
 
 impl Tables for MemTables {
+    fn keeps_due_index(&self) -> bool {
+        true
+    }
+
     fn with_value<R>(
         &mut self,
         table: Table,
@@ -307,6 +326,37 @@ impl Store for Memory {
                 .take(limit)
                 .map(|(k, v)| Ok((k.clone(), apply::record_time(k, v)?)))
                 .collect()
+        })
+    }
+
+    async fn due_index(&self) -> Result<DueIndex, Error> {
+        self.with(|tables| {
+            Ok(if tables.due_at.contains_key(apply::due::COMPLETE) {
+                DueIndex::Complete
+            } else {
+                DueIndex::Partial
+            })
+        })
+    }
+
+    async fn due_page(&self, start: &str, before: i64, limit: usize) -> Result<DuePage, Error> {
+        self.with(|tables| {
+            let entries = tables
+                .due
+                .range::<str, _>((Bound::Included(start), Bound::Unbounded))
+                .map(|(k, _)| Ok(k.clone()));
+            apply::due::read_page(entries, before, limit, |key| {
+                let at = tables.due_at.get(key).and_then(|v| {
+                    <[u8; 8]>::try_from(v.as_slice())
+                        .ok()
+                        .map(i64::from_le_bytes)
+                });
+                let job = tables
+                    .jobs
+                    .get(key)
+                    .map(|job| (job.clone(), tables.counters.get(key).cloned()));
+                Ok((at, job))
+            })
         })
     }
 

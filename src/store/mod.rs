@@ -33,6 +33,8 @@ pub use crate::proto::store::{
     DeadLetter, FinishedJob, GuardedWrite, HeldExecution, IdempotencyClaim, IdempotencyRecord,
     IfMatch, Paused, RestoreRecord, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
 };
+#[cfg(test)]
+pub(crate) use apply::Table;
 pub use etcd::{Change, Etcd};
 pub use memory::Memory;
 pub use redb::{Redb, RedbOptions, RedbStats};
@@ -86,6 +88,9 @@ pub enum Op {
         job: StoredJob,
         /// Fail with `AlreadyExists` instead of overwriting.
         create_only: bool,
+        /// When the job fires first (ms since the Unix epoch), for the due index; `None`:
+        /// indexed at the earliest time (read at the next start).
+        due: Option<i64>,
     },
     /// Delete a job and its counter; deleting a missing key is fine.
     /// Result: `Deleted(1)` or `Deleted(0)` when there was no job.
@@ -170,6 +175,29 @@ pub enum Op {
     /// when `finished_at` is set. Result: `Done` (nothing was there), `Replaced` or
     /// `AlreadyExists`.
     Restore(Box<RestoreRecord>),
+    /// Drops the due-index entry of `key` at `due` (ms since the Unix epoch) unless the index
+    /// still holds the job at that time: what a reader found stale. Result: `Done` (dropped)
+    /// or `Skipped`.
+    DropDue {
+        /// The composed job key.
+        key: String,
+        /// The entry's time.
+        due: i64,
+    },
+    /// Indexes job `key` at `due` (ms since the Unix epoch) if it has `generation`, leaving
+    /// the job as it is: how the engine indexes a store written before the due index.
+    /// Result: `Done` or `Skipped`.
+    IndexDue {
+        /// The composed job key.
+        key: String,
+        /// The job version it is meant for.
+        generation: u64,
+        /// When it fires next.
+        due: i64,
+    },
+    /// Records that every job of the store is in the due index (after indexing a store
+    /// written before it existed). Result: `Done`.
+    MarkDueIndexed,
 }
 
 impl fmt::Debug for Op {
@@ -180,11 +208,13 @@ impl fmt::Debug for Op {
                 key,
                 job,
                 create_only,
+                due,
             } => f
                 .debug_struct("PutJob")
                 .field("key", key)
                 .field("generation", &job.generation)
                 .field("create_only", create_only)
+                .field("due", due)
                 .finish(),
             Op::DeleteJob { key } => f.debug_struct("DeleteJob").field("key", key).finish(),
             Op::DeletePrefix { prefix } => f
@@ -242,6 +272,22 @@ impl fmt::Debug for Op {
                 .field("finished", &r.finished_at.is_some())
                 .field("overwrite", &r.overwrite)
                 .finish(),
+            Op::DropDue { key, due } => f
+                .debug_struct("DropDue")
+                .field("key", key)
+                .field("due", due)
+                .finish(),
+            Op::IndexDue {
+                key,
+                generation,
+                due,
+            } => f
+                .debug_struct("IndexDue")
+                .field("key", key)
+                .field("generation", generation)
+                .field("due", due)
+                .finish(),
+            Op::MarkDueIndexed => f.write_str("MarkDueIndexed"),
         }
     }
 }
@@ -290,6 +336,36 @@ pub struct LoadedJob {
     pub job: StoredJob,
     /// Its progress; `None` when the job never persisted a result.
     pub counter: Option<StoredCounter>,
+}
+
+/// Whether a store keeps the due index ([`Store::due_page`]) and holds every job in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DueIndex {
+    /// The store keeps none (etcd): the engine keeps every job in memory.
+    Absent,
+    /// Kept from now on, but jobs written before it existed are missing: the engine indexes
+    /// them once (a full load), then writes [`Op::MarkDueIndexed`].
+    Partial,
+    /// Every job is in it.
+    Complete,
+}
+
+/// One page of the due index ([`Store::due_page`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct DuePage {
+    /// Jobs with their indexed time (ms since the Unix epoch), in (time, key) order.
+    pub jobs: Vec<(i64, LoadedJob)>,
+    /// Entries the index no longer confirms, `(time, key)`: drop them with [`Op::DropDue`].
+    pub stale: Vec<(i64, String)>,
+    /// Where the next page of the same range starts (a [`due_start`]-like key); `None` once
+    /// the range is read.
+    pub next: Option<String>,
+}
+
+/// The first due-index position at or after `ms` (ms since the Unix epoch), where a
+/// [`Store::due_page`] of the jobs due from then on starts.
+pub fn due_start(ms: i64) -> String {
+    apply::due::due_bound(ms)
 }
 
 /// Which records [`Store::page`] reads.
@@ -442,6 +518,23 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<(String, prost_types::Timestamp)>, Error> {
         let _ = (after, limit);
         Ok(Vec::new())
+    }
+
+    /// Whether this store keeps the due index, and whether every job is in it.
+    async fn due_index(&self) -> Result<DueIndex, Error> {
+        Ok(DueIndex::Absent)
+    }
+
+    /// Up to `limit` entries of the due index from `start` (a [`due_start`] or a page's
+    /// `next`) on, of jobs due before `before` (ms since the Unix epoch), with each job and its
+    /// counter (when of the job's generation): what the engine pages into memory as its
+    /// horizon moves. One snapshot per page.
+    async fn due_page(&self, start: &str, before: i64, limit: usize) -> Result<DuePage, Error> {
+        let _ = (start, before, limit);
+        Err(Error::io(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this store keeps no due index",
+        )))
     }
 
     /// Stops accepting writes, waits until every write already submitted is durable and

@@ -39,8 +39,8 @@ use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
 use super::disk;
 use super::wal::{self, Wal};
 use super::{
-    Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf, ScanItem, Store,
-    StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
+    DueIndex, DuePage, Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf,
+    ScanItem, Store, StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
 };
 use crate::observe::StoreMetrics;
 
@@ -57,6 +57,10 @@ const RUNS: TableDefinition<&str, &[u8]> = TableDefinition::new("runs");
 const FINISHED: TableDefinition<&str, &[u8]> = TableDefinition::new("finished");
 /// `idempotency`: `<owner prefix><Idempotency-Key>` → encoded `IdempotencyRecord`.
 const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
+/// `due`: the due index in time order (`store::apply::due`).
+const DUE: TableDefinition<&str, &[u8]> = TableDefinition::new("due");
+/// `due_at`: each indexed job's time (`store::apply::due`).
+const DUE_AT: TableDefinition<&str, &[u8]> = TableDefinition::new("due_at");
 /// `meta`: bookkeeping of the store itself ([`APPLIED_SEQ`]).
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// `meta` key: the last write-ahead-log batch this durable state holds.
@@ -482,6 +486,26 @@ impl Store for Redb {
         Ok(scan)
     }
 
+    async fn due_index(&self) -> Result<DueIndex, Error> {
+        let txn = self.begin_read().await?;
+        let table = open_table(&txn, DUE_AT)?;
+        let complete = table.get(apply::due::COMPLETE).map_err(Error::io)?;
+        Ok(if complete.is_some() {
+            DueIndex::Complete
+        } else {
+            DueIndex::Partial
+        })
+    }
+
+    async fn due_page(&self, start: &str, before: i64, limit: usize) -> Result<DuePage, Error> {
+        let txn = self.begin_read().await?;
+        let start = start.to_owned();
+        // Up to a page of B-tree reads: off the async workers.
+        tokio::task::spawn_blocking(move || produce_due_page(&txn, &start, before, limit))
+            .await
+            .map_err(Error::io)?
+    }
+
     async fn close(&self) -> Result<(), Error> {
         let (done, closed) = oneshot::channel();
         // If the writer is already gone (closed before), there is nothing left to flush.
@@ -529,6 +553,37 @@ fn produce_page(
         });
     }
     Ok(items)
+}
+
+/// One page of [`Store::due_page`] from `txn`.
+fn produce_due_page(
+    txn: &ReadTransaction,
+    start: &str,
+    before: i64,
+    limit: usize,
+) -> Result<DuePage, Error> {
+    let due = open_table(txn, DUE)?;
+    let due_at = open_table(txn, DUE_AT)?;
+    let jobs = open_table(txn, JOBS)?;
+    let counters = open_table(txn, COUNTERS)?;
+    let entries = due
+        .range::<&str>(start..)
+        .map_err(Error::io)?
+        .map(|entry| entry.map(|(k, _)| k.value().to_owned()).map_err(Error::io));
+    apply::due::read_page(entries, before, limit, |key| {
+        let at = due_at
+            .get(key)
+            .map_err(Error::io)?
+            .and_then(|v| <[u8; 8]>::try_from(v.value()).ok().map(i64::from_le_bytes));
+        let Some(job) = jobs.get(key).map_err(Error::io)? else {
+            return Ok((at, None));
+        };
+        let counter = counters.get(key).map_err(Error::io)?;
+        Ok((
+            at,
+            Some((job.value().to_vec(), counter.map(|c| c.value().to_vec()))),
+        ))
+    })
 }
 
 /// Feeds the jobs under `prefix` in `txn` to `tx`, page by page. Stops quietly when the
@@ -664,13 +719,23 @@ fn recover(db: &Database, options: &RedbOptions, wal_path: &Path) -> Result<(u64
         if let wal::End::Damaged(why) = &end {
             return Err(refuse(why.clone()));
         }
+        // A new file holds no job: every job it will hold is indexed as it is written.
+        let fresh = !txn
+            .list_tables()
+            .map_err(Error::io)?
+            .any(|t| ::redb::TableHandle::name(&t) == Table::Jobs.name());
         let mut tables = RedbTables {
             jobs: txn.open_table(JOBS).map_err(Error::io)?,
             counters: txn.open_table(COUNTERS).map_err(Error::io)?,
             runs: txn.open_table(RUNS).map_err(Error::io)?,
             finished: txn.open_table(FINISHED).map_err(Error::io)?,
             idempotency: txn.open_table(IDEMPOTENCY).map_err(Error::io)?,
+            due: txn.open_table(DUE).map_err(Error::io)?,
+            due_at: txn.open_table(DUE_AT).map_err(Error::io)?,
         };
+        if fresh {
+            apply::due::mark_complete(&mut tables, None)?;
+        }
         // Past every seq in the file, so no leftover record can ever pass for a new one.
         let newest = records.iter().map(|r| r.seq).max().unwrap_or(0);
         let mut last = applied;
@@ -1135,6 +1200,8 @@ fn apply_batch(
         runs: txn.open_table(RUNS).map_err(Error::io)?,
         finished: txn.open_table(FINISHED).map_err(Error::io)?,
         idempotency: txn.open_table(IDEMPOTENCY).map_err(Error::io)?,
+        due: txn.open_table(DUE).map_err(Error::io)?,
+        due_at: txn.open_table(DUE_AT).map_err(Error::io)?,
     };
     for req in batch.iter_mut() {
         let ops = std::mem::take(&mut req.ops);
@@ -1157,6 +1224,10 @@ struct RedbTables<'txn> {
     finished: ::redb::Table<'txn, &'static str, &'static [u8]>,
     /// `idempotency`.
     idempotency: ::redb::Table<'txn, &'static str, &'static [u8]>,
+    /// `due`.
+    due: ::redb::Table<'txn, &'static str, &'static [u8]>,
+    /// `due_at`.
+    due_at: ::redb::Table<'txn, &'static str, &'static [u8]>,
 }
 
 impl<'txn> RedbTables<'txn> {
@@ -1168,11 +1239,17 @@ impl<'txn> RedbTables<'txn> {
             Table::Runs => &mut self.runs,
             Table::Finished => &mut self.finished,
             Table::Idempotency => &mut self.idempotency,
+            Table::Due => &mut self.due,
+            Table::DueAt => &mut self.due_at,
         }
     }
 }
 
 impl Tables for RedbTables<'_> {
+    fn keeps_due_index(&self) -> bool {
+        true
+    }
+
     fn with_value<R>(
         &mut self,
         table: Table,
@@ -1283,6 +1360,7 @@ mod tests {
                             key: key.clone(),
                             job: job.clone(),
                             create_only: true,
+                            due: None,
                         };
                         assert_eq!(s.write(vec![op]).await.unwrap(), [OpResult::Done]);
                         assert_eq!(s.get_job(&key).await.unwrap(), Some(job));

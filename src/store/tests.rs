@@ -140,6 +140,7 @@ fn dead_letter(key: &str, fallback: &str) -> DeadLetter {
         key: key.into(),
         fallback_key: fallback.into(),
         job: Some(job(7, "dead letter")),
+        due_ms: None,
     }
 }
 
@@ -148,6 +149,7 @@ fn put(key: &str, job: StoredJob, create_only: bool) -> Op {
         key: key.into(),
         job,
         create_only,
+        due: None,
     }
 }
 
@@ -648,6 +650,7 @@ suite!(
     closed_store_refuses_everything,
 );
 
+mod due;
 mod guarded;
 mod held;
 mod history;

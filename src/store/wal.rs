@@ -349,6 +349,13 @@ const GUARDED: u8 = 20;
 const FORGET_IDEMPOTENCY: u8 = 21;
 // Issue 14 (backup and restore).
 const RESTORE: u8 = 30;
+// Issue 16 (the due index): a put or restore with its first fire time appended (the old
+// tags stay readable: a log written before the index replays as before).
+const PUT_JOB_DUE: u8 = 40;
+const RESTORE_DUE: u8 = 41;
+const DROP_DUE: u8 = 42;
+const MARK_DUE_INDEXED: u8 = 43;
+const INDEX_DUE: u8 = 44;
 
 fn put_u32(buf: &mut Vec<u8>, n: usize) {
     // Lengths come from in-memory strings and a batch bounded far below 4 GiB.
@@ -366,11 +373,15 @@ fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
             key,
             value,
             create_only,
+            due,
         } => {
-            buf.push(PUT_JOB);
+            buf.push(if due.is_some() { PUT_JOB_DUE } else { PUT_JOB });
             buf.push(u8::from(*create_only));
             put_bytes(buf, key.as_bytes());
             put_bytes(buf, value);
+            if let Some(due) = due {
+                buf.extend_from_slice(&due.to_le_bytes());
+            }
         }
         Prepared::DeleteJob { key } => {
             buf.push(DELETE_JOB);
@@ -440,8 +451,9 @@ fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
             counter,
             finished,
             overwrite,
+            due,
         } => {
-            buf.push(RESTORE);
+            buf.push(if due.is_some() { RESTORE_DUE } else { RESTORE });
             // Flags, not empty values: an empty counter is still a counter.
             buf.push(
                 u8::from(*overwrite) | u8::from(*finished) << 1 | u8::from(counter.is_some()) << 2,
@@ -449,7 +461,26 @@ fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
             put_bytes(buf, key.as_bytes());
             put_bytes(buf, value);
             put_bytes(buf, counter.as_deref().unwrap_or_default());
+            if let Some(due) = due {
+                buf.extend_from_slice(&due.to_le_bytes());
+            }
         }
+        Prepared::DropDue { key, due } => {
+            buf.push(DROP_DUE);
+            put_bytes(buf, key.as_bytes());
+            buf.extend_from_slice(&due.to_le_bytes());
+        }
+        Prepared::IndexDue {
+            key,
+            generation,
+            due,
+        } => {
+            buf.push(INDEX_DUE);
+            put_bytes(buf, key.as_bytes());
+            buf.extend_from_slice(&generation.to_le_bytes());
+            buf.extend_from_slice(&due.to_le_bytes());
+        }
+        Prepared::MarkDueIndexed => buf.push(MARK_DUE_INDEXED),
     }
 }
 
@@ -471,7 +502,7 @@ fn decode_payload(mut p: &[u8]) -> Option<Vec<Vec<Prepared>>> {
 fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
     let tag = take(p, 1)?[0];
     Some(match tag {
-        PUT_JOB => {
+        PUT_JOB | PUT_JOB_DUE => {
             let create_only = match take(p, 1)?[0] {
                 0 => false,
                 1 => true,
@@ -479,10 +510,16 @@ fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
             };
             let key = take_string(p)?;
             let value = take_bytes(p)?.to_vec();
+            let due = if tag == PUT_JOB_DUE {
+                Some(take_i64(p)?)
+            } else {
+                None
+            };
             Prepared::PutJob {
                 key,
                 value,
                 create_only,
+                due,
             }
         }
         DELETE_JOB => Prepared::DeleteJob {
@@ -553,7 +590,7 @@ fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
             let before = take_time(p)?;
             Prepared::ForgetIdempotency { key, before }
         }
-        RESTORE => {
+        RESTORE | RESTORE_DUE => {
             let flags = take(p, 1)?[0];
             if flags > 0b111 {
                 return None;
@@ -561,12 +598,34 @@ fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
             let key = take_string(p)?;
             let value = take_bytes(p)?.to_vec();
             let counter = take_bytes(p)?.to_vec();
+            let due = if tag == RESTORE_DUE {
+                Some(take_i64(p)?)
+            } else {
+                None
+            };
             Prepared::Restore {
                 key,
                 value,
                 counter: (flags & 0b100 != 0).then_some(counter),
                 finished: flags & 0b10 != 0,
                 overwrite: flags & 1 != 0,
+                due,
+            }
+        }
+        DROP_DUE => {
+            let key = take_string(p)?;
+            let due = take_i64(p)?;
+            Prepared::DropDue { key, due }
+        }
+        MARK_DUE_INDEXED => Prepared::MarkDueIndexed,
+        INDEX_DUE => {
+            let key = take_string(p)?;
+            let generation = take_u64(p)?;
+            let due = take_i64(p)?;
+            Prepared::IndexDue {
+                key,
+                generation,
+                due,
             }
         }
         _ => return None,
@@ -591,6 +650,10 @@ fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
     let (head, rest) = p.split_at(n);
     *p = rest;
     Some(head)
+}
+
+fn take_i64(p: &mut &[u8]) -> Option<i64> {
+    Some(i64::from_le_bytes(take(p, 8)?.try_into().ok()?))
 }
 
 fn take_u32(p: &mut &[u8]) -> Option<usize> {
@@ -711,6 +774,7 @@ mod tests {
                     key: k.into(),
                     value: vec![1, 2, 3],
                     create_only: true,
+                    due: None,
                 },
                 Prepared::PutCounter {
                     key: k.into(),
@@ -784,6 +848,7 @@ mod tests {
             key: "k".into(),
             value: vec![7; 5000],
             create_only: true,
+            due: None,
         }];
         for seq in 1..=3u64 {
             wal.encode(seq, std::iter::once(big.as_slice()));
@@ -814,6 +879,7 @@ mod tests {
                 key: "app||ns||a||key".into(),
                 ..Default::default()
             }),
+            due_ms: Some(-5),
         };
         let ops = [
             Prepared::Guarded {

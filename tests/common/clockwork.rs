@@ -13,8 +13,7 @@ use jobsd::engine::Engine;
 pub async fn settle(engine: &Engine, clock: &ManualClock) {
     for _ in 0..5000 {
         let s = engine.sync().await.expect("the trigger loop runs");
-        let due = |t: Option<chrono::DateTime<chrono::Utc>>| t.is_some_and(|t| t <= clock.now());
-        if s.outstanding == 0 && !due(s.next_due) && !due(s.next_lease) {
+        if s.outstanding == 0 && s.next_event().is_none_or(|t| t > clock.now()) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -22,13 +21,14 @@ pub async fn settle(engine: &Engine, clock: &ManualClock) {
     panic!("the engine did not settle");
 }
 
-/// Steps the clock to `now + d`, stopping at every fire time (and lease deadline) on the way.
+/// Steps the clock to `now + d`, stopping at every fire time (lease deadline, round of
+/// reading due jobs in) on the way.
 pub async fn run_for(engine: &Engine, clock: &ManualClock, d: TimeDelta) {
     let to = clock.now() + d;
     settle(engine, clock).await;
     loop {
         let s = engine.sync().await.expect("the trigger loop runs");
-        let Some(next) = [s.next_due, s.next_lease].into_iter().flatten().min() else {
+        let Some(next) = s.next_event() else {
             break;
         };
         if next > to {

@@ -116,6 +116,8 @@ pub fn sidecar_config(
         scheduler_tls: None,
         scheduler_job_streams: 3,
         history: jobsd::engine::history::Options::default(),
+        // The default: only the near future in memory, the rest paged in from the store.
+        horizon: Some(std::time::Duration::from_secs(300)),
         max_backfill_ticks: jobsd::engine::DEFAULT_MAX_BACKFILL_TICKS,
         otlp_endpoint: None,
         metrics: None,

@@ -26,6 +26,7 @@ fn cfg(listen: SocketAddr, metrics: Option<SocketAddr>) -> config::Replica {
         tls: None,
         metrics,
         history: jobsd::engine::history::Options::default(),
+        horizon: Some(std::time::Duration::from_secs(300)),
     }
 }
 

@@ -229,6 +229,11 @@ impl Leases {
         }
     }
 
+    /// Whether an execution of job `key` is held.
+    pub(super) fn holds_for(&self, key: &str) -> bool {
+        self.by_key.contains_key(key)
+    }
+
     /// Lets go of the executions of job `key` (`prefix`: of every job under it): deleted or
     /// replaced, their results would be ignored anyway.
     pub(super) fn forget(&mut self, key: &str, prefix: bool) {

@@ -51,6 +51,9 @@ pub struct ExtraRequest {
     pub overlap: Option<Overlap>,
     /// Gets the executions queued, or why not.
     pub reply: oneshot::Sender<Result<Vec<ExecutionId>, ExtraRefused>>,
+    /// The stored job and its progress, tracked first if the loop leaves it to the store
+    /// (due past its horizon).
+    pub loaded: Option<Box<LoadedJob>>,
 }
 
 /// Why hand-started executions were not queued.
@@ -98,7 +101,8 @@ impl ExtraQueue {
 
 impl Runner {
     /// Queues the executions of `req`, or says why not.
-    pub(super) fn queue_extras(&mut self, req: ExtraRequest) {
+    pub(super) fn queue_extras(&mut self, mut req: ExtraRequest) {
+        self.track_on_demand(&req.key, req.generation, req.loaded.take());
         let Some(entry) = self.jobs.get(&req.key) else {
             let _ = req.reply.send(Err(ExtraRefused::NotTracked));
             return;

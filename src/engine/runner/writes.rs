@@ -22,7 +22,7 @@ impl Runner {
         let store = self.store.clone();
         tokio::spawn(async move {
             if let Err(e) = store.write(ops).await {
-                tracing::error!(error = %e, "could not delete finished jobs");
+                tracing::error!(error = %e, "a background store write failed");
             }
         });
     }
@@ -80,6 +80,7 @@ impl Runner {
                         key: &p.key,
                         generation: p.generation,
                         progress: (!p.record_only).then_some(&p.counter),
+                        due: next.map(convert::due_ms),
                         // A resume whose job can fire no more is finished once applied, as at
                         // load.
                         finish: next.is_none()
@@ -94,9 +95,12 @@ impl Runner {
                         resume: p.by_hand.as_ref().is_some_and(|b| b.paused.is_none()),
                     }
                     .op(&self.history, now),
-                    (None, Some(_)) => Op::PutCounter {
+                    (None, Some(next)) => Op::PutCounter {
                         key: p.key.to_string(),
-                        counter: convert::stored_counter(&p.counter, p.generation),
+                        counter: crate::store::StoredCounter {
+                            due_ms: Some(convert::due_ms(next)),
+                            ..convert::stored_counter(&p.counter, p.generation)
+                        },
                     },
                     (None, None) => Op::FinishJob {
                         key: p.key.to_string(),

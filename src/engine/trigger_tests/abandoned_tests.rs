@@ -6,70 +6,31 @@ use std::sync::atomic::AtomicBool;
 use tokio::sync::Notify;
 
 use super::*;
-use crate::store::{
-    FinishedJob, JobScan, Op, OpResult, PageItem, PageOf, StoredCounter, StoredJob, StoredRun,
-};
 
-/// A memory store that, while `hold` is set, answers a write only after `open` — the write
-/// itself is done (durable) when `committed` fires, as in redb's writer thread whose reply
-/// is still on its way.
+/// While `hold` is set, a write is answered only after `open` — the write itself is done
+/// (durable) when `committed` fires, as in redb's writer thread whose reply is still on its
+/// way.
+#[derive(Default)]
 struct HeldReplies {
-    inner: store::Memory,
     hold: AtomicBool,
     committed: Notify,
     open: Notify,
 }
 
 #[async_trait::async_trait]
-impl Store for HeldReplies {
-    async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, store::Error> {
-        let result = self.inner.write(ops).await;
+impl AfterStore for HeldReplies {
+    async fn written(&self) {
         if self.hold.load(Ordering::SeqCst) {
             self.committed.notify_one();
             self.open.notified().await;
         }
-        result
-    }
-    async fn get_job(&self, key: &str) -> Result<Option<StoredJob>, store::Error> {
-        self.inner.get_job(key).await
-    }
-    async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, store::Error> {
-        self.inner.get_counter(key).await
-    }
-    async fn list_jobs(&self, prefix: &str) -> Result<Vec<(String, StoredJob)>, store::Error> {
-        self.inner.list_jobs(prefix).await
-    }
-    async fn scan(&self, prefix: &str, page_size: usize) -> Result<JobScan, store::Error> {
-        self.inner.scan(prefix, page_size).await
-    }
-    async fn get_finished(&self, key: &str) -> Result<Option<FinishedJob>, store::Error> {
-        self.inner.get_finished(key).await
-    }
-    async fn list_runs(
-        &self,
-        key: &str,
-        before: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<(u64, StoredRun)>, store::Error> {
-        self.inner.list_runs(key, before, limit).await
-    }
-    async fn page(
-        &self,
-        of: PageOf,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<PageItem>, store::Error> {
-        self.inner.page(of, prefix, after, limit).await
-    }
-    async fn close(&self) -> Result<(), store::Error> {
-        self.inner.close().await
     }
 }
 
 /// Runs `change` until the store has its write, then drops it (the caller gives up) and lets
 /// the store answer.
-async fn abandon_after_write<F: std::future::Future>(store: &HeldReplies, change: F) {
+async fn abandon_after_write<F: std::future::Future>(store: &Hooked<HeldReplies>, change: F) {
+    let store = &store.hooks;
     store.hold.store(true, Ordering::SeqCst);
     tokio::select! {
         _ = change => panic!("answered while the store holds its replies"),
@@ -79,13 +40,8 @@ async fn abandon_after_write<F: std::future::Future>(store: &HeldReplies, change
     store.open.notify_one();
 }
 
-async fn harness() -> (Harness, Arc<HeldReplies>) {
-    let store = Arc::new(HeldReplies {
-        inner: store::Memory::new(),
-        hold: AtomicBool::new(false),
-        committed: Notify::new(),
-        open: Notify::new(),
-    });
+async fn harness() -> (Harness, Arc<Hooked<HeldReplies>>) {
+    let store = Arc::new(Hooked::new(HeldReplies::default()));
     let h = Harness::on(store.clone(), ManualClock::new(t0()), None).await;
     (h, store)
 }

@@ -297,6 +297,7 @@ async fn a_job_taken_over_by_another_loop_stays_paused() {
         store,
         stop,
         task,
+        options: Options::default(),
     };
     h.run_for(TimeDelta::seconds(35)).await;
     assert!(h.deliveries("t").is_empty());

@@ -41,7 +41,13 @@ pub(super) fn apply<T: Tables>(
     let Some(job) = job else {
         return delete_job(tables, key, undo);
     };
-    let result = put_job(tables, key, job, write.create_only, undo.as_deref_mut())?;
+    let result = put_job(
+        tables,
+        key,
+        job,
+        (write.create_only, write.due_ms),
+        undo.as_deref_mut(),
+    )?;
     if let (OpResult::Done, Some(claim)) = (result, write.idempotency) {
         let record = claim.record.unwrap_or_default().encode_to_vec();
         tables.insert(Table::Idempotency, &claim.key, record, undo)?;

@@ -102,6 +102,8 @@ struct Inner {
     finished_prefix: String,
     /// `<namespace>/jobsd/idempotency/`.
     idempotency_prefix: String,
+    /// Where a due index would live (never written: etcd keeps none).
+    due_prefix: String,
     /// This instance's commit marker key.
     marker: String,
     /// The index of jobs by partition, kept by every write of a job.
@@ -152,6 +154,7 @@ impl Etcd {
             runs_prefix: table_prefix(namespace, Table::Runs),
             finished_prefix: table_prefix(namespace, Table::Finished),
             idempotency_prefix: table_prefix(namespace, Table::Idempotency),
+            due_prefix: table_prefix(namespace, Table::Due),
             marker: format!("{namespace}/writers/{:016x}", fastrand::u64(..)),
             index: Index::new(namespace, partitions),
             indexed: AtomicBool::new(false),
@@ -425,6 +428,8 @@ impl Inner {
             Table::Runs => &self.runs_prefix,
             Table::Finished => &self.finished_prefix,
             Table::Idempotency => &self.idempotency_prefix,
+            // Never written here: etcd keeps no due index (`Tables::keeps_due_index`).
+            Table::Due | Table::DueAt => &self.due_prefix,
         }
     }
 
@@ -448,7 +453,7 @@ impl Inner {
 pub(crate) fn table_prefix(namespace: &str, table: Table) -> String {
     match table {
         Table::Jobs | Table::Counters => format!("{namespace}/{}/", table.name()),
-        Table::Runs | Table::Finished | Table::Idempotency => {
+        Table::Runs | Table::Finished | Table::Idempotency | Table::Due | Table::DueAt => {
             format!("{namespace}/jobsd/{}/", table.name())
         }
     }

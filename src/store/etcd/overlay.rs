@@ -153,6 +153,9 @@ pub(super) fn reads(op: &Prepared) -> (Result<&str, &str>, &'static [Table]) {
         Prepared::SetPaused { key, .. } => (Ok(key), LIVE),
         Prepared::DeleteFinished { key, .. } => (Ok(key), &[Table::Finished]),
         Prepared::DeletePrefix { prefix } => (Err(prefix), ALL),
+        // The due index is the embedded stores' only.
+        Prepared::DropDue { key, .. } | Prepared::IndexDue { key, .. } => (Ok(key), &[]),
+        Prepared::MarkDueIndexed => (Ok(""), &[]),
     }
 }
 
@@ -201,6 +204,8 @@ pub(super) fn txn_keys(op: &Prepared) -> usize {
         // The record and the runs' range.
         Prepared::DeleteFinished { .. } => 2,
         Prepared::DeletePrefix { .. } => return 8,
+        // The due index is the embedded stores' only: nothing to write here.
+        Prepared::DropDue { .. } | Prepared::IndexDue { .. } | Prepared::MarkDueIndexed => 0,
     };
     // A dead-letter job is created under one of its keys, as a `PutJob` (5 writes); both
     // keys are compared.
@@ -266,6 +271,7 @@ impl Overlay {
             Table::Runs => Err(invalid(
                 "etcd store: run records are written blind, never read",
             )),
+            Table::Due | Table::DueAt => Err(invalid("etcd store: keeps no due index")),
         }
     }
 

@@ -30,6 +30,7 @@ fn put(key: &str, generation: u64, create_only: bool) -> Op {
         key: key.into(),
         job: job(generation),
         create_only,
+        due: None,
     }
 }
 
@@ -473,6 +474,7 @@ async fn finished_records_of_large_jobs_are_split_across_txns() {
             key: k.clone(),
             job: big(i as u64),
             create_only: true,
+            due: None,
         };
         assert_eq!(write1(&s, op).await, OpResult::Done);
     }

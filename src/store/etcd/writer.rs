@@ -430,10 +430,12 @@ fn clone_prepared(op: &Prepared) -> Prepared {
             key,
             value,
             create_only,
+            due,
         } => Prepared::PutJob {
             key: key.clone(),
             value: value.clone(),
             create_only: *create_only,
+            due: *due,
         },
         Prepared::DeleteJob { key } => Prepared::DeleteJob { key: key.clone() },
         Prepared::DeletePrefix { prefix } => Prepared::DeletePrefix {
@@ -480,12 +482,28 @@ fn clone_prepared(op: &Prepared) -> Prepared {
             counter,
             finished,
             overwrite,
+            due,
         } => Prepared::Restore {
             key: key.clone(),
             value: value.clone(),
             counter: counter.clone(),
             finished: *finished,
             overwrite: *overwrite,
+            due: *due,
         },
+        Prepared::DropDue { key, due } => Prepared::DropDue {
+            key: key.clone(),
+            due: *due,
+        },
+        Prepared::IndexDue {
+            key,
+            generation,
+            due,
+        } => Prepared::IndexDue {
+            key: key.clone(),
+            generation: *generation,
+            due: *due,
+        },
+        Prepared::MarkDueIndexed => Prepared::MarkDueIndexed,
     }
 }

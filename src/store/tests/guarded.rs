@@ -35,6 +35,7 @@ fn guarded_put(
             create_only,
             if_match,
             idempotency,
+            due_ms: None,
         }),
         job: Some(Box::new(job)),
     }

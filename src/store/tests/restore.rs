@@ -12,6 +12,7 @@ fn restore(key: &str, job: StoredJob, counter: Option<StoredCounter>, overwrite:
         counter,
         finished_at: None,
         overwrite,
+        due_ms: None,
     }))
 }
 
@@ -85,6 +86,7 @@ async fn a_finished_job_is_restored_as_finished(make: Make) {
         counter: Some(counter(4, 3)),
         finished_at: Some(at(1_800_000_000)),
         overwrite: false,
+        due_ms: None,
     };
     assert_eq!(
         write1(s, Op::Restore(Box::new(finished.clone()))).await,

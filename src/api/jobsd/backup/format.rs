@@ -434,6 +434,8 @@ fn counter_of(p: Progress, generation: u64) -> Result<st::StoredCounter, String>
         })
         .transpose()?;
     Ok(st::StoredCounter {
+        // Where the job is due is the importing engine's to work out.
+        due_ms: None,
         generation,
         count: p.ticks,
         last_trigger: parse_opt_time("progress.lastTick", p.last_tick.as_deref())?,

@@ -60,6 +60,7 @@ fn rich() -> BackupRecord {
             }),
         },
         counter: Some(st::StoredCounter {
+            due_ms: None,
             generation: u64::MAX - 5,
             count: 7,
             last_trigger: at(1_767_225_700, 5),

@@ -25,10 +25,12 @@ use crate::store::{Error, OpResult, runs_prefix};
 fn single_put(ops: &[Prepared]) -> Option<(&str, &[u8], bool)> {
     match ops {
         [
+            // etcd keeps no due index: `due` is not written.
             Prepared::PutJob {
                 key,
                 value,
                 create_only,
+                ..
             },
         ] => Some((key, value, *create_only)),
         _ => None,

@@ -26,6 +26,7 @@ fn put(key: &str, generation: u64, create_only: bool) -> Op {
             ..StoredJob::default()
         },
         create_only,
+        due: None,
     }
 }
 

@@ -191,6 +191,9 @@ pub struct Persisted {
     lease: Option<Box<LeaseWrite>>,
     /// What the store answered for this result's op (`None` until written).
     written: Option<Result<OpResult, crate::store::Error>>,
+    /// Its op wrote the job's next fire time into the store's due index: once durable, the
+    /// entry may leave memory if that time is past the horizon.
+    indexed: bool,
 }
 
 impl Persisted {
@@ -211,6 +214,7 @@ impl Persisted {
             by_hand: None,
             lease: None,
             written: None,
+            indexed: false,
         }
     }
 }
@@ -605,7 +609,7 @@ impl Runner {
                     }
                     entry.counter = p.counter;
                     entry.paused |= p.pause.is_some();
-                    let written = matches!(p.written, Some(Ok(_)));
+                    let written = p.indexed && matches!(p.written, Some(Ok(_)));
                     match p.next {
                         Some(at) if written && self.beyond(at) && self.evictable(&p.key) => {
                             // Its next fire time is in the store's due index (this write).

@@ -202,6 +202,16 @@ impl Harness {
             .unwrap();
     }
 
+    async fn delete(&self, name: &str) {
+        self.engine
+            .delete_job(sv1::DeleteJobRequest {
+                name: name.into(),
+                metadata: meta(),
+            })
+            .await
+            .unwrap();
+    }
+
     fn deliveries(&self, name: &str) -> Vec<Delivery> {
         self.sink
             .log
@@ -676,13 +686,7 @@ async fn overwrite_resets_progress_and_delete_stops_firing() {
 
     h.schedule("k", every("@every 1s")).await;
     h.run_for(TimeDelta::seconds(2)).await;
-    h.engine
-        .delete_job(sv1::DeleteJobRequest {
-            name: "k".into(),
-            metadata: meta(),
-        })
-        .await
-        .unwrap();
+    h.delete("k").await;
     h.run_for(TimeDelta::seconds(10)).await;
     assert_eq!(h.deliveries("k").len(), 2);
 }

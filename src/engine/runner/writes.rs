@@ -108,6 +108,13 @@ impl Runner {
                     },
                 };
                 lease::release_with(p, &mut op);
+                p.indexed = match &op {
+                    Op::PutCounter { counter, .. } => counter.due_ms.is_some(),
+                    Op::RecordResult(record) => {
+                        record.progress.as_ref().is_some_and(|c| c.due_ms.is_some())
+                    }
+                    _ => false,
+                };
                 op
             })
             .collect();

@@ -85,13 +85,7 @@ async fn a_job_changed_while_past_the_horizon_never_fires_as_it_was() {
     assert_eq!(tracked(&h).await, 0);
 
     h.schedule("moved", at(t0() + TimeDelta::days(2))).await;
-    h.engine
-        .delete_job(sv1::DeleteJobRequest {
-            name: "deleted".into(),
-            metadata: meta(),
-        })
-        .await
-        .unwrap();
+    h.delete("deleted").await;
     // Created again at 2 h: every 12 h from then on.
     h.schedule("replaced", every("@every 12h")).await;
 
@@ -155,13 +149,7 @@ async fn a_page_older_than_a_change_does_not_bring_the_old_job_back() {
         "the round read its page"
     );
     // Changed while the page is on its way.
-    h.engine
-        .delete_job(sv1::DeleteJobRequest {
-            name: "deleted".into(),
-            metadata: meta(),
-        })
-        .await
-        .unwrap();
+    h.delete("deleted").await;
     h.schedule("moved", at(t0() + TimeDelta::hours(5))).await;
     gated.open.send_replace(true);
 

@@ -199,6 +199,11 @@ struct FillArgs {
     /// Due this many hours from now.
     #[arg(long, default_value_t = 48)]
     due_in_hours: i64,
+    /// A mix instead: 60 % one-shots spread over the week after `due_in_hours`, 30 %
+    /// `@every` 1 min – 1 day and 10 % cron (daily / weekly), each first due at a time spread
+    /// over that week.
+    #[arg(long)]
+    mix: bool,
     /// Names are `f<run-id>-<i>`.
     #[arg(long, default_value = "1")]
     run_id: String,
@@ -589,6 +594,8 @@ async fn connect_grpc(addr: SocketAddr) -> Result<Channel> {
 /// What a batch of creates took.
 struct Created {
     secs: f64,
+    /// When 90 % of the jobs were created (seconds after the start).
+    secs_at_90: f64,
     errors: u64,
 }
 
@@ -596,6 +603,36 @@ impl Created {
     fn rate(&self, n: u64) -> f64 {
         n as f64 / self.secs.max(1e-9)
     }
+
+    /// The rate of the last 10 % (the store at its fullest).
+    fn tail_rate(&self, n: u64) -> f64 {
+        (n - n * 9 / 10) as f64 / (self.secs - self.secs_at_90).max(1e-9)
+    }
+}
+
+/// Job `i` of `--mix`: 60 % one-shots, 30 % `@every` 1 min – 1 day, 10 % cron, first due at
+/// `from` plus a spread over a week (a fixed stride, so runs are alike).
+fn mixed(name: String, from: DateTime<Utc>, i: u64) -> ScheduleJobRequest {
+    const WEEK_S: u64 = 7 * 24 * 3600;
+    let due = from + TimeDelta::seconds((i.wrapping_mul(7919) % WEEK_S) as i64);
+    let mut req = one_shot(name, due);
+    let job = req.job.as_mut().expect("one_shot sets the job");
+    match i % 10 {
+        0..=5 => {}
+        6..=8 => {
+            const EVERY: [&str; 6] = ["1m", "5m", "15m", "1h", "6h", "24h"];
+            job.schedule = Some(format!("@every {}", EVERY[(i / 10 % 6) as usize]));
+        }
+        _ => {
+            let (m, h) = (i / 10 % 60, i / 600 % 24);
+            job.schedule = Some(if (i / 10).is_multiple_of(2) {
+                format!("0 {m} {h} * * *")
+            } else {
+                format!("0 {m} {h} * * {}", i / 20 % 7)
+            });
+        }
+    }
+    req
 }
 
 /// Creates jobs `0..n` (request `make(i)`) with `create.concurrency` in flight over
@@ -621,16 +658,19 @@ where
     let abort = Arc::new(AtomicBool::new(false));
     let first_error = Arc::new(Mutex::new(None::<String>));
     let start = Instant::now();
+    let at_90 = Arc::new(Mutex::new(None::<f64>));
+    let n_90 = n * 9 / 10;
     let mut tasks = tokio::task::JoinSet::new();
     for t in 0..create.concurrency.max(1) {
         let mut client = DaprClient::new(channels[t % channels.len()].clone());
-        let (make, next, done, errors, abort, first_error) = (
+        let (make, next, done, errors, abort, first_error, at_90) = (
             make.clone(),
             next.clone(),
             done.clone(),
             errors.clone(),
             abort.clone(),
             first_error.clone(),
+            at_90.clone(),
         );
         tasks.spawn(async move {
             loop {
@@ -640,7 +680,9 @@ where
                 }
                 match client.schedule_job(make(i)).await {
                     Ok(_) => {
-                        done.fetch_add(1, Ordering::Relaxed);
+                        if done.fetch_add(1, Ordering::Relaxed) + 1 == n_90 {
+                            *at_90.lock().unwrap() = Some(start.elapsed().as_secs_f64());
+                        }
                     }
                     Err(s) => {
                         let e = errors.fetch_add(1, Ordering::Relaxed) + 1;
@@ -689,7 +731,12 @@ where
             first_error.lock().unwrap().clone().unwrap_or_default()
         );
     }
-    Ok(Created { secs, errors })
+    let secs_at_90 = at_90.lock().unwrap().unwrap_or(0.0);
+    Ok(Created {
+        secs,
+        secs_at_90,
+        errors,
+    })
 }
 
 /// Creates `n` pilot one-shots due now + 1 s, waits for their deliveries and forgets them:
@@ -1170,21 +1217,29 @@ async fn fill(args: FillArgs) -> Result<()> {
         due.to_rfc3339_opts(SecondsFormat::Millis, true)
     );
     let before = CpuSnap::take(target);
+    let mix = args.mix;
     let created = create_jobs(target.grpc, &args.create, n, true, move |i| {
-        one_shot(format!("{prefix}{i}"), due)
+        let name = format!("{prefix}{i}");
+        if mix {
+            mixed(name, due, i)
+        } else {
+            one_shot(name, due)
+        }
     })
     .await?;
     let (cpu, _) = CpuSnap::take(target).since(&before);
     println!(
-        "   created in {:.1} s ({:.0}/s, {} errors); jobsd {}",
+        "   created in {:.1} s ({:.0}/s, the last 10 % {:.0}/s, {} errors); jobsd {}",
         created.secs,
         created.rate(n),
+        created.tail_rate(n),
         created.errors,
         rss(target.jobsd_pid)
     );
     println!(
-        "RESULT label=fill n={n} create_rate={:.0} errors={} {} {cpu}",
+        "RESULT label=fill n={n} create_rate={:.0} tail_rate={:.0} errors={} {} {cpu}",
         created.rate(n),
+        created.tail_rate(n),
         created.errors,
         rss(target.jobsd_pid)
     );

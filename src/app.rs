@@ -119,7 +119,13 @@ impl Sidecar {
             return Self::start_remote(cfg, Arc::new(SystemClock)).await;
         }
         let metrics = metrics_of(&cfg);
-        let redb = store::Redb::open(&cfg.data_dir)?;
+        let redb = store::Redb::open_with(
+            &cfg.data_dir,
+            store::RedbOptions {
+                check: cfg.store_check,
+                ..Default::default()
+            },
+        )?;
         redb.observe(metrics.store());
         Self::start_embedded(cfg, Arc::new(redb), Arc::new(SystemClock), metrics).await
     }

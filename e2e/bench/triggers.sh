@@ -18,14 +18,18 @@
 #   (d) with those jobs stored plus one job due while jobsd is down: SIGTERM + restart, and
 #       kill -9 + restart; time from launch to /v1.0/healthz 204 and to the app receiving
 #       that job.
+#   (e) with those jobs still stored (after (d)): the steady run of (b) (recurring) and one
+#       burst of BURST_N, on the same data dir.
+# MIX=1 makes (c)'s jobs a mix (60 % one-shots, 30 % `@every` 1 min – 1 day, 10 % cron), all
+# first due within the week after 2 h from now, so none fires during the run.
 # Before each run it waits (up to LOAD_WAIT s) for the 1-min load average to drop to
 # MAX_LOAD (or for the machine to be idle right now: under QUIET cores busy over 3 s) and
 # prints the load it ran at; each run also reports the cores other processes used during its
 # measured window (other_cores).
 #
 # Settings (environment): BURST_N=100000 BURST_RUNS=3 STEADY_RATE=5000 STEADY_SECS=60
-#   STEADY_ONESHOT=1 FILL=1000000 CREATE_C=64 CREATE_CH=4 MAX_LOAD=1.0 QUIET=0.3 LOAD_WAIT=240
-#   APP_THREADS=1 JOBSD_ARGS="" (extra jobsd flags) JOBSD_BIN=target/release/jobsd PERF=0 (1: perf record -g jobsd during
+#   STEADY_ONESHOT=1 FILL=1000000 MIX=0 CREATE_C=64 CREATE_CH=4 MAX_LOAD=1.0 QUIET=0.3 LOAD_WAIT=240
+#   APP_THREADS=1 JOBSD_ARGS="" (extra jobsd flags) JOBSD_BIN=target/release/jobsd BENCH_BIN= PERF=0 (1: perf record -g jobsd during
 #   the first burst into $PERF_OUT) PARTS=abcd (which of (a)–(d) to run) KEEP=0 (1: keep
 #   the temp dir)
 set -euo pipefail
@@ -39,6 +43,7 @@ STEADY_RATE=${STEADY_RATE:-5000}
 STEADY_SECS=${STEADY_SECS:-60}
 STEADY_ONESHOT=${STEADY_ONESHOT:-1}
 FILL=${FILL:-1000000}
+MIX=${MIX:-0}
 CREATE_C=${CREATE_C:-64}
 CREATE_CH=${CREATE_CH:-4}
 MAX_LOAD=${MAX_LOAD:-1.0}
@@ -52,11 +57,14 @@ PERF_OUT=${PERF_OUT:-/tmp/jobsd-burst.perf.data}
 
 bench_begin trig
 
-echo "== build"
-cargo build --release --locked --bin jobsd --example bench_triggers
-# JOBSD_BIN: another build of jobsd to measure (e.g. one with frame pointers for perf).
+# JOBSD_BIN: another build of jobsd to measure (e.g. one with frame pointers for perf);
+# BENCH_BIN: a copy of the load generator (both given: nothing is built).
+if [ -z "${JOBSD_BIN:-}" ] || [ -z "${BENCH_BIN:-}" ]; then
+  echo "== build"
+  cargo build --release --locked --bin jobsd --example bench_triggers
+fi
 JOBSD=${JOBSD_BIN:-${CARGO_TARGET_DIR:-target}/release/jobsd}
-BENCH=${CARGO_TARGET_DIR:-target}/release/examples/bench_triggers
+BENCH=${BENCH_BIN:-${CARGO_TARGET_DIR:-target}/release/examples/bench_triggers}
 
 read -r APP_PORT HTTP_PORT GRPC_PORT < <(free_ports 3 | xargs)
 echo "ports: app $APP_PORT, jobsd http $HTTP_PORT grpc $GRPC_PORT"
@@ -179,7 +187,11 @@ wait_load
 start_jobsd "$TMP/fill"
 wait_healthy
 IDLE_RSS=$(rss_of "$PID")
-run_bench fill fill -n "$FILL"
+if [ "$MIX" = 1 ]; then
+  run_bench fill fill -n "$FILL" --mix --due-in-hours 2
+else
+  run_bench fill fill -n "$FILL"
+fi
 FILL_RSS=$(rss_of "$PID")
 sync
 DATA_MIB=$(du -sm "$TMP/fill" | cut -f1)
@@ -217,6 +229,16 @@ echo "== (d) restart to first trigger with $FILL jobs stored"
 restart_case sigterm
 TERM_RSS=$RESTART_RSS
 restart_case kill9
+if has e; then
+  echo "== (e) steady $STEADY_RATE triggers/s and a burst of $BURST_N with $FILL jobs stored"
+  wait_load
+  run_bench steady-stored steady --rate "$STEADY_RATE" --secs "$STEADY_SECS" --kind recurring \
+    --run-id s
+  wait_load
+  run_bench burst-stored burst -n "$BURST_N" --run-id s
+  STORED_RSS=$(rss_of "$PID")
+  note "after (e): RSS $STORED_RSS MiB"
+fi
 bench_stop_jobsd
 fi
 
@@ -228,8 +250,8 @@ fi
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   { grep ' label=burst ' "$RESULTS" || true; } | while read -r line; do
     wall=$(echo "$line" | field wall_ms)
-    printf '| burst %s (%s jobs) | %s | %s | %s / %s / %s | %s / %s | %.2f | %.1f | %.2f | %s | %s | %s |\n' \
-      "$(echo "$line" | field run)" "$(echo "$line" | field n)" \
+    printf '| burst %s (%s jobs, %s) | %s | %s | %s / %s / %s | %s / %s | %.2f | %.1f | %.2f | %s | %s | %s |\n' \
+      "$(echo "$line" | field run)" "$(echo "$line" | field n)" "$(echo "$line" | field tag)" \
       "$(echo "$line" | field rate_t)" "$(echo "$line" | field rate_fl)" \
       "$(echo "$line" | field p50_ms)" "$(echo "$line" | field p99_ms)" \
       "$(echo "$line" | field max_ms)" \
@@ -247,8 +269,8 @@ fi
   echo "|---|---|---|---|---|---|---|"
   { grep ' label=steady ' "$RESULTS" || true; } | while read -r line; do
     wall=$(echo "$line" | field wall_ms)
-    printf '| %s, %s/s × %s s | %s (%s–%s) | %s / %s / %s / %s | %s / %s | %.2f | %s | %s |\n' \
-      "$(echo "$line" | field kind)" "$(echo "$line" | field rate)" "$(echo "$line" | field secs)" \
+    printf '| %s %s, %s/s × %s s | %s (%s–%s) | %s / %s / %s / %s | %s / %s | %.2f | %s | %s |\n' \
+      "$(echo "$line" | field tag)" "$(echo "$line" | field kind)" "$(echo "$line" | field rate)" "$(echo "$line" | field secs)" \
       "$(echo "$line" | field achieved)" "$(echo "$line" | field sec_min)" \
       "$(echo "$line" | field sec_max)" \
       "$(echo "$line" | field p50_ms)" "$(echo "$line" | field p99_ms)" \
@@ -261,7 +283,7 @@ fi
   echo
   echo "| $FILL jobs stored | value |"
   echo "|---|---|"
-  echo "| fill rate (gRPC, $CREATE_C in flight) | $(grep ' label=fill ' "$RESULTS" | field create_rate) creates/s |"
+  echo "| fill rate (gRPC, $CREATE_C in flight) | $(grep ' label=fill ' "$RESULTS" | field create_rate) creates/s (the last 10 %: $(grep ' label=fill ' "$RESULTS" | field tail_rate)/s) |"
   echo "| RSS after the fill (VmRSS / VmHWM) | $FILL_RSS MiB |"
   echo "| RSS after SIGTERM + restart (jobs loaded from disk) | $TERM_RSS MiB |"
   echo "| data dir | $DATA_MIB MiB |"

@@ -150,9 +150,9 @@ pub struct SidecarArgs {
     /// Run history and finished jobs.
     #[command(flatten)]
     pub history: HistoryArgs,
-    /// How much of the future is kept in memory.
+    /// How much of the future is kept in memory, how the store is checked.
     #[command(flatten)]
-    pub horizon: HorizonArgs,
+    pub embedded: EmbeddedStoreArgs,
     /// Most ticks one backfill (`POST /jobsd/v1/jobs/{name}/backfill`) may run; a range
     /// holding more is refused.
     #[arg(long, default_value_t = crate::engine::DEFAULT_MAX_BACKFILL_TICKS)]
@@ -224,19 +224,24 @@ impl HistoryArgs {
     }
 }
 
-/// How much of the future jobsd keeps in memory (jobsd's own flag, for the sidecar and the
-/// replicas).
+/// The embedded store: how much of the future jobsd keeps in memory and how the file is
+/// checked at open (jobsd's own flags, for the sidecar and the replicas).
 #[derive(Debug, Clone, Args)]
-pub struct HorizonArgs {
+pub struct EmbeddedStoreArgs {
     /// Keep only jobs due within this span in memory; the others stay in the embedded store,
     /// indexed by fire time, and are read in as time moves on (a Go duration; 0 keeps every
     /// job in memory). The span shrinks by itself while one round reads in over 200,000 jobs.
     /// A cluster replica on etcd keeps every job of its partitions.
     #[arg(long, default_value = "5m", value_parser = crate::schedule::duration::parse)]
     pub horizon: i64,
+    /// When a start reads the whole store file to verify its checksums: `auto` for files up
+    /// to 256 MiB (about 500,000 jobs), `always`, or `never`. Crashes do not need it (commits
+    /// are atomic); it finds bytes changed on disk.
+    #[arg(long, value_enum, default_value_t)]
+    pub store_check: crate::store::StoreCheck,
 }
 
-impl HorizonArgs {
+impl EmbeddedStoreArgs {
     /// The engine's horizon (`None`: every job in memory).
     pub fn span(&self) -> Option<std::time::Duration> {
         u64::try_from(self.horizon)
@@ -343,6 +348,8 @@ pub struct Sidecar {
     pub history: crate::engine::history::Options,
     /// How far ahead the embedded scheduler keeps jobs in memory (`--horizon`; `None`: all).
     pub horizon: Option<std::time::Duration>,
+    /// When opening the store verifies its checksums (`--store-check`).
+    pub store_check: crate::store::StoreCheck,
     /// Most ticks one backfill may run (`--max-backfill-ticks`).
     pub max_backfill_ticks: usize,
     /// OTLP/gRPC collector spans are exported to (`--otlp-endpoint`); `None` = no spans.
@@ -552,7 +559,8 @@ impl SidecarArgs {
             scheduler_tls,
             scheduler_job_streams: self.scheduler_job_streams,
             history: self.history.options(),
-            horizon: self.horizon.span(),
+            horizon: self.embedded.span(),
+            store_check: self.embedded.store_check,
             max_backfill_ticks: self.max_backfill_ticks,
             otlp_endpoint: self
                 .otlp_endpoint

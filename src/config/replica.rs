@@ -8,7 +8,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{
-    Error, EtcdTlsArgs, HistoryArgs, HorizonArgs, MetricsArgs, SchedulerIgnored, ServerTlsArgs,
+    EmbeddedStoreArgs, Error, EtcdTlsArgs, HistoryArgs, MetricsArgs, SchedulerIgnored,
+    ServerTlsArgs,
 };
 
 /// The Dapr Scheduler's flags that apply to a jobsd replica (`dapr-jobs-api.md` §7).
@@ -63,9 +64,9 @@ pub struct SchedulerArgs {
     /// Run history and finished jobs (jobsd's own flags), served to sidecars' jobsd views.
     #[command(flatten)]
     pub history: HistoryArgs,
-    /// How much of the future a single replica keeps in memory.
+    /// How much of the future a single replica keeps in memory, how its store is checked.
     #[command(flatten)]
-    pub horizon: HorizonArgs,
+    pub embedded: EmbeddedStoreArgs,
     /// Dapr Scheduler flags that do not apply to a jobsd replica.
     #[command(flatten)]
     pub ignored: SchedulerIgnored,
@@ -93,6 +94,8 @@ pub struct Replica {
     pub history: crate::engine::history::Options,
     /// How far ahead a single replica keeps jobs in memory (`--horizon`; `None`: all).
     pub horizon: Option<std::time::Duration>,
+    /// When opening a single replica's store verifies its checksums (`--store-check`).
+    pub store_check: crate::store::StoreCheck,
 }
 
 /// How a replica joins a cluster on etcd.
@@ -156,7 +159,8 @@ impl SchedulerArgs {
             tls: self.tls.validate()?,
             metrics: self.metrics.listen()?,
             history: self.history.options(),
-            horizon: self.horizon.span(),
+            horizon: self.embedded.span(),
+            store_check: self.embedded.store_check,
             id: self.id.clone(),
             listen: SocketAddr::new(ip, self.port),
             broadcast_override: self

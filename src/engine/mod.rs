@@ -157,8 +157,13 @@ impl Engine {
             sweep::spawn(store.clone(), clock.clone(), retention, stop.clone());
         }
         guard::spawn_sweep(store.clone(), clock.clone(), stop.clone());
+        let started = std::time::Instant::now();
         let loaded = runner.load().await?;
-        tracing::info!(jobs = loaded, "jobs restored");
+        tracing::info!(
+            jobs = loaded,
+            ms = started.elapsed().as_millis() as u64,
+            "jobs restored"
+        );
         let task = tokio::spawn(runner.run(stop));
         Ok((
             Self::with_loop(store, clock, Some(tx), false, options),

@@ -37,7 +37,7 @@ pub use crate::proto::store::{
 pub(crate) use apply::Table;
 pub use etcd::{Change, Etcd};
 pub use memory::Memory;
-pub use redb::{Redb, RedbOptions, RedbStats};
+pub use redb::{AUTO_CHECK_MAX_BYTES, Redb, RedbOptions, RedbStats, StoreCheck};
 
 /// A store failure.
 ///

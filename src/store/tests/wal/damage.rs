@@ -136,3 +136,58 @@ async fn a_flipped_byte_in_the_database_recovers_everything_or_refuses_naming_it
     }
     println!("{refused} of {CASES} flips refused");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checksum_pass_runs_as_store_check_says() {
+    // A small file: `auto` verifies it, like `always`; `never` opens it unchecked.
+    let dir = tempfile::tempdir().unwrap();
+    let s = Redb::open(dir.path()).unwrap();
+    for i in 0..50 {
+        write1(&s, put(&key(i), job(1, &"z".repeat(1 + i * 13)), true)).await;
+    }
+    s.close().await.unwrap();
+    drop(s);
+    let len = std::fs::metadata(dir.path().join(DB_FILE)).unwrap().len() as usize;
+    let with = |check| RedbOptions {
+        check,
+        ..RedbOptions::default()
+    };
+    let mut rng = rng("the_checksum_pass_runs_as_store_check_says");
+    let mut shown = 0;
+    for _ in 0..200 {
+        let at = rng.usize(0..len);
+        let copy = damaged(dir.path(), DB_FILE, |b| b[at] ^= 0x10);
+        let auto = Redb::open_with(copy.path(), with(StoreCheck::Auto)).map(drop);
+        if auto.is_ok() {
+            continue;
+        }
+        let copy = damaged(dir.path(), DB_FILE, |b| b[at] ^= 0x10);
+        let always = Redb::open_with(copy.path(), with(StoreCheck::Always)).map(drop);
+        assert!(
+            always.is_err(),
+            "byte {at}: `always` opened a file `auto` refused"
+        );
+        let copy = damaged(dir.path(), DB_FILE, |b| b[at] ^= 0x10);
+        if Redb::open_with(copy.path(), with(StoreCheck::Never)).is_ok() {
+            // Only the checksum pass saw this flip (others redb notices however it opens).
+            shown += 1;
+        }
+    }
+    assert!(shown > 0, "no flip was found only by the checksum pass");
+}
+
+#[test]
+fn auto_verifies_files_up_to_its_bound_only() {
+    for (check, small, large) in [
+        (StoreCheck::Auto, true, false),
+        (StoreCheck::Always, true, true),
+        (StoreCheck::Never, false, false),
+    ] {
+        assert_eq!(check.applies_to(AUTO_CHECK_MAX_BYTES), small, "{check:?}");
+        assert_eq!(
+            check.applies_to(AUTO_CHECK_MAX_BYTES + 1),
+            large,
+            "{check:?}"
+        );
+    }
+}

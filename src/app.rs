@@ -119,13 +119,7 @@ impl Sidecar {
             return Self::start_remote(cfg, Arc::new(SystemClock)).await;
         }
         let metrics = metrics_of(&cfg);
-        let redb = store::Redb::open_with(
-            &cfg.data_dir,
-            store::RedbOptions {
-                check: cfg.store_check,
-                ..Default::default()
-            },
-        )?;
+        let redb = store::Redb::open_with(&cfg.data_dir, cfg.store.clone())?;
         redb.observe(metrics.store());
         Self::start_embedded(cfg, Arc::new(redb), Arc::new(SystemClock), metrics).await
     }

@@ -81,6 +81,7 @@ fn crash_writer_role() {
         if std::env::var_os(NO_CHECKPOINT_ENV).is_some() {
             options.checkpoint_interval = Duration::from_secs(3600);
             options.checkpoint_bytes = u64::MAX;
+            options.checkpoint_work = Duration::MAX;
         }
         let store = Arc::new(Redb::open_with(&dir, options).expect("open"));
         let tasks: Vec<_> = (0..WRITERS)

@@ -822,6 +822,21 @@ mod tests {
         assert_eq!(cluster.endpoints, ["http://127.0.0.1:2379"]);
     }
 
+    #[test]
+    fn the_store_cache_size_is_a_quantity_of_the_sidecar_and_the_replica() {
+        let default = sidecar(&["--app-id", "a"])
+            .validate(Env::default())
+            .unwrap();
+        assert_eq!(default.store.cache_size, 64 << 20);
+        let set = sidecar(&["--app-id", "a", "--store-cache-size", "512Mi"])
+            .validate(Env::default())
+            .unwrap();
+        assert_eq!(set.store.cache_size, 512 << 20);
+        let (args, _) = scheduler(&["--store-cache-size", "1Gi"]);
+        assert_eq!(args.validate().unwrap().store.cache_size, 1 << 30);
+        assert!(run(&["--app-id", "a", "--store-cache-size", "lots"]).is_err());
+    }
+
     /// Every flag of daprd 1.18 (the table in this module) with a value of its type: the
     /// whole command line parses, and the flags jobsd does not act on are all named.
     #[test]

@@ -94,8 +94,8 @@ pub struct Replica {
     pub history: crate::engine::history::Options,
     /// How far ahead a single replica keeps jobs in memory (`--horizon`; `None`: all).
     pub horizon: Option<std::time::Duration>,
-    /// When opening a single replica's store verifies its checksums (`--store-check`).
-    pub store_check: crate::store::StoreCheck,
+    /// How a single replica's store is opened (`--store-check`, `--store-cache-size`).
+    pub store: crate::store::RedbOptions,
 }
 
 /// How a replica joins a cluster on etcd.
@@ -160,7 +160,7 @@ impl SchedulerArgs {
             metrics: self.metrics.listen()?,
             history: self.history.options(),
             horizon: self.embedded.span(),
-            store_check: self.embedded.store_check,
+            store: self.embedded.store(),
             id: self.id.clone(),
             listen: SocketAddr::new(ip, self.port),
             broadcast_override: self

@@ -81,13 +81,7 @@ impl Replica {
             return Self::start_clustered(cfg, store, Arc::new(SystemClock)).await;
         }
         let metrics = metrics_of(&cfg);
-        let redb = store::Redb::open_with(
-            &cfg.data_dir,
-            store::RedbOptions {
-                check: cfg.store_check,
-                ..Default::default()
-            },
-        )?;
+        let redb = store::Redb::open_with(&cfg.data_dir, cfg.store.clone())?;
         redb.observe(metrics.store());
         Self::launch(cfg, Arc::new(redb), Arc::new(SystemClock), None, metrics).await
     }

@@ -74,7 +74,7 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const APPLIED_SEQ: &str = "applied_seq";
 
 /// Tuning of [`Redb`]; the defaults suit the sidecar.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedbOptions {
     /// Most write requests one commit takes. Bounds how long the last of them waits.
     pub max_batch_requests: usize,
@@ -98,6 +98,11 @@ pub struct RedbOptions {
     pub checkpoint_interval: Duration,
     /// With the log: log bytes after which a checkpoint happens regardless of the interval.
     pub checkpoint_bytes: u64,
+    /// With the log: time spent applying logged batches after which a checkpoint happens
+    /// regardless of the interval. A replay after a crash redoes that work on a cold cache,
+    /// so this bounds the restart after `kill -9` where the interval cannot: a saturated
+    /// writer over a large store spends most of each interval applying random inserts.
+    pub checkpoint_work: Duration,
 }
 
 impl Default for RedbOptions {
@@ -111,6 +116,7 @@ impl Default for RedbOptions {
             wal: true,
             checkpoint_interval: Duration::from_millis(500),
             checkpoint_bytes: 32 << 20,
+            checkpoint_work: Duration::from_millis(150),
         }
     }
 }
@@ -264,6 +270,7 @@ impl Redb {
             open: None,
             unpublished: Arc::clone(&unpublished),
             dirty_since: None,
+            applied_for: Duration::ZERO,
             broken: None,
         };
         let handle = std::thread::Builder::new()

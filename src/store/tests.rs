@@ -890,6 +890,7 @@ mod wal {
         RedbOptions {
             checkpoint_interval: Duration::from_secs(3600),
             checkpoint_bytes: u64::MAX,
+            checkpoint_work: Duration::MAX,
             ..RedbOptions::default()
         }
     }
@@ -983,6 +984,7 @@ mod wal {
             checkpoint_interval: Duration::from_secs(3600),
             // A checkpoint every few batches, so the log restarts over older records.
             checkpoint_bytes: 2_000,
+            checkpoint_work: Duration::MAX,
             ..RedbOptions::default()
         };
         let s = Redb::open_with(dir.path(), options).unwrap();
@@ -1000,6 +1002,34 @@ mod wal {
         let crashed = crash_copy(dir.path());
         let r = Redb::open(crashed.path()).unwrap();
         assert!(r.stats().replayed < 103);
+        assert_eq!(state(&r).await, live);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_work_a_replay_would_redo_is_bounded_by_checkpoints() {
+        // Neither the interval nor the log's size calls for a checkpoint: only the time spent
+        // applying batches does (none at all is allowed here, so every batch gets one).
+        let dir = tempfile::tempdir().unwrap();
+        let options = RedbOptions {
+            checkpoint_interval: Duration::from_secs(3600),
+            checkpoint_bytes: u64::MAX,
+            checkpoint_work: Duration::ZERO,
+            ..RedbOptions::default()
+        };
+        let s = Redb::open_with(dir.path(), options).unwrap();
+        for i in 0..40 {
+            write1(&s, put(&key(i), job(1, "x"), true)).await;
+        }
+        // The checkpoint after the last batch runs after its answer: wait for it (bounded).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while s.stats().checkpoints < 40 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(s.stats().checkpoints, 40);
+        let live = state(&s).await;
+        let crashed = crash_copy(dir.path());
+        let r = Redb::open(crashed.path()).unwrap();
+        assert_eq!(r.stats().replayed, 0);
         assert_eq!(state(&r).await, live);
     }
 

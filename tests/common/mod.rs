@@ -118,7 +118,7 @@ pub fn sidecar_config(
         history: jobsd::engine::history::Options::default(),
         // The default: only the near future in memory, the rest paged in from the store.
         horizon: Some(std::time::Duration::from_secs(300)),
-        store_check: jobsd::store::StoreCheck::Auto,
+        store: jobsd::store::RedbOptions::default(),
         max_backfill_ticks: jobsd::engine::DEFAULT_MAX_BACKFILL_TICKS,
         otlp_endpoint: None,
         metrics: None,

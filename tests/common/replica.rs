@@ -27,7 +27,7 @@ fn cfg(listen: SocketAddr, metrics: Option<SocketAddr>) -> config::Replica {
         metrics,
         history: jobsd::engine::history::Options::default(),
         horizon: Some(std::time::Duration::from_secs(300)),
-        store_check: jobsd::store::StoreCheck::Auto,
+        store: jobsd::store::RedbOptions::default(),
     }
 }
 

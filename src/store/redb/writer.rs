@@ -43,6 +43,9 @@ pub(super) struct Writer {
     pub(super) unpublished: Arc<AtomicBool>,
     /// When the oldest logged batch not yet in a durable redb commit was applied.
     pub(super) dirty_since: Option<Instant>,
+    /// Time spent applying the logged batches not yet in a durable redb commit: about what a
+    /// replay would redo ([`RedbOptions::checkpoint_work`]).
+    pub(super) applied_for: Duration,
     /// Set when the log and redb may disagree (a failed log write, or a redb transaction that
     /// failed after batches in it were logged): every later write, every read that would need
     /// those batches and every checkpoint fails with it, since going on could log batches that
@@ -133,6 +136,7 @@ impl Writer {
             (Some(wal), Some(since)) => {
                 since.elapsed() >= self.options.checkpoint_interval
                     || wal.used() >= self.options.checkpoint_bytes
+                    || self.applied_for >= self.options.checkpoint_work
             }
             _ => false,
         }
@@ -179,6 +183,7 @@ impl Writer {
                     wal.reset();
                 }
                 self.dirty_since = None;
+                self.applied_for = Duration::ZERO;
                 self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
             }
             Err(err) => {
@@ -276,11 +281,13 @@ impl Writer {
                 self.open.insert(txn)
             }
         };
+        let applying = Instant::now();
         let results = match apply_batch(txn, batch) {
             Ok(results) => results,
             // Nothing of this batch is logged; earlier ones in the transaction were answered.
             Err(err) => return Err(self.abandon(err, holds_answered)),
         };
+        self.applied_for += applying.elapsed();
         if let Err(err) = wal.write() {
             // The batch is in the transaction, but maybe only partly in the log.
             let err = disk::at(
@@ -360,6 +367,7 @@ impl Writer {
                     wal.reset();
                 }
                 self.dirty_since = None;
+                self.applied_for = Duration::ZERO;
                 self.broken = None;
                 self.unpublished.store(false, Ordering::Release);
                 tracing::warn!(

@@ -346,6 +346,7 @@ async fn idempotency_records_come_back_from_the_log_after_a_crash() {
     let options = RedbOptions {
         checkpoint_interval: std::time::Duration::from_secs(3600),
         checkpoint_bytes: u64::MAX,
+        checkpoint_work: std::time::Duration::MAX,
         ..RedbOptions::default()
     };
     let s = Redb::open_with(dir.path(), options).unwrap();

@@ -31,7 +31,7 @@
 #   STEADY_ONESHOT=1 FILL=1000000 MIX=0 CREATE_C=64 CREATE_CH=4 MAX_LOAD=1.0 QUIET=0.3 LOAD_WAIT=240
 #   APP_THREADS=1 JOBSD_ARGS="" (extra jobsd flags) JOBSD_BIN=target/release/jobsd BENCH_BIN= PERF=0 (1: perf record -g jobsd during
 #   the first burst into $PERF_OUT) PARTS=abcd (which of (a)–(d) to run) KEEP=0 (1: keep
-#   the temp dir)
+#   the temp dir) REUSE_DIR= (a kept data dir for (c)-(e) instead of a fill)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=e2e/lib.sh
@@ -53,6 +53,9 @@ APP_THREADS=${APP_THREADS:-1}
 JOBSD_ARGS=${JOBSD_ARGS:-}
 PERF=${PERF:-0}
 PARTS=${PARTS:-abcd}
+# REUSE_DIR: a data dir kept from an earlier run (KEEP=1) whose jobs (c)-(e) use instead of
+# filling a fresh one (its jobs must not be due during the run).
+REUSE_DIR=${REUSE_DIR:-}
 PERF_OUT=${PERF_OUT:-/tmp/jobsd-burst.perf.data}
 
 bench_begin trig
@@ -183,18 +186,21 @@ fi
 
 if has c || has d; then
 echo "== (c) RSS with $FILL scheduled jobs"
+FILL_DIR=${REUSE_DIR:-$TMP/fill}
 wait_load
-start_jobsd "$TMP/fill"
+start_jobsd "$FILL_DIR"
 wait_healthy
 IDLE_RSS=$(rss_of "$PID")
-if [ "$MIX" = 1 ]; then
+if [ -n "$REUSE_DIR" ]; then
+  note "reusing the jobs stored in $REUSE_DIR (no fill)"
+elif [ "$MIX" = 1 ]; then
   run_bench fill fill -n "$FILL" --mix --due-in-hours 2
 else
   run_bench fill fill -n "$FILL"
 fi
 FILL_RSS=$(rss_of "$PID")
 sync
-DATA_MIB=$(du -sm "$TMP/fill" | cut -f1)
+DATA_MIB=$(du -sm "$FILL_DIR" | cut -f1)
 note "idle RSS before the fill (VmRSS / VmHWM MiB): $IDLE_RSS"
 note "after the fill: RSS $FILL_RSS MiB, data dir $DATA_MIB MiB"
 
@@ -215,7 +221,7 @@ restart_case() {
   # Restart once the probe is 500 ms overdue.
   sleep "$(awk -v d="$due" -v n="$now" 'BEGIN { s = (d - n) / 1e9 + 0.5; print (s > 0 ? s : 0) }')"
   wait_load
-  start_jobsd "$TMP/fill"
+  start_jobsd "$FILL_DIR"
   read -r healthz first < <("$BENCH" wait-restart --prefix "probe-$kind" $(target))
   HEALTHZ_MS=$(ms_between "$T0" "$healthz")
   FIRST_MS=$(ms_between "$T0" "$first")

@@ -9,10 +9,7 @@ use ::redb::{Database, ReadableTable};
 use super::super::apply;
 use super::super::disk;
 use super::super::wal;
-use super::{
-    APPLIED_SEQ, COUNTERS, DUE, DUE_AT, Error, FILE_NAME, FINISHED, IDEMPOTENCY, JOBS, META, RUNS,
-    RedbOptions, RedbTables, begin_write,
-};
+use super::{APPLIED_SEQ, Error, FILE_NAME, META, RedbOptions, RedbTables, begin_write};
 use crate::store::apply::Table;
 
 /// When opening the store reads the whole redb file to verify its page checksums.
@@ -163,15 +160,7 @@ pub(super) fn recover(
             .list_tables()
             .map_err(Error::io)?
             .any(|t| ::redb::TableHandle::name(&t) == Table::Jobs.name());
-        let mut tables = RedbTables {
-            jobs: txn.open_table(JOBS).map_err(Error::io)?,
-            counters: txn.open_table(COUNTERS).map_err(Error::io)?,
-            runs: txn.open_table(RUNS).map_err(Error::io)?,
-            finished: txn.open_table(FINISHED).map_err(Error::io)?,
-            idempotency: txn.open_table(IDEMPOTENCY).map_err(Error::io)?,
-            due: txn.open_table(DUE).map_err(Error::io)?,
-            due_at: txn.open_table(DUE_AT).map_err(Error::io)?,
-        };
+        let mut tables = RedbTables::open(&txn)?;
         if fresh {
             apply::due::mark_complete(&mut tables, None)?;
         }

@@ -427,15 +427,7 @@ fn apply_batch(
     batch: &mut [WriteReq],
 ) -> Result<Vec<Result<Vec<OpResult>, Error>>, Error> {
     let mut results = Vec::with_capacity(batch.len());
-    let mut tables = RedbTables {
-        jobs: txn.open_table(JOBS).map_err(Error::io)?,
-        counters: txn.open_table(COUNTERS).map_err(Error::io)?,
-        runs: txn.open_table(RUNS).map_err(Error::io)?,
-        finished: txn.open_table(FINISHED).map_err(Error::io)?,
-        idempotency: txn.open_table(IDEMPOTENCY).map_err(Error::io)?,
-        due: txn.open_table(DUE).map_err(Error::io)?,
-        due_at: txn.open_table(DUE_AT).map_err(Error::io)?,
-    };
+    let mut tables = RedbTables::open(txn)?;
     for req in batch.iter_mut() {
         let ops = std::mem::take(&mut req.ops);
         // A backend error leaves the transaction unusable: the caller drops it (abort) and
@@ -464,6 +456,19 @@ pub(super) struct RedbTables<'txn> {
 }
 
 impl<'txn> RedbTables<'txn> {
+    /// Every table of `txn` (created if missing).
+    pub(super) fn open(txn: &'txn WriteTransaction) -> Result<Self, Error> {
+        Ok(RedbTables {
+            jobs: txn.open_table(JOBS).map_err(Error::io)?,
+            counters: txn.open_table(COUNTERS).map_err(Error::io)?,
+            runs: txn.open_table(RUNS).map_err(Error::io)?,
+            finished: txn.open_table(FINISHED).map_err(Error::io)?,
+            idempotency: txn.open_table(IDEMPOTENCY).map_err(Error::io)?,
+            due: txn.open_table(DUE).map_err(Error::io)?,
+            due_at: txn.open_table(DUE_AT).map_err(Error::io)?,
+        })
+    }
+
     /// The table `table`.
     fn table(&mut self, table: Table) -> &mut ::redb::Table<'txn, &'static str, &'static [u8]> {
         match table {

@@ -31,6 +31,8 @@ pub(crate) enum Table {
     Idempotency,
     /// The due index in time order (see [`due`]).
     Due,
+    /// The due index's far buckets, in arrival order within each (see [`due`]).
+    DueFar,
     /// Each indexed job's time (see [`due`]).
     DueAt,
 }
@@ -45,6 +47,7 @@ impl Table {
             Table::Finished => "finished",
             Table::Idempotency => "idempotency",
             Table::Due => "due",
+            Table::DueFar => "due_far",
             Table::DueAt => "due_at",
         }
     }
@@ -104,6 +107,16 @@ pub(crate) trait Tables {
     fn keeps_due_index(&self) -> bool {
         false
     }
+
+    /// Up to `limit` entries with keys in `[start, end)`, in key order. Only the due index
+    /// is read this way (the embedded stores).
+    fn first_entries(
+        &mut self,
+        table: Table,
+        start: &str,
+        end: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, Error>;
 
     /// Removes every key starting with `prefix`; how many.
     fn remove_prefix(
@@ -179,6 +192,8 @@ pub(crate) enum Prepared {
     },
     /// [`Op::MarkDueIndexed`].
     MarkDueIndexed,
+    /// [`Op::AdvanceDue`].
+    AdvanceDue { before: i64 },
 }
 
 impl Prepared {
@@ -232,6 +247,7 @@ impl Prepared {
                 due,
             },
             Op::MarkDueIndexed => Prepared::MarkDueIndexed,
+            Op::AdvanceDue { before } => Prepared::AdvanceDue { before },
         }
     }
 
@@ -248,6 +264,8 @@ impl Prepared {
             | Prepared::DropDue { key, .. }
             | Prepared::IndexDue { key, .. } => key.len(),
             Prepared::MarkDueIndexed => 0,
+            // Moves up to a limit of index entries.
+            Prepared::AdvanceDue { .. } => due::ADVANCE_LIMIT * 64,
             Prepared::Guarded { write, job } => {
                 write.encoded_len() + write.key.len() + job.as_ref().map_or(0, Vec::len)
             }
@@ -447,6 +465,11 @@ fn apply_op<T: Tables>(
             due::mark_complete(tables, undo)?;
             Ok(OpResult::Done)
         }
+        Prepared::AdvanceDue { before } => Ok(if due::advance(tables, before, undo)? {
+            OpResult::Done
+        } else {
+            OpResult::Skipped
+        }),
     }
 }
 
@@ -788,7 +811,12 @@ pub(super) fn generation_of<T: Tables>(
         Table::Jobs => JobGeneration::decode(bytes).map(|g| g.generation),
         Table::Counters => CounterGeneration::decode(bytes).map(|g| g.generation),
         // Only jobs and counters carry generations.
-        Table::Runs | Table::Finished | Table::Idempotency | Table::Due | Table::DueAt => Ok(0),
+        Table::Runs
+        | Table::Finished
+        | Table::Idempotency
+        | Table::Due
+        | Table::DueFar
+        | Table::DueAt => Ok(0),
     })?;
     decoded
         .transpose()

@@ -37,6 +37,8 @@ struct MemTables {
     idempotency: BTreeMap<String, Vec<u8>>,
     /// `due`.
     due: BTreeMap<String, Vec<u8>>,
+    /// `due_far`.
+    due_far: BTreeMap<String, Vec<u8>>,
     /// `due_at`.
     due_at: BTreeMap<String, Vec<u8>>,
 }
@@ -91,6 +93,7 @@ impl MemTables {
             Table::Finished => &mut self.finished,
             Table::Idempotency => &mut self.idempotency,
             Table::Due => &mut self.due,
+            Table::DueFar => &mut self.due_far,
             Table::DueAt => &mut self.due_at,
         }
     }
@@ -148,6 +151,21 @@ impl Tables for MemTables {
             undo.push((table, key.to_owned(), Some(old)));
         }
         Ok(removed)
+    }
+
+    fn first_entries(
+        &mut self,
+        table: Table,
+        start: &str,
+        end: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        Ok(self
+            .map(table)
+            .range::<str, _>((Bound::Included(start), Bound::Excluded(end)))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
     }
 
     fn remove_prefix(
@@ -340,17 +358,22 @@ impl Store for Memory {
     }
 
     async fn due_page(&self, start: &str, before: i64, limit: usize) -> Result<DuePage, Error> {
+        while !self.with(|tables| {
+            let cursor = tables.due_at.get(apply::due::CURSOR);
+            Ok(apply::due::covers(cursor.map(Vec::as_slice), before))
+        })? {
+            self.write(vec![Op::AdvanceDue { before }]).await?;
+        }
         self.with(|tables| {
             let entries = tables
                 .due
                 .range::<str, _>((Bound::Included(start), Bound::Unbounded))
                 .map(|(k, _)| Ok(k.clone()));
             apply::due::read_page(entries, before, limit, |key| {
-                let at = tables.due_at.get(key).and_then(|v| {
-                    <[u8; 8]>::try_from(v.as_slice())
-                        .ok()
-                        .map(i64::from_le_bytes)
-                });
+                let at = tables
+                    .due_at
+                    .get(key)
+                    .and_then(|v| apply::due::decode_ms(v));
                 let job = tables
                     .jobs
                     .get(key)

@@ -198,6 +198,14 @@ pub enum Op {
     /// Records that every job of the store is in the due index (after indexing a store
     /// written before it existed). Result: `Done`.
     MarkDueIndexed,
+    /// Moves a part of the due index's far buckets holding jobs due before `before` (ms since
+    /// the Unix epoch) into its ordered part, which [`Store::due_page`] reads; a store's
+    /// `due_page` writes it itself, as often as it takes. Result: `Done` (something moved)
+    /// or `Skipped` (all such buckets were moved already).
+    AdvanceDue {
+        /// Jobs due before it are to be found by `due_page`.
+        before: i64,
+    },
 }
 
 impl fmt::Debug for Op {
@@ -288,6 +296,10 @@ impl fmt::Debug for Op {
                 .field("due", due)
                 .finish(),
             Op::MarkDueIndexed => f.write_str("MarkDueIndexed"),
+            Op::AdvanceDue { before } => f
+                .debug_struct("AdvanceDue")
+                .field("before", before)
+                .finish(),
         }
     }
 }

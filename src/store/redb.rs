@@ -66,6 +66,8 @@ const FINISHED: TableDefinition<&str, &[u8]> = TableDefinition::new("finished");
 const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
 /// `due`: the due index in time order (`store::apply::due`).
 const DUE: TableDefinition<&str, &[u8]> = TableDefinition::new("due");
+/// `due_far`: the due index's buckets not reached yet (`store::apply::due`).
+const DUE_FAR: TableDefinition<&str, &[u8]> = TableDefinition::new("due_far");
 /// `due_at`: each indexed job's time (`store::apply::due`).
 const DUE_AT: TableDefinition<&str, &[u8]> = TableDefinition::new("due_at");
 /// `meta`: bookkeeping of the store itself ([`APPLIED_SEQ`]).
@@ -226,7 +228,7 @@ impl Redb {
         }
         let stats = Arc::new(StatCells::default());
         let wal_path = dir.join(wal::FILE_NAME);
-        let (seq, replayed) = recover(&db, &options, &wal_path)?;
+        let (db, seq, replayed) = recover(db, &options, &wal_path)?;
         stats.replayed.store(replayed, Ordering::Relaxed);
         tracing::info!(
             file = %path.display(),
@@ -524,7 +526,17 @@ impl Store for Redb {
     }
 
     async fn due_page(&self, start: &str, before: i64, limit: usize) -> Result<DuePage, Error> {
-        let txn = self.begin_read().await?;
+        let txn = loop {
+            let txn = self.begin_read().await?;
+            let cursor = open_table(&txn, DUE_AT)?
+                .get(apply::due::CURSOR)
+                .map_err(Error::io)?;
+            if apply::due::covers(cursor.as_ref().map(|c| c.value()), before) {
+                break txn;
+            }
+            // Far buckets the page needs are moved first (each op moves a bounded part).
+            self.write(vec![Op::AdvanceDue { before }]).await?;
+        };
         let start = start.to_owned();
         // Up to a page of B-tree reads: off the async workers.
         tokio::task::spawn_blocking(move || produce_due_page(&txn, &start, before, limit))
@@ -600,7 +612,7 @@ fn produce_due_page(
         let at = due_at
             .get(key)
             .map_err(Error::io)?
-            .and_then(|v| <[u8; 8]>::try_from(v.value()).ok().map(i64::from_le_bytes));
+            .and_then(|v| apply::due::decode_ms(v.value()));
         let Some(job) = jobs.get(key).map_err(Error::io)? else {
             return Ok((at, None));
         };

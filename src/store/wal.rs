@@ -369,6 +369,7 @@ const RESTORE_DUE: u8 = 41;
 const DROP_DUE: u8 = 42;
 const MARK_DUE_INDEXED: u8 = 43;
 const INDEX_DUE: u8 = 44;
+const ADVANCE_DUE: u8 = 45;
 
 fn put_u32(buf: &mut Vec<u8>, n: usize) {
     // Lengths come from in-memory strings and a batch bounded far below 4 GiB.
@@ -494,6 +495,10 @@ fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
             buf.extend_from_slice(&due.to_le_bytes());
         }
         Prepared::MarkDueIndexed => buf.push(MARK_DUE_INDEXED),
+        Prepared::AdvanceDue { before } => {
+            buf.push(ADVANCE_DUE);
+            buf.extend_from_slice(&before.to_le_bytes());
+        }
     }
 }
 
@@ -631,6 +636,9 @@ fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
             Prepared::DropDue { key, due }
         }
         MARK_DUE_INDEXED => Prepared::MarkDueIndexed,
+        ADVANCE_DUE => Prepared::AdvanceDue {
+            before: take_i64(p)?,
+        },
         INDEX_DUE => {
             let key = take_string(p)?;
             let generation = take_u64(p)?;

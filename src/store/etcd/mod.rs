@@ -429,7 +429,7 @@ impl Inner {
             Table::Finished => &self.finished_prefix,
             Table::Idempotency => &self.idempotency_prefix,
             // Never written here: etcd keeps no due index (`Tables::keeps_due_index`).
-            Table::Due | Table::DueAt => &self.due_prefix,
+            Table::Due | Table::DueFar | Table::DueAt => &self.due_prefix,
         }
     }
 
@@ -453,7 +453,12 @@ impl Inner {
 pub(crate) fn table_prefix(namespace: &str, table: Table) -> String {
     match table {
         Table::Jobs | Table::Counters => format!("{namespace}/{}/", table.name()),
-        Table::Runs | Table::Finished | Table::Idempotency | Table::Due | Table::DueAt => {
+        Table::Runs
+        | Table::Finished
+        | Table::Idempotency
+        | Table::Due
+        | Table::DueFar
+        | Table::DueAt => {
             format!("{namespace}/jobsd/{}/", table.name())
         }
     }

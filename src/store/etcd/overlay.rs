@@ -155,7 +155,7 @@ pub(super) fn reads(op: &Prepared) -> (Result<&str, &str>, &'static [Table]) {
         Prepared::DeletePrefix { prefix } => (Err(prefix), ALL),
         // The due index is the embedded stores' only.
         Prepared::DropDue { key, .. } | Prepared::IndexDue { key, .. } => (Ok(key), &[]),
-        Prepared::MarkDueIndexed => (Ok(""), &[]),
+        Prepared::MarkDueIndexed | Prepared::AdvanceDue { .. } => (Ok(""), &[]),
     }
 }
 
@@ -205,7 +205,10 @@ pub(super) fn txn_keys(op: &Prepared) -> usize {
         Prepared::DeleteFinished { .. } => 2,
         Prepared::DeletePrefix { .. } => return 8,
         // The due index is the embedded stores' only: nothing to write here.
-        Prepared::DropDue { .. } | Prepared::IndexDue { .. } | Prepared::MarkDueIndexed => 0,
+        Prepared::DropDue { .. }
+        | Prepared::IndexDue { .. }
+        | Prepared::MarkDueIndexed
+        | Prepared::AdvanceDue { .. } => 0,
     };
     // A dead-letter job is created under one of its keys, as a `PutJob` (5 writes); both
     // keys are compared.
@@ -271,7 +274,9 @@ impl Overlay {
             Table::Runs => Err(invalid(
                 "etcd store: run records are written blind, never read",
             )),
-            Table::Due | Table::DueAt => Err(invalid("etcd store: keeps no due index")),
+            Table::Due | Table::DueFar | Table::DueAt => {
+                Err(invalid("etcd store: keeps no due index"))
+            }
         }
     }
 
@@ -436,6 +441,19 @@ impl Tables for Overlay {
             undo.push((table, key.to_owned(), Some(old)));
         }
         Ok(removed)
+    }
+
+    fn first_entries(
+        &mut self,
+        table: Table,
+        _start: &str,
+        _end: &str,
+        _limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        self.map(table)?;
+        Err(invalid(
+            "etcd store: ranges are read before the op, not in it",
+        ))
     }
 
     /// Runs are cleared by one range delete, uncounted (0: nothing reads that count).

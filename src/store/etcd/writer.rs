@@ -505,5 +505,6 @@ fn clone_prepared(op: &Prepared) -> Prepared {
             due: *due,
         },
         Prepared::MarkDueIndexed => Prepared::MarkDueIndexed,
+        Prepared::AdvanceDue { before } => Prepared::AdvanceDue { before: *before },
     }
 }

@@ -81,16 +81,7 @@ pub(super) fn open_db(path: &Path, options: &RedbOptions) -> Result<Database, Er
             (db, check)
         })
     }));
-    let damaged = |how: &str| {
-        Error::io(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "cannot open {}: the database file is damaged ({how}); restore the data dir \
-                 from a copy, or start from a backup with `jobsd jobs import`",
-                path.display()
-            ),
-        ))
-    };
+    let damaged = |how: &str| damaged(path, how);
     match opened {
         Ok(Ok((db, check))) => match check {
             Ok(true) => Ok(db),
@@ -117,16 +108,49 @@ pub(super) fn open_db(path: &Path, options: &RedbOptions) -> Result<Database, Er
     }
 }
 
+/// The refusal to open the damaged database file at `path`.
+fn damaged(path: &Path, how: &str) -> Error {
+    Error::io(std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!(
+            "cannot open {}: the database file is damaged ({how}); restore the data dir \
+             from a copy, or start from a backup with `jobsd jobs import`",
+            path.display()
+        ),
+    ))
+}
+
+/// [`replay`], with redb's asserts on a damaged file (which a file opened without the
+/// checksum pass can still hit when the recovery commits) turned into a refusal. Gives the
+/// database back with replay's figures.
+pub(super) fn recover(
+    db: Database,
+    options: &RedbOptions,
+    wal_path: &Path,
+) -> Result<(Database, u64, u64), Error> {
+    let replayed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        replay(&db, options, wal_path)
+    }));
+    match replayed {
+        Ok(Ok((seq, replayed))) => Ok((db, seq, replayed)),
+        Ok(Err(err)) => Err(err),
+        Err(_) => {
+            // The database's own state is poisoned now: its drop asserts too.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(db)));
+            Err(damaged(
+                &wal_path.with_file_name(FILE_NAME),
+                "redb stopped on an inconsistency while recovering",
+            ))
+        }
+    }
+}
+
 /// Brings the database up to date with the write-ahead log at `wal_path` and makes that
 /// durable: creates the tables, applies every valid logged batch newer than `meta.applied_seq`
 /// in order, and records the newest batch number seen. Gives that number (the next batch gets
 /// the one after it) and how many batches were applied. Refuses, naming the log, when the log
 /// shows that acknowledged batches were damaged: opening would silently drop them.
-pub(super) fn recover(
-    db: &Database,
-    options: &RedbOptions,
-    wal_path: &Path,
-) -> Result<(u64, u64), Error> {
+fn replay(db: &Database, options: &RedbOptions, wal_path: &Path) -> Result<(u64, u64), Error> {
     // One transaction: a crash during recovery leaves the files as they were, so the next
     // open recovers the same way.
     let txn = begin_write(db, options)?;

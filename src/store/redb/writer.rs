@@ -353,10 +353,8 @@ impl Writer {
         self.open = None;
         *self.slot.write().unwrap_or_else(PoisonError::into_inner) = None;
         self.db = None;
-        let reopened = open_db(&path, &self.options).and_then(|db| {
-            let (seq, replayed) = recover(&db, &self.options, &self.dir.join(wal::FILE_NAME))?;
-            Ok((db, seq, replayed))
-        });
+        let reopened = open_db(&path, &self.options)
+            .and_then(|db| recover(db, &self.options, &self.dir.join(wal::FILE_NAME)));
         match reopened {
             Ok((db, seq, replayed)) => {
                 let db = Arc::new(db);
@@ -451,6 +449,8 @@ pub(super) struct RedbTables<'txn> {
     pub(super) idempotency: ::redb::Table<'txn, &'static str, &'static [u8]>,
     /// `due`.
     pub(super) due: ::redb::Table<'txn, &'static str, &'static [u8]>,
+    /// `due_far`.
+    pub(super) due_far: ::redb::Table<'txn, &'static str, &'static [u8]>,
     /// `due_at`.
     pub(super) due_at: ::redb::Table<'txn, &'static str, &'static [u8]>,
 }
@@ -465,6 +465,7 @@ impl<'txn> RedbTables<'txn> {
             finished: txn.open_table(FINISHED).map_err(Error::io)?,
             idempotency: txn.open_table(IDEMPOTENCY).map_err(Error::io)?,
             due: txn.open_table(DUE).map_err(Error::io)?,
+            due_far: txn.open_table(DUE_FAR).map_err(Error::io)?,
             due_at: txn.open_table(DUE_AT).map_err(Error::io)?,
         })
     }
@@ -478,6 +479,7 @@ impl<'txn> RedbTables<'txn> {
             Table::Finished => &mut self.finished,
             Table::Idempotency => &mut self.idempotency,
             Table::Due => &mut self.due,
+            Table::DueFar => &mut self.due_far,
             Table::DueAt => &mut self.due_at,
         }
     }
@@ -545,6 +547,26 @@ impl Tables for RedbTables<'_> {
             undo.push((table, key.to_owned(), Some(old.value().to_vec())));
         }
         Ok(removed)
+    }
+
+    fn first_entries(
+        &mut self,
+        table: Table,
+        start: &str,
+        end: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        let mut entries = Vec::with_capacity(limit.min(4096));
+        for entry in self
+            .table(table)
+            .range::<&str>(start..end)
+            .map_err(Error::io)?
+            .take(limit)
+        {
+            let (k, v) = entry.map_err(Error::io)?;
+            entries.push((k.value().to_owned(), v.value().to_vec()));
+        }
+        Ok(entries)
     }
 
     fn remove_prefix(

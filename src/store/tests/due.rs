@@ -223,10 +223,142 @@ async fn a_store_without_the_index_is_indexed_once(make: Make) {
     assert_eq!(s.due_index().await.unwrap(), DueIndex::Complete);
 }
 
+/// A bucket of the far index (2²² ms), as `store::apply::due` cuts them.
+const BUCKET: i64 = 1 << 22;
+/// "Now" of the far-index tests: a bucket boundary, so the buckets below are easy to name.
+const NOW: i64 = 405_000 * BUCKET;
+
+/// Every job due in `[from, before)`, as the engine's horizon reads it: page after page.
+async fn window(s: &dyn Store, from: i64, before: i64) -> Vec<(i64, String)> {
+    let mut start = due_start(from);
+    let mut all = Vec::new();
+    loop {
+        let page = s.due_page(&start, before, 97).await.expect("due page");
+        assert!(page.stale.is_empty(), "stale entries: {:?}", page.stale);
+        all.extend(page.jobs.into_iter().map(|(ms, l)| (ms, l.key)));
+        match page.next {
+            Some(next) => start = next,
+            None => return all,
+        }
+    }
+}
+
+async fn far_jobs_are_read_in_time_order_as_the_horizon_reaches_them(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    if s.due_index().await.unwrap() == DueIndex::Absent {
+        return;
+    }
+    // The engine's first read: the next five minutes (none due yet).
+    assert_eq!(window(s, i64::MIN, NOW + 300_000).await, Vec::new());
+    // Jobs over the next ten buckets, created out of time order; one bucket holds more jobs
+    // than one move takes (8,192), so it moves in several ops.
+    let mut expected = Vec::new();
+    for i in 0..40i64 {
+        let ms = NOW + BUCKET * ((i * 7) % 10) + 1_000 * (39 - i);
+        let key = format!("app||far||{i:02}");
+        write1(s, put_due(&key, 1, true, Some(ms))).await;
+        expected.push((ms, key));
+    }
+    let crowded = NOW + 3 * BUCKET + 5;
+    for chunk in (0..9_000).collect::<Vec<i64>>().chunks(1_000) {
+        let ops = chunk
+            .iter()
+            .map(|i| {
+                put_due(
+                    &format!("app||crowd||{i:05}"),
+                    1,
+                    true,
+                    Some(crowded + i % 7),
+                )
+            })
+            .collect();
+        s.write(ops).await.unwrap();
+    }
+    for i in 0..9_000 {
+        expected.push((crowded + i % 7, format!("app||crowd||{i:05}")));
+    }
+    // Changed while in the far index: an overwrite, a delete, progress moving a job nearer
+    // and one moving it further. None may be read at its old time.
+    write1(
+        s,
+        put_due("app||far||01", 2, false, Some(NOW + 9 * BUCKET + 3)),
+    )
+    .await;
+    write1(
+        s,
+        Op::DeleteJob {
+            key: "app||far||02".into(),
+        },
+    )
+    .await;
+    let mut nearer = counter(1, 1);
+    nearer.due_ms = Some(NOW + 200_000);
+    write1(s, put_counter("app||far||03", nearer)).await;
+    write1(s, moved("app||far||04", 1, 1, NOW + 8 * BUCKET)).await;
+    for (ms, key) in &mut expected {
+        match key.as_str() {
+            "app||far||01" => *ms = NOW + 9 * BUCKET + 3,
+            "app||far||03" => *ms = NOW + 200_000,
+            "app||far||04" => *ms = NOW + 8 * BUCKET,
+            _ => {}
+        }
+    }
+    expected.retain(|(_, k)| k != "app||far||02");
+    expected.sort();
+
+    // The horizon moves on, half a bucket at a time: every job is read once, in order, in
+    // the window holding its time.
+    let mut read = Vec::new();
+    let mut from = i64::MIN;
+    for step in 1..=24 {
+        let before = NOW + step * BUCKET / 2;
+        if step == 6 {
+            // Its bucket was moved already: it goes straight to the ordered index.
+            write1(s, put_due("app||late", 1, true, Some(NOW + BUCKET + 1))).await;
+            assert_eq!(
+                window(s, NOW + BUCKET, NOW + BUCKET + 2).await,
+                at(&[(NOW + BUCKET + 1, "app||late")])
+            );
+            write1(
+                s,
+                Op::DeleteJob {
+                    key: "app||late".into(),
+                },
+            )
+            .await;
+        }
+        let got = window(s, from, before).await;
+        assert!(
+            got.iter().all(|(ms, _)| *ms >= from && *ms < before),
+            "step {step}: read outside [{from}, {before})"
+        );
+        read.extend(got);
+        from = before;
+    }
+    let mut sorted = read.clone();
+    sorted.sort();
+    assert_eq!(read, sorted, "read in time order");
+    assert_eq!(read.len(), expected.len());
+    assert_eq!(read, expected);
+    // Everything that is left lives in the ordered index now: a delete of all of it leaves
+    // nothing to read.
+    write1(
+        s,
+        Op::DeletePrefix {
+            prefix: String::new(),
+        },
+    )
+    .await;
+    write1(s, put_due("app||after", 1, true, Some(NOW + 40 * BUCKET))).await;
+    assert_eq!(index(s, 10).await, at(&[(NOW + 40 * BUCKET, "app||after")]));
+}
+
 suite!(
     the_due_index_follows_every_write,
     a_prefix_delete_leaves_stale_entries_that_readers_skip_and_drop,
     a_store_without_the_index_is_indexed_once,
+    far_jobs_are_read_in_time_order_as_the_horizon_reaches_them,
 );
 
 /// Redb only: the index is written through the log with the job, so a crash after the
@@ -243,4 +375,32 @@ async fn the_index_is_replayed_with_its_job_after_a_crash() {
     let s = Redb::open(dir.path()).unwrap();
     assert_eq!(index(&s, 10).await, at(&[(456, "k")]));
     assert_eq!(s.due_index().await.unwrap(), DueIndex::Complete);
+}
+
+/// Redb only: moves of far buckets are logged like any write, so a crash in the middle of
+/// paging replays them and the index reads the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn far_buckets_moved_before_a_crash_read_the_same_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected: Vec<(i64, String)> = (0..500i64)
+        .map(|i| (NOW + (i % 5) * BUCKET + i, format!("app||k||{i:03}")))
+        .collect();
+    let first;
+    {
+        let s = Redb::open(dir.path()).unwrap();
+        let _ = window(&s, i64::MIN, NOW).await;
+        let ops = expected
+            .iter()
+            .map(|(ms, key)| put_due(key, 1, true, Some(*ms)))
+            .collect();
+        s.write(ops).await.unwrap();
+        first = window(&s, i64::MIN, NOW + 2 * BUCKET).await;
+        // Dropped without close: the moves are in the log only.
+    }
+    let s = Redb::open(dir.path()).unwrap();
+    assert_eq!(window(&s, i64::MIN, NOW + 2 * BUCKET).await, first);
+    let mut sorted = expected.clone();
+    sorted.sort();
+    assert_eq!(first.len(), 200);
+    assert_eq!(index(&s, 1000).await, sorted);
 }

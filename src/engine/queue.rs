@@ -14,6 +14,10 @@ use crate::schedule::{Counter, Plan};
 pub struct Entry {
     /// Version of the job this entry fires; results of other versions are ignored.
     pub generation: u64,
+    /// Which tracking of the job this is: a job let go of and taken back (a replica losing
+    /// its lease, then getting the partition again) gets a new one, so that the late answer
+    /// of a write made for the old one cannot move the new one back.
+    pub incarnation: u32,
     /// When the job fires.
     pub plan: Plan,
     /// Progress as last persisted (or fresh).
@@ -301,6 +305,7 @@ mod tests {
         let t = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
         Entry {
             generation: 1,
+            incarnation: 1,
             plan: Plan::new(
                 None,
                 None,

@@ -168,6 +168,8 @@ impl Stats {
 pub struct Persisted {
     key: Arc<str>,
     generation: u64,
+    /// The [`Entry::incarnation`] it was made for (stamped when it is pushed).
+    incarnation: u32,
     counter: Counter,
     next: Option<DateTime<Utc>>,
     /// The run recorded with it (`None`: a job finished without an attempt).
@@ -202,6 +204,7 @@ impl Persisted {
         Persisted {
             key,
             generation,
+            incarnation: 0,
             counter,
             next,
             run: None,
@@ -268,6 +271,8 @@ pub struct Runner {
     resuming: HashMap<Arc<str>, (u64, DateTime<Utc>)>,
     /// Only the near future in memory (`None`: every job, as on an etcd replica).
     horizon: Option<horizon::Horizon>,
+    /// The last [`Entry::incarnation`] handed out.
+    incarnations: u32,
 }
 
 impl Runner {
@@ -308,6 +313,7 @@ impl Runner {
             ending: None,
             resuming: HashMap::new(),
             horizon: None,
+            incarnations: 0,
         }
     }
 
@@ -604,7 +610,13 @@ impl Runner {
                     let Some(entry) = self.jobs.get_mut(&p.key) else {
                         continue;
                     };
-                    if entry.generation != p.generation || entry.state != State::Persisting {
+                    if entry.generation != p.generation
+                        || entry.incarnation != p.incarnation
+                        || entry.state != State::Persisting
+                    {
+                        // Made for another version, or for this one before it was let go of
+                        // and taken back from the store (which has this write or a later
+                        // one): the entry goes on from what it holds.
                         continue;
                     }
                     entry.counter = p.counter;
@@ -753,8 +765,10 @@ impl Runner {
             0
         };
         let created_by = (!job.traceparent.is_empty()).then(|| Arc::from(job.traceparent));
+        self.incarnations = self.incarnations.wrapping_add(1);
         Entry {
             generation: job.generation,
+            incarnation: self.incarnations,
             plan,
             counter,
             name_at,

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -254,6 +255,26 @@ trait AfterStore: Send + Sync + 'static {
     async fn written(&self) {}
     /// A page of the due index was read.
     async fn paged(&self) {}
+}
+
+/// While `hold` is set, a write is answered only after `open` — the write itself is done
+/// (durable) when `committed` fires, as in redb's writer thread whose reply is still on its
+/// way.
+#[derive(Default)]
+struct HeldReplies {
+    hold: AtomicBool,
+    committed: Notify,
+    open: Notify,
+}
+
+#[async_trait::async_trait]
+impl AfterStore for HeldReplies {
+    async fn written(&self) {
+        if self.hold.load(Ordering::SeqCst) {
+            self.committed.notify_one();
+            self.open.notified().await;
+        }
+    }
 }
 
 /// A memory store whose answers pass through `hooks`.
@@ -749,5 +770,6 @@ async fn loop_ended_tells_when_the_trigger_loop_is_gone() {
 }
 
 mod abandoned_tests;
+mod adopt_tests;
 mod exhausted_tests;
 mod horizon_tests;

@@ -10,6 +10,7 @@ impl Runner {
             self.pending_since = Some(Instant::now());
         }
         let mut result = result;
+        result.incarnation = self.jobs.get(&result.key).map_or(0, |e| e.incarnation);
         if result.run.is_some() && result.lease.is_none() {
             // The run of a held execution's end: it also releases the hold.
             result.lease = self.ending.take();

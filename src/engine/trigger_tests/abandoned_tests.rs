@@ -1,31 +1,7 @@
 //! Changes whose caller gives up (drops the request's future) after the store has the write
 //! but before the answer: the trigger loop must still learn of them (see `engine::detached`).
 
-use std::sync::atomic::AtomicBool;
-
-use tokio::sync::Notify;
-
 use super::*;
-
-/// While `hold` is set, a write is answered only after `open` — the write itself is done
-/// (durable) when `committed` fires, as in redb's writer thread whose reply is still on its
-/// way.
-#[derive(Default)]
-struct HeldReplies {
-    hold: AtomicBool,
-    committed: Notify,
-    open: Notify,
-}
-
-#[async_trait::async_trait]
-impl AfterStore for HeldReplies {
-    async fn written(&self) {
-        if self.hold.load(Ordering::SeqCst) {
-            self.committed.notify_one();
-            self.open.notified().await;
-        }
-    }
-}
 
 /// Runs `change` until the store has its write, then drops it (the caller gives up) and lets
 /// the store answer.

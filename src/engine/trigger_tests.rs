@@ -146,6 +146,36 @@ impl Harness {
         }
     }
 
+    /// An engine that follows `store`, as a cluster replica's does: it fires only what it is
+    /// handed ([`Harness::adopt_all`]).
+    fn following(store: Arc<dyn Store>, clock: ManualClock) -> Harness {
+        let sink = TestSink::new(&clock);
+        let stop = CancellationToken::new();
+        let (engine, task) = Engine::follow(
+            store.clone(),
+            Arc::new(clock.clone()),
+            sink.clone(),
+            stop.clone(),
+        );
+        Harness {
+            engine,
+            clock,
+            sink,
+            store,
+            stop,
+            task,
+            options: Options::default(),
+        }
+    }
+
+    /// Hands the engine every job of the store with its progress, as a replica taking its
+    /// partitions over does.
+    async fn adopt_all(&self) {
+        let mut scan = self.store.scan("", 100).await.unwrap();
+        self.engine
+            .adopt(scan.next_page().await.unwrap().unwrap_or_default());
+    }
+
     /// Stops the engine (as a crash would, between ticks) and starts a new one on the same
     /// store and clock.
     async fn restart(self) -> Harness {

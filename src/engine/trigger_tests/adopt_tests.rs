@@ -6,21 +6,6 @@
 
 use super::*;
 
-/// Every active job of `store` as a replica loads a partition.
-async fn loaded(store: &dyn Store) -> Vec<store::LoadedJob> {
-    store
-        .page(store::PageOf::Active, "", None, 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|item| store::LoadedJob {
-            key: item.key,
-            job: item.job,
-            counter: item.counter,
-        })
-        .collect()
-}
-
 /// Waits (in real time, bounded) until `name` was delivered `n` times.
 async fn delivered(h: &Harness, name: &str, n: usize) {
     for _ in 0..5_000 {
@@ -37,27 +22,10 @@ async fn delivered(h: &Harness, name: &str, n: usize) {
 
 #[tokio::test]
 async fn a_late_answer_for_a_job_let_go_of_does_not_rewind_the_one_taken_back() {
-    let clock = ManualClock::new(t0());
     let store = Arc::new(Hooked::new(HeldReplies::default()));
-    let sink = TestSink::new(&clock);
-    let stop = CancellationToken::new();
-    let (engine, task) = Engine::follow(
-        store.clone(),
-        Arc::new(clock.clone()),
-        sink.clone(),
-        stop.clone(),
-    );
-    let h = Harness {
-        engine,
-        clock,
-        sink,
-        store: store.clone(),
-        stop,
-        task,
-        options: Options::default(),
-    };
+    let h = Harness::following(store.clone(), ManualClock::new(t0()));
     h.schedule("j", every("@every 1s")).await;
-    h.engine.adopt(loaded(&*store).await);
+    h.adopt_all().await;
     h.run_until(secs(1)).await;
     assert_eq!(h.deliveries("j").len(), 1);
 
@@ -69,7 +37,7 @@ async fn a_late_answer_for_a_job_let_go_of_does_not_rewind_the_one_taken_back() 
     // The lease runs out: the job is let go of; then the partition comes back, read from the
     // store, which has tick 2.
     let _let_go = h.engine.disown(|_| true);
-    h.engine.adopt(loaded(&*store).await);
+    h.adopt_all().await;
     // Tick 3 fires from what was read; its result waits behind the held write.
     h.clock.set(secs(3));
     delivered(&h, "j", 3).await;

@@ -280,25 +280,8 @@ async fn a_job_taken_over_by_another_loop_stays_paused() {
         .unwrap();
     writer.pause_job(&meta, "t", "moved").await.unwrap();
 
-    let sink = TestSink::new(&clock);
-    let stop = CancellationToken::new();
-    let (engine, task) = Engine::follow(
-        store.clone(),
-        Arc::new(clock.clone()),
-        sink.clone(),
-        stop.clone(),
-    );
-    let mut scan = store.scan("", 10).await.unwrap();
-    engine.adopt(scan.next_page().await.unwrap().unwrap());
-    let h = Harness {
-        engine,
-        clock,
-        sink,
-        store,
-        stop,
-        task,
-        options: Options::default(),
-    };
+    let h = Harness::following(store, clock);
+    h.adopt_all().await;
     h.run_for(TimeDelta::seconds(35)).await;
     assert!(h.deliveries("t").is_empty());
     assert_eq!(

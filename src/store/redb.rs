@@ -48,7 +48,7 @@ mod open;
 mod writer;
 
 pub use open::{AUTO_CHECK_MAX_BYTES, StoreCheck};
-use open::{open_db, recover};
+use open::{drop_quietly, open_db, recover};
 use writer::{RedbTables, Writer, begin_write};
 
 /// File name inside the data directory.
@@ -357,6 +357,12 @@ impl Drop for Redb {
             // A panicked writer has nothing left to release.
             let _ = handle.join();
         }
+        drop_quietly(
+            self.db
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
     }
 }
 
@@ -551,10 +557,12 @@ impl Store for Redb {
             // An error means the writer stopped without answering: it flushed what it could.
             let _ = closed.await;
         }
-        self.db
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        drop_quietly(
+            self.db
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         Ok(())
     }
 }

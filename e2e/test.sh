@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 
 bash e2e/setup.sh
 
-cargo test --locked --all-targets
+# A failing test's message and place, not a backtrace after them: CI shows the tail of what
+# failed. JOBSD_TEST_BACKTRACE=1 brings backtraces back.
+RUST_BACKTRACE="${JOBSD_TEST_BACKTRACE:-0}" cargo test --locked --all-targets
 
 # End-to-end suites (each builds the release binary if needed and cleans up after itself).
 bash e2e/jobs_api.sh

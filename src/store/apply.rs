@@ -373,6 +373,12 @@ fn apply_op<T: Tables>(
             if generation_of(tables, Table::Jobs, &key)? != Some(generation) {
                 return Ok(OpResult::Skipped);
             }
+            let count = CounterHead::decode(value.as_slice())
+                .map_err(|source| corrupt(Table::Counters, &key, source))?
+                .count;
+            if behind(tables, &key, generation, count)? {
+                return Ok(OpResult::Skipped);
+            }
             let next = due::counter_due(&value);
             tables.insert(Table::Counters, &key, value, undo.as_deref_mut())?;
             if let Some(ms) = next {
@@ -654,6 +660,14 @@ fn record_result<T: Tables>(
         return Ok(OpResult::Skipped);
     }
     let mut counter = live_counter(tables, key, record.generation)?;
+    if record
+        .progress
+        .as_ref()
+        .is_some_and(|p| p.count < counter.count)
+    {
+        // Behind the stored progress (see `behind`): a stale owner's result.
+        return Ok(OpResult::Skipped);
+    }
     if let Some(progress) = &record.progress {
         counter.count = progress.count;
         counter.last_trigger = progress.last_trigger;
@@ -793,12 +807,33 @@ struct JobGeneration {
     generation: u64,
 }
 
-/// `StoredCounter` with only its `generation` field.
+/// `StoredCounter` with only its `generation` and `count` fields.
 #[derive(Clone, PartialEq, Message)]
-struct CounterGeneration {
+struct CounterHead {
     /// `StoredCounter.generation`.
     #[prost(uint64, tag = "1")]
     generation: u64,
+    /// `StoredCounter.count`.
+    #[prost(uint32, tag = "2")]
+    count: u32,
+}
+
+/// Whether progress with `count` ticks done is behind the counter `key` holds for
+/// `generation`: written by a replica that lost the job to another one, which has fired more
+/// ticks since (an etcd writer retrying across an outage). Applying it would move the job back
+/// and make the next owner fire those ticks again, so it is skipped. Within one owner progress
+/// only moves on.
+fn behind<T: Tables>(
+    tables: &mut T,
+    key: &str,
+    generation: u64,
+    count: u32,
+) -> Result<bool, Error> {
+    let stored = tables
+        .with_value(Table::Counters, key, |bytes| CounterHead::decode(bytes))?
+        .transpose()
+        .map_err(|source| corrupt(Table::Counters, key, source))?;
+    Ok(stored.is_some_and(|c| c.generation == generation && c.count > count))
 }
 
 /// The generation of the record under `key`, if there is one.
@@ -809,7 +844,7 @@ pub(super) fn generation_of<T: Tables>(
 ) -> Result<Option<u64>, Error> {
     let decoded = tables.with_value(table, key, |bytes| match table {
         Table::Jobs => JobGeneration::decode(bytes).map(|g| g.generation),
-        Table::Counters => CounterGeneration::decode(bytes).map(|g| g.generation),
+        Table::Counters => CounterHead::decode(bytes).map(|g| g.generation),
         // Only jobs and counters carry generations.
         Table::Runs
         | Table::Finished

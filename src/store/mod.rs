@@ -104,8 +104,10 @@ pub enum Op {
         /// Byte-wise key prefix.
         prefix: String,
     },
-    /// Persist a counter, only if the job exists with the counter's generation.
-    /// Result: `Done`, or `Skipped` (the job was overwritten or deleted meanwhile).
+    /// Persist a counter, only if the job exists with the counter's generation and the stored
+    /// counter of that generation has not counted more ticks (a stale owner's write).
+    /// Result: `Done`, or `Skipped` (the job was overwritten or deleted meanwhile, or the
+    /// progress is behind).
     PutCounter {
         /// The composed job key.
         key: String,
@@ -126,7 +128,8 @@ pub enum Op {
     /// record deletes only a counter of its generation, as `FinishJob`). A finished job is
     /// deleted, or kept in the finished table when `finished_at` is set. A record's `pause`
     /// pauses the job; its `dead_letter` job is created (create-only, as `PutJob`) under its
-    /// key or else its fallback key, and the result is `DeadLettered` saying where.
+    /// key or else its fallback key, and the result is `DeadLettered` saying where. Progress
+    /// behind the stored counter's tick count is a stale owner's, and `Skipped` whole.
     RecordResult(Box<ResultRecord>),
     /// Pauses (`paused` set) or resumes (`None`) a job, only while the job has `generation`:
     /// the state is kept in its counter (made if the job has none yet), beside its progress.

@@ -430,7 +430,47 @@ async fn closed_store_refuses_history_reads(make: Make) {
     ));
 }
 
+/// A replica that lost a job keeps retrying its last result across an etcd outage; by the
+/// time it lands, the new owner has fired more ticks. Written, it would move the counter back
+/// and the owner after that would fire those ticks again.
+async fn progress_behind_the_stored_counter_is_skipped(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    job_with_runs(s, "k", 1, 4, 10).await;
+    let before = s.get_counter("k").await.unwrap().unwrap();
+    assert_eq!(before.count, 3);
+    assert_eq!(
+        write1(s, result(record("k", 1, 1, 10))).await,
+        OpResult::Skipped
+    );
+    let stale = Op::PutCounter {
+        key: "k".into(),
+        counter: counter(1, 2),
+    };
+    assert_eq!(write1(s, stale).await, OpResult::Skipped);
+    assert_eq!(s.get_counter("k").await.unwrap(), Some(before));
+    assert_eq!(runs(s, "k", None, 1).await, [(3, 3)]);
+    // The same progress again (a retry's attempt) and later progress are written.
+    assert_eq!(
+        write1(s, result(record("k", 1, 3, 10))).await,
+        OpResult::Done
+    );
+    let on = Op::PutCounter {
+        key: "k".into(),
+        counter: counter(1, 5),
+    };
+    assert_eq!(write1(s, on).await, OpResult::Done);
+    assert_eq!(s.get_counter("k").await.unwrap().unwrap().count, 5);
+    // A new version starts from nothing.
+    write1(s, put("k", job(2, "b"), false)).await;
+    assert_eq!(
+        write1(s, result(record("k", 2, 0, 10))).await,
+        OpResult::Done
+    );
+}
+
 suite!(
+    progress_behind_the_stored_counter_is_skipped,
     a_result_writes_a_run_and_the_status,
     history_is_pruned_at_its_limit,
     list_runs_is_newest_first_within_limit_and_before,

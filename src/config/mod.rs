@@ -231,7 +231,9 @@ pub struct EmbeddedStoreArgs {
     /// Keep only jobs due within this span in memory; the others stay in the embedded store,
     /// indexed by fire time, and are read in as time moves on (a Go duration; 0 keeps every
     /// job in memory). The span shrinks by itself while one round reads in over 200,000 jobs.
-    /// A cluster replica on etcd keeps every job of its partitions.
+    /// A cluster replica on etcd reads the jobs of a partition it takes that are due within
+    /// the span, keeps only the keys and times of the others, and reads them in as their
+    /// time comes.
     #[arg(long, default_value = "5m", value_parser = crate::schedule::duration::parse)]
     pub horizon: i64,
     /// When a start reads the whole store file to verify its checksums: `auto` for files up

@@ -92,7 +92,9 @@ pub struct Replica {
     pub metrics: Option<SocketAddr>,
     /// What the replica keeps of its jobs' past (`--history-limit`, `--finished-retention`).
     pub history: crate::engine::history::Options,
-    /// How far ahead a single replica keeps jobs in memory (`--horizon`; `None`: all).
+    /// How far ahead a replica keeps jobs in memory (`--horizon`; `None`: all): a single
+    /// replica pages them from its store's due index, a cluster member reads its partitions'
+    /// jobs as their time comes.
     pub horizon: Option<std::time::Duration>,
     /// How a single replica's store is opened (`--store-check`, `--store-cache-size`).
     pub store: crate::store::RedbOptions,

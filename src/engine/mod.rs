@@ -262,10 +262,22 @@ impl Engine {
         answer.await.ok()
     }
 
+    /// Now, by the engine's clock.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.inner.clock.now()
+    }
+
     /// Fires the loaded jobs from their stored progress (a replica took over their
     /// partitions). Jobs that can never fire again are deleted.
     pub fn adopt(&self, jobs: Vec<store::LoadedJob>) {
         self.send(Command::Adopt(jobs));
+    }
+
+    /// As [`Engine::adopt`], except for jobs the loop fires already: those keep their progress
+    /// (a replica reading in a job as its time comes, which a watched change may have brought
+    /// in first).
+    pub fn adopt_untracked(&self, jobs: Vec<store::LoadedJob>) {
+        self.send(Command::AdoptUntracked(jobs));
     }
 
     /// A job version seen in the store: fired from a fresh counter unless the loop already

@@ -119,6 +119,9 @@ pub enum Command {
     /// Jobs this loop now fires with their stored progress (a cluster replica took over their
     /// partitions, or an import restored them; a version it fired already is replaced).
     Adopt(Vec<LoadedJob>),
+    /// As `Adopt`, but a job this loop tracks already keeps its own (newer) progress: jobs a
+    /// replica reads in as their time comes (`replica::cluster::far`).
+    AdoptUntracked(Vec<LoadedJob>),
     /// A page of the due index, read as the horizon moves on (see `runner/horizon.rs`).
     Paged(Box<crate::store::DuePage>),
     /// Stop firing the jobs whose key `owns` accepts: queued and staged ones are dropped at
@@ -575,6 +578,13 @@ impl Runner {
                 generation,
                 attempt,
             } => self.extra_done(key, generation, *attempt),
+            Command::AdoptUntracked(mut jobs) => {
+                jobs.retain(|j| self.jobs.get(j.key.as_str()).is_none());
+                let finished = self.adopt(jobs);
+                if !finished.is_empty() {
+                    self.write_detached(finished);
+                }
+            }
             Command::Adopt(jobs) => {
                 let jobs = self.within_horizon(jobs);
                 let finished = self.adopt(jobs);

@@ -150,6 +150,7 @@ impl Replica {
                         lease_ttl: settings.lease_ttl,
                         partitions: settings.partitions,
                         namespace: settings.namespace.clone(),
+                        horizon: cfg.horizon,
                     },
                     etcd,
                     engine.clone(),

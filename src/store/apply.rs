@@ -108,6 +108,12 @@ pub(crate) trait Tables {
         false
     }
 
+    /// Whether the backend keeps each job's fire time without the ordered index: the etcd
+    /// overlay, which writes it into the job's partition index key (`due_at` records only).
+    fn keeps_due_times(&self) -> bool {
+        false
+    }
+
     /// Up to `limit` entries with keys in `[start, end)`, in key order. Only the due index
     /// is read this way (the embedded stores).
     fn first_entries(

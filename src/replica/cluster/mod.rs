@@ -29,6 +29,7 @@
 //! only); after that, the jobs watch feeds it every put and delete of an
 //! owned partition newer than the revision the partition was read at.
 
+mod far;
 mod lease;
 
 pub use self::lease::Standing;
@@ -44,6 +45,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use self::far::Far;
 use self::lease::Lease;
 pub use self::partition::{owner_of, partition_of, share_of};
 use crate::engine::Engine;
@@ -71,6 +73,10 @@ pub struct ClusterConfig {
     pub partitions: u32,
     /// Key namespace, the same as the store's (`dapr`).
     pub namespace: String,
+    /// How far ahead the member reads its partitions' jobs (`--horizon`): the others are
+    /// kept by key and fire time and read in as their time comes (see `far.rs`). `None`:
+    /// every job is read when a partition is taken.
+    pub horizon: Option<Duration>,
 }
 
 /// A running member: stop it to leave the cluster cleanly.
@@ -110,6 +116,7 @@ impl Cluster {
             stale_lease: None,
             owned: BTreeSet::new(),
             loaded_at: HashMap::new(),
+            far: Far::default(),
         };
         let task = tokio::spawn(member.run(stop.clone()));
         Cluster {
@@ -164,6 +171,8 @@ struct Member {
     owned: BTreeSet<u32>,
     /// Revision each owned partition was read at; older watch events are already in it.
     loaded_at: HashMap<u32, i64>,
+    /// Owned jobs due past the horizon, not read yet.
+    far: Far,
 }
 
 impl Member {
@@ -200,7 +209,10 @@ impl Member {
                         }
                     }
                 },
-                _ = tick.tick() => self.reconcile().await,
+                _ = tick.tick() => {
+                    self.reconcile().await;
+                    self.read_in_due().await;
+                }
             }
         }
         self.leave().await;
@@ -236,7 +248,7 @@ impl Member {
 
     /// A job change seen by the watch: passed on if its partition is ours and newer than
     /// what we read.
-    fn apply(&self, change: Change) {
+    fn apply(&mut self, change: Change) {
         let (key, revision) = match &change {
             Change::Put {
                 key, mod_revision, ..
@@ -250,6 +262,10 @@ impl Member {
         if !self.owned.contains(&p) || self.loaded_at.get(&p).is_some_and(|at| revision <= *at) {
             return;
         }
+        if self.far.seen(key, revision) {
+            return;
+        }
+        self.far.remove(key);
         match change {
             Change::Put { key, job, .. } => self.engine.observe_put(&key, *job),
             Change::Delete { key, .. } => self.engine.observe_delete(&key),
@@ -487,32 +503,51 @@ impl Member {
     async fn load(&mut self, partitions: &BTreeSet<u32>, revision: i64) -> bool {
         use crate::store::Store;
         let count = self.cfg.partitions;
+        let before = self.horizon_end();
         let read = async {
-            // The store's index reads these partitions only; a store indexed by another count
-            // (a test's own store) is read whole and filtered.
-            let mut scan = if self.store.index_partitions() == count {
-                self.store
-                    .scan_partitions(partitions.clone(), LOAD_PAGE)
-                    .await?
-            } else {
-                self.store.scan("", LOAD_PAGE).await?
-            };
             let mut jobs = 0usize;
-            while let Some(page) = scan.next_page().await? {
-                let mine: Vec<_> = page
-                    .into_iter()
-                    .filter(|j| partitions.contains(&partition_of(&j.key, count)))
-                    .collect();
-                jobs += mine.len();
-                if !mine.is_empty() {
-                    self.engine.adopt(mine);
+            let mut far = Vec::new();
+            if self.store.index_partitions() == count {
+                // The store's index reads these partitions only, and the jobs due before the
+                // horizon only.
+                let mut scan = self
+                    .store
+                    .scan_partitions(partitions.clone(), LOAD_PAGE, before)
+                    .await?;
+                while let Some(page) = scan.next_page().await? {
+                    jobs += page.near.len();
+                    if !page.near.is_empty() {
+                        self.engine.adopt(page.near);
+                    }
+                    far.extend(page.far);
+                }
+            } else {
+                // A store indexed by another count (a test's own store): read whole, filtered.
+                let mut scan = self.store.scan("", LOAD_PAGE).await?;
+                while let Some(page) = scan.next_page().await? {
+                    let mine: Vec<_> = page
+                        .into_iter()
+                        .filter(|j| partitions.contains(&partition_of(&j.key, count)))
+                        .collect();
+                    jobs += mine.len();
+                    if !mine.is_empty() {
+                        self.engine.adopt(mine);
+                    }
                 }
             }
-            Ok::<usize, crate::store::Error>(jobs)
+            Ok::<_, crate::store::Error>((jobs, far))
         };
         match read.await {
-            Ok(jobs) => {
-                tracing::debug!(partitions = partitions.len(), jobs, "partitions loaded");
+            Ok((jobs, far)) => {
+                tracing::debug!(
+                    partitions = partitions.len(),
+                    jobs,
+                    far = far.len(),
+                    "partitions loaded"
+                );
+                for (key, ms) in far {
+                    self.far.insert(key, ms);
+                }
                 for p in partitions {
                     self.owned.insert(*p);
                     self.loaded_at.insert(*p, revision);
@@ -562,13 +597,15 @@ impl Member {
     /// Tells the engine to stop firing `partitions`' jobs; with `wait`, until their triggers
     /// in flight are answered and written (bounded).
     fn disown(
-        &self,
+        &mut self,
         partitions: &BTreeSet<u32>,
         wait: bool,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let set = partitions.clone();
         let count = self.cfg.partitions;
         let empty = set.is_empty();
+        self.far
+            .forget_where(|key| set.contains(&partition_of(key, count)));
         let done = (!empty).then(|| {
             self.engine
                 .disown(move |key| set.contains(&partition_of(key, count)))

@@ -103,6 +103,17 @@ async fn node(member: usize, namespace: &str, log: &Arc<Log>) -> Node {
 }
 
 async fn node_on(endpoint: String, member: usize, namespace: &str, log: &Arc<Log>) -> Node {
+    node_with(endpoint, member, namespace, log, None).await
+}
+
+/// A member keeping jobs due past `horizon` out of memory.
+async fn node_with(
+    endpoint: String,
+    member: usize,
+    namespace: &str,
+    log: &Arc<Log>,
+    horizon: Option<Duration>,
+) -> Node {
     let store = Arc::new(
         Etcd::connect_partitioned(&[endpoint], namespace, None, PARTITIONS)
             .await
@@ -127,6 +138,7 @@ async fn node_on(endpoint: String, member: usize, namespace: &str, log: &Arc<Log
             lease_ttl: TTL,
             partitions: PARTITIONS,
             namespace: namespace.to_owned(),
+            horizon,
         },
         store,
         engine.clone(),
@@ -518,4 +530,79 @@ async fn jobs_without_an_index_key_as_dapr_writes_them_are_adopted() {
     .await;
     once_per_tick(&log, &names).await;
     stop_all(nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_reads_far_jobs_in_as_their_time_comes() {
+    let namespace = testing::fresh_namespace();
+    let log = Arc::new(Log::default());
+    // Jobs stored before the member starts, as a failover finds them: one due every second,
+    // four one-shots due past the member's horizon.
+    let store = Arc::new(
+        Etcd::connect_partitioned(
+            &[testing::shared().endpoint()],
+            &namespace,
+            None,
+            PARTITIONS,
+        )
+        .await
+        .unwrap(),
+    );
+    let writer = Engine::new(store.clone(), Arc::new(SystemClock));
+    let at = |d: &str| sv1::Job {
+        due_time: Some(d.into()),
+        ..Default::default()
+    };
+    writer
+        .schedule_job(request(
+            "near",
+            sv1::Job {
+                schedule: Some("@every 1s".into()),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap();
+    for name in ["far-1", "far-2", "far-deleted", "far-overwritten"] {
+        writer.schedule_job(request(name, at("10s"))).await.unwrap();
+    }
+    let member = node_with(
+        testing::shared().endpoint(),
+        0,
+        &namespace,
+        &log,
+        Some(Duration::from_secs(3)),
+    )
+    .await;
+    settle(std::slice::from_ref(&member)).await;
+    wait_for("the near job to fire", || log.count("near") >= 1).await;
+    // Only the job due soon was read; the others are known by key and time.
+    assert_eq!(member.engine.sync().await.unwrap().jobs, 1);
+    // Changed while far: a delete never fires, an overwrite fires its new version only.
+    writer
+        .delete_job(sv1::DeleteJobRequest {
+            name: "far-deleted".into(),
+            metadata: request("far-deleted", sv1::Job::default()).metadata,
+        })
+        .await
+        .unwrap();
+    let mut overwrite = request("far-overwritten", at("12s"));
+    overwrite.overwrite = true;
+    writer.schedule_job(overwrite).await.unwrap();
+    wait_for("the far jobs to fire", || {
+        ["far-1", "far-2", "far-overwritten"]
+            .iter()
+            .all(|n| log.count(n) >= 1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen = log.snapshot();
+    for name in ["far-1", "far-2", "far-overwritten"] {
+        assert_eq!(seen[name].len(), 1, "{name}: {:?}", seen[name]);
+    }
+    assert!(!seen.contains_key("far-deleted"), "{seen:?}");
+    // Each fired at its own time: the overwrite's two seconds after the others.
+    let gap = seen["far-overwritten"][0].1 - seen["far-1"][0].1;
+    assert!(gap >= chrono::TimeDelta::milliseconds(1500), "{gap:?}");
+    stop_all(vec![member]).await;
 }

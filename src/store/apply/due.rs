@@ -164,6 +164,9 @@ pub(crate) fn set<T: Tables>(
     mut undo: Option<&mut Undo>,
 ) -> Result<(), Error> {
     if !tables.keeps_due_index() {
+        if tables.keeps_due_times() {
+            tables.insert(Table::DueAt, key, ms.to_le_bytes().to_vec(), undo)?;
+        }
         return Ok(());
     }
     if indexed_at(tables, key)? == Some(ms) {

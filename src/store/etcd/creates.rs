@@ -16,23 +16,23 @@ use std::collections::HashSet;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client::{self, CompareWith, RangeRequest, RequestOp, TxnRequest, is_too_large};
+use super::partition::index_value;
 use super::writer::{Answer, WriteReq, Writer};
 use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES};
 use crate::store::apply::{Prepared, Table};
 use crate::store::{Error, OpResult, runs_prefix};
 
-/// The put of a request that is a single `PutJob`: `(key, value, create_only)`.
-fn single_put(ops: &[Prepared]) -> Option<(&str, &[u8], bool)> {
+/// The put of a request that is a single `PutJob`: `(key, value, create_only, due)`.
+fn single_put(ops: &[Prepared]) -> Option<(&str, &[u8], bool, Option<i64>)> {
     match ops {
         [
-            // etcd keeps no due index: `due` is not written.
             Prepared::PutJob {
                 key,
                 value,
                 create_only,
-                ..
+                due,
             },
-        ] => Some((key, value, *create_only)),
+        ] => Some((key, value, *create_only, *due)),
         _ => None,
     }
 }
@@ -64,7 +64,7 @@ impl PutBatch {
 
     /// Adds `req` if it fits; gives it back otherwise.
     fn push(&mut self, req: WriteReq) -> Result<(), WriteReq> {
-        let Some((key, value, _)) = single_put(&req.ops) else {
+        let Some((key, value, ..)) = single_put(&req.ops) else {
             return Err(req);
         };
         let bytes = 2 * key.len() + value.len() + 256;
@@ -199,7 +199,7 @@ impl Writer {
                     .map(|(ops, answer)| {
                         let created = client::nested_succeeded(answer).unwrap_or(false);
                         match single_put(ops) {
-                            Some((_, _, true)) if !created => Ok(vec![OpResult::AlreadyExists]),
+                            Some((_, _, true, _)) if !created => Ok(vec![OpResult::AlreadyExists]),
                             _ => Ok(vec![OpResult::Done]),
                         }
                     })
@@ -227,7 +227,7 @@ fn put_txn(inner: &Inner, puts: &[Vec<Prepared>], marker_rev: i64, seq: u64) -> 
     let mut success: Vec<RequestOp> = puts
         .iter()
         .filter_map(|ops| single_put(ops))
-        .map(|(key, value, create_only)| {
+        .map(|(key, value, create_only, due)| {
             let job = inner.full(Table::Jobs, key);
             let compares = if create_only {
                 vec![client::equal(job.clone(), CompareWith::CreateRevision(0))]
@@ -236,7 +236,8 @@ fn put_txn(inner: &Inner, puts: &[Vec<Prepared>], marker_rev: i64, seq: u64) -> 
             };
             let writes = vec![
                 client::put(job, value.to_vec(), 0),
-                client::put(inner.index.key(key), Vec::new(), 0),
+                // The index key holds when the job fires first (`partition.rs`).
+                client::put(inner.index.key(key), index_value(due), 0),
                 // An overwrite resets progress and starts a new history (`apply::put_job`).
                 client::delete(inner.full(Table::Counters, key)),
                 client::delete(inner.full(Table::Finished, key)),
@@ -262,7 +263,7 @@ async fn resolve(inner: &Inner, puts: &[Vec<Prepared>], revision: i64) -> Vec<An
     let mut answers = Vec::with_capacity(puts.len());
     for ops in puts {
         let answer = match single_put(ops) {
-            Some((key, _, true)) => {
+            Some((key, _, true, _)) => {
                 let full = inner.full(Table::Jobs, key);
                 inner
                     .retrying(|etcd| {

@@ -41,12 +41,12 @@ use tokio_util::sync::CancellationToken;
 use self::client::{Client, RangeRequest, is_transient};
 use self::pager::{Pager, scan_pages};
 use self::partition::Index;
-pub use self::partition::partition_of;
+pub use self::partition::{PartitionPage, partition_of};
 use self::writer::{WriteReq, Writer};
 use super::apply::{self, Prepared, Table};
 use super::{
-    Error, FinishedJob, JobScan, Op, OpResult, PageItem, PageOf, ScanItem, Store, StoredCounter,
-    StoredJob, StoredRun,
+    Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf, ScanItem, Store,
+    StoredCounter, StoredJob, StoredRun,
 };
 use crate::resiliency::backoff::ExponentialBackOff;
 pub use watch::Change;
@@ -60,6 +60,18 @@ pub(crate) mod partition;
 mod runs;
 mod watch;
 mod writer;
+
+/// The pages of [`Etcd::scan_partitions`].
+pub struct PartitionScan {
+    rx: mpsc::Receiver<Result<PartitionPage, Error>>,
+}
+
+impl PartitionScan {
+    /// The next page, or `None` after the last one.
+    pub async fn next_page(&mut self) -> Result<Option<PartitionPage>, Error> {
+        self.rx.recv().await.transpose()
+    }
+}
 
 /// Keys one txn may compare, and writes it may make, in an etcd with the default
 /// `--max-txn-ops` (128), which bounds each list (the marker takes one of each).
@@ -213,25 +225,37 @@ impl Etcd {
     /// The jobs of `partitions` (of [`index_partitions`](Self::index_partitions)) with their
     /// counters, read at one revision: their index keys, then those jobs only, never the
     /// others. Jobs lacking an index key (written by a Dapr Scheduler) are indexed first,
-    /// once per cluster.
+    /// once per cluster. With `before` (ms since the Unix epoch), a job whose index key says
+    /// it fires at or after that is not read: its key and time come instead (see
+    /// [`PartitionPage`]).
     pub async fn scan_partitions(
         &self,
         partitions: BTreeSet<u32>,
         page_size: usize,
-    ) -> Result<JobScan, Error> {
+        before: Option<i64>,
+    ) -> Result<PartitionScan, Error> {
         self.check_open()?;
         let page_size = i64::try_from(page_size.max(1)).unwrap_or(i64::MAX);
-        let (tx, scan) = JobScan::channel();
+        let (tx, rx) = mpsc::channel(2);
         let inner = Arc::clone(&self.inner);
         tokio::spawn(async move {
-            let last = match partition::scan_partitions(&inner, &partitions, page_size, &tx).await {
-                Ok(()) => ScanItem::End,
-                Err(err) => ScanItem::Failed(err),
-            };
-            // The consumer may be gone; nothing to do then.
-            let _ = tx.send(last).await;
+            if let Err(err) =
+                partition::scan_partitions(&inner, &partitions, page_size, before, &tx).await
+            {
+                // The consumer may be gone; nothing to do then.
+                let _ = tx.send(Err(err)).await;
+            }
         });
-        Ok(scan)
+        Ok(PartitionScan { rx })
+    }
+
+    /// The jobs of `keys` with their counters (those that exist), read at one revision, and
+    /// that revision.
+    pub async fn read_jobs(&self, keys: Vec<String>) -> Result<(Vec<LoadedJob>, i64), Error> {
+        self.check_open()?;
+        let revision = self.revision().await?;
+        let (jobs, _) = partition::read_loaded(&self.inner, keys, revision).await?;
+        Ok((jobs, revision))
     }
 
     /// The etcd client (for the cluster's membership keys, next to the store's).

@@ -193,13 +193,14 @@ pub(super) fn txn_keys(op: &Prepared) -> usize {
         // As `PutJob`, and the idempotency record (read, and written with the job).
         Prepared::Guarded { write, .. } => return 5 + usize::from(write.idempotency.is_some()),
         Prepared::ForgetIdempotency { .. } => 1,
-        Prepared::PutCounter { .. } => 1,
+        // The counter and the index key (its fire time).
+        Prepared::PutCounter { .. } => 2,
         Prepared::FinishJob { .. } => 3,
         // The run (2: a run put inside a range cleared earlier in the batch splits it), the
         // pruned run and the counter; finishing: job and index key, counter, finished, runs'
         // range too.
         Prepared::RecordResult(record) if record.finish => 8,
-        Prepared::RecordResult(_) => 4,
+        Prepared::RecordResult(_) => 5,
         Prepared::SetPaused { .. } => 1,
         // The record and the runs' range.
         Prepared::DeleteFinished { .. } => 2,
@@ -257,6 +258,9 @@ pub(super) struct Overlay {
     finished: BTreeMap<String, Slot>,
     /// Idempotency records read.
     idempotency: BTreeMap<String, Slot>,
+    /// Fire times the ops gave jobs (`due_at`, 8 bytes LE ms), written blind into the jobs'
+    /// index keys (`partition.rs`), never read.
+    due_times: BTreeMap<String, Slot>,
     /// Prefixes read whole.
     prefixes: Vec<(Table, String)>,
     /// Runs written, never read.
@@ -274,9 +278,8 @@ impl Overlay {
             Table::Runs => Err(invalid(
                 "etcd store: run records are written blind, never read",
             )),
-            Table::Due | Table::DueFar | Table::DueAt => {
-                Err(invalid("etcd store: keeps no due index"))
-            }
+            Table::DueAt => Ok(&mut self.due_times),
+            Table::Due | Table::DueFar => Err(invalid("etcd store: keeps no due index")),
         }
     }
 
@@ -288,7 +291,8 @@ impl Overlay {
             .any(|(t, p)| *t == table && key.starts_with(p.as_str()));
         let map = self.map(table)?;
         if !map.contains_key(key) {
-            if !covered {
+            // Fire times are written blind: an unread one is absent.
+            if !covered && table != Table::DueAt {
                 return Err(invalid("etcd store: op touched a key it did not read"));
             }
             // Under a prefix read whole: absent at the snapshot.
@@ -353,8 +357,9 @@ impl Overlay {
                         bytes += full.len() + value.len();
                         writes.push(client::put(full, value.clone(), 0));
                         if let Some(index) = index {
-                            bytes += index.len();
-                            writes.push(client::put(index, Vec::new(), 0));
+                            let due = self.due_time(key);
+                            bytes += index.len() + due.len();
+                            writes.push(client::put(index, due, 0));
                         }
                     }
                     None => {
@@ -365,6 +370,19 @@ impl Overlay {
                     }
                 }
             }
+        }
+        // A job kept as it was with a new fire time (a result): its index key gets the time.
+        for (key, slot) in &self.due_times {
+            let job = self.jobs.get(key);
+            if slot.current == slot.original
+                || job.is_none_or(|j| j.current.is_none() || j.current != j.original)
+            {
+                continue;
+            }
+            let index = inner.index.key(key);
+            let due = self.due_time(key);
+            bytes += index.len() + due.len();
+            writes.push(client::put(index, due, 0));
         }
         for write in self.runs.writes(inner.prefix(Table::Runs)) {
             let (op, size) = run_op(write);
@@ -400,7 +418,22 @@ fn run_op(write: Write) -> (RequestOp, usize) {
     }
 }
 
+impl Overlay {
+    /// The value of `key`'s index key: its fire time as the ops left it, else unknown.
+    fn due_time(&self, key: &str) -> Vec<u8> {
+        self.due_times
+            .get(key)
+            .and_then(|slot| slot.current.clone())
+            .unwrap_or_default()
+    }
+}
+
 impl Tables for Overlay {
+    /// Fire times go into the index keys, not into an index of their own.
+    fn keeps_due_times(&self) -> bool {
+        true
+    }
+
     fn with_value<R>(
         &mut self,
         table: Table,

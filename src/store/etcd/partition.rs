@@ -7,6 +7,12 @@
 //! exception: its range deletes cannot name every partition's index keys, so it leaves stale
 //! ones, which point at no job: a partition read skips them and then removes them.
 //!
+//! An index key's value is when its job fires next (8 bytes, ms since the Unix epoch, little
+//! endian), written with every write that moves it (`overlay.rs`, `creates.rs`): a member
+//! taking partitions reads the jobs due soon and keeps only the keys and times of the others
+//! (`replica::cluster::far`). An empty value (a job indexed by the scan below, or by an
+//! older jobsd) or `i64::MIN` means "not known": such a job is read at once.
+//!
 //! Jobs written without an index key (by a real Dapr Scheduler, or by jobsd before it kept
 //! one) are indexed once, by a scan of the job keys, the first time a member reads partitions
 //! (`<ns>/jobsd/indexed/<count>` records that it ran). A Dapr Scheduler, or a jobsd replica of
@@ -23,7 +29,7 @@ use tokio::sync::mpsc;
 use super::client::{self, CompareWith, RangeRequest, RequestOp};
 use super::{Inner, LIST_PAGE};
 use crate::store::apply::{Joiner, Table};
-use crate::store::{Error, LoadedJob, ScanItem};
+use crate::store::{Error, LoadedJob};
 
 /// Txns of a partition read in flight at once.
 const PARALLEL_READS: usize = 8;
@@ -57,6 +63,29 @@ pub(crate) fn mix(mut x: u64) -> u64 {
 pub fn partition_of(key: &str, count: u32) -> u32 {
     let hash = mix(fnv1a(FNV_OFFSET, key.as_bytes()));
     (hash % u64::from(count.max(1))) as u32
+}
+
+/// The value of an index key: the job's next fire time, or empty when not known.
+pub(super) fn index_value(due: Option<i64>) -> Vec<u8> {
+    due.map(|ms| ms.to_le_bytes().to_vec()).unwrap_or_default()
+}
+
+/// The fire time an index key's value holds, if it holds one.
+fn due_of(value: &[u8]) -> Option<i64> {
+    <[u8; 8]>::try_from(value)
+        .ok()
+        .map(i64::from_le_bytes)
+        .filter(|&ms| ms != i64::MIN)
+}
+
+/// One page of a partition read: the jobs read (with their counters), and the keys and fire
+/// times of the jobs left unread because they fire at or after the read's cut-off.
+#[derive(Debug, Default)]
+pub struct PartitionPage {
+    /// Jobs due before the cut-off, or whose time is not known.
+    pub near: Vec<LoadedJob>,
+    /// `(key, ms)` of the others.
+    pub far: Vec<(String, i64)>,
 }
 
 /// Where the index keys of one partition count live.
@@ -97,38 +126,40 @@ impl Index {
 }
 
 /// Feeds `tx` with the jobs of `partitions` joined with their counters, in pages, everything
-/// read at one revision; then removes the stale index keys it met.
+/// read at one revision; then removes the stale index keys it met. With `before` (ms), jobs
+/// whose index key says they fire at or after it are not read: their keys and times are
+/// passed on instead.
 pub(super) async fn scan_partitions(
     inner: &Arc<Inner>,
     partitions: &BTreeSet<u32>,
     page_size: i64,
-    tx: &mpsc::Sender<ScanItem>,
+    before: Option<i64>,
+    tx: &mpsc::Sender<Result<PartitionPage, Error>>,
 ) -> Result<(), Error> {
     ensure_indexed(inner).await?;
-    // Jobs (with their counters) read by one txn: two gets each.
-    let jobs_per_txn = inner.txn_keys().await / 2;
     let revision = current_revision(inner).await?;
     let mut stale = Vec::new();
     for &p in partitions {
         let mut pages = KeyPages::new(inner.index.partition_prefix(p), page_size, revision);
+        pages.with_values = true;
         while let Some(page) = pages.next(inner).await? {
-            let keys: Vec<String> = page
-                .into_iter()
-                // A key of another partition cannot be here; never fire someone else's job.
-                .filter(|k| partition_of(k, inner.index.count) == p)
-                .collect();
-            let chunks: Vec<Vec<String>> = keys.chunks(jobs_per_txn).map(<[_]>::to_vec).collect();
-            let read: Vec<(Vec<LoadedJob>, Vec<String>)> = futures_util::stream::iter(chunks)
-                .map(|chunk| read_jobs(inner, chunk, revision))
-                .buffered(PARALLEL_READS)
-                .try_collect()
-                .await?;
-            let mut page = Vec::with_capacity(keys.len());
-            for (jobs, missing) in read {
-                page.extend(jobs);
-                stale.extend(missing);
+            let mut near = Vec::with_capacity(page.len());
+            let mut far = Vec::new();
+            // A key of another partition cannot be here; never fire someone else's job.
+            for (key, value) in page {
+                if partition_of(&key, inner.index.count) != p {
+                    continue;
+                }
+                match (due_of(&value), before) {
+                    (Some(ms), Some(before)) if ms >= before => far.push((key, ms)),
+                    _ => near.push(key),
+                }
             }
-            if !page.is_empty() && tx.send(ScanItem::Page(page)).await.is_err() {
+            let (near, missing) = read_loaded(inner, near, revision).await?;
+            stale.extend(missing);
+            if (!near.is_empty() || !far.is_empty())
+                && tx.send(Ok(PartitionPage { near, far })).await.is_err()
+            {
                 // Dropped: stop reading.
                 return Ok(());
             }
@@ -136,6 +167,30 @@ pub(super) async fn scan_partitions(
     }
     drop_stale(inner, stale).await;
     Ok(())
+}
+
+/// The jobs of `keys` with their counters, read at `revision` (0: now) by txns in parallel,
+/// and the keys that have no job.
+pub(super) async fn read_loaded(
+    inner: &Inner,
+    keys: Vec<String>,
+    revision: i64,
+) -> Result<(Vec<LoadedJob>, Vec<String>), Error> {
+    // Jobs (with their counters) read by one txn: two gets each.
+    let jobs_per_txn = (inner.txn_keys().await / 2).max(1);
+    let chunks: Vec<Vec<String>> = keys.chunks(jobs_per_txn).map(<[_]>::to_vec).collect();
+    let read: Vec<(Vec<LoadedJob>, Vec<String>)> = futures_util::stream::iter(chunks)
+        .map(|chunk| read_jobs(inner, chunk, revision))
+        .buffered(PARALLEL_READS)
+        .try_collect()
+        .await?;
+    let mut jobs = Vec::with_capacity(keys.len());
+    let mut missing = Vec::new();
+    for (found, gone) in read {
+        jobs.extend(found);
+        missing.extend(gone);
+    }
+    Ok((jobs, missing))
 }
 
 /// The jobs of `keys` (in key order) with their counters, read at `revision`, and the keys
@@ -224,6 +279,8 @@ struct KeyPages {
     limit: i64,
     /// The revision read at (0: that of the first page).
     revision: i64,
+    /// Read the values too (else they come back empty).
+    with_values: bool,
 }
 
 impl KeyPages {
@@ -234,16 +291,18 @@ impl KeyPages {
             prefix,
             limit,
             revision,
+            with_values: false,
         }
     }
 
-    /// The next page of keys (UTF-8 ones; nothing else is ours), or `None` at the end.
-    async fn next(&mut self, inner: &Inner) -> Result<Option<Vec<String>>, Error> {
+    /// The next page of keys (UTF-8 ones; nothing else is ours) with their values, or `None`
+    /// at the end.
+    async fn next(&mut self, inner: &Inner) -> Result<Option<Vec<(String, Vec<u8>)>>, Error> {
         let Some(start) = self.next.take() else {
             return Ok(None);
         };
         let end = client::prefix_end(&self.prefix);
-        let (limit, revision) = (self.limit, self.revision);
+        let (limit, revision, keys_only) = (self.limit, self.revision, !self.with_values);
         let resp = inner
             .retrying(|etcd| {
                 let request = RangeRequest {
@@ -251,7 +310,7 @@ impl KeyPages {
                     range_end: end.clone(),
                     limit,
                     revision,
-                    keys_only: true,
+                    keys_only,
                     ..RangeRequest::default()
                 };
                 async move { etcd.range(request).await }
@@ -267,12 +326,14 @@ impl KeyPages {
             after.push(0);
             self.next = Some(after);
         }
+        let prefix = self.prefix.as_slice();
         Ok(Some(
             resp.kvs
-                .iter()
-                .filter_map(|kv| kv.key.strip_prefix(self.prefix.as_slice()))
-                .filter_map(|k| std::str::from_utf8(k).ok())
-                .map(str::to_owned)
+                .into_iter()
+                .filter_map(|kv| {
+                    let key = std::str::from_utf8(kv.key.strip_prefix(prefix)?).ok()?;
+                    Some((key.to_owned(), kv.value))
+                })
                 .collect(),
         ))
     }
@@ -306,9 +367,17 @@ async fn ensure_indexed(inner: &Inner) -> Result<(), Error> {
     let per_txn = inner.txn_keys().await;
     let mut pages = KeyPages::new(inner.prefix(Table::Jobs).to_owned(), LIST_PAGE, 0);
     while let Some(page) = pages.next(inner).await? {
+        // Only where a job has none: an index key written meanwhile holds the job's time.
         let puts: Vec<RequestOp> = page
             .iter()
-            .map(|k| client::put(inner.index.key(k), Vec::new(), 0))
+            .map(|(k, _)| {
+                let index = inner.index.key(k);
+                client::nested(client::txn(
+                    vec![client::equal(index.clone(), CompareWith::CreateRevision(0))],
+                    vec![client::put(index, Vec::new(), 0)],
+                    Vec::new(),
+                ))
+            })
             .collect();
         indexed += puts.len();
         // A job deleted since this read gets a stale index key: harmless (see the module).

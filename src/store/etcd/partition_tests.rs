@@ -46,6 +46,19 @@ async fn read_all(mut scan: crate::store::JobScan) -> Result<Vec<LoadedJob>, cra
     Ok(jobs)
 }
 
+/// Every job a partition read without a cut-off gives, sorted by key.
+async fn read_partitions(
+    mut scan: super::PartitionScan,
+) -> Result<Vec<LoadedJob>, crate::store::Error> {
+    let mut jobs = Vec::new();
+    while let Some(page) = scan.next_page().await? {
+        assert!(page.far.is_empty(), "no cut-off, nothing left far");
+        jobs.extend(page.near);
+    }
+    jobs.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(jobs)
+}
+
 /// `(mod_revision)` of a raw key, `None` when absent.
 async fn mod_revision(raw: &Client, key: String) -> Option<i64> {
     raw.range(read_key(key))
@@ -99,9 +112,13 @@ async fn a_partition_read_reads_that_partition_and_no_other_job() {
     .unwrap();
     assert!(read_all(s.scan("", 64).await.unwrap()).await.is_err());
 
-    let got = read_all(s.scan_partitions(BTreeSet::from([p]), 16).await.unwrap())
-        .await
-        .unwrap();
+    let got = read_partitions(
+        s.scan_partitions(BTreeSet::from([p]), 16, None)
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
     let want: Vec<&String> = keys
         .iter()
         .filter(|k| partition_of(k, COUNT) == p)
@@ -157,6 +174,140 @@ async fn a_jobs_index_key_changes_in_the_jobs_own_txn() {
     assert_eq!(mod_revision(&raw, index_key).await, None);
 }
 
+/// `key`'s job, version 1, first due at `due` (ms).
+fn put_due(key: &str, due: Option<i64>) -> Op {
+    Op::PutJob {
+        key: key.into(),
+        job: StoredJob {
+            generation: 1,
+            ..StoredJob::default()
+        },
+        create_only: true,
+        due,
+    }
+}
+
+/// A result of `key` (version 1) after `count` ticks, due next at `due` (ms).
+fn moved_to(key: &str, count: u32, due: i64) -> Op {
+    Op::RecordResult(Box::new(crate::store::ResultRecord {
+        key: key.into(),
+        generation: 1,
+        progress: Some(StoredCounter {
+            generation: 1,
+            count,
+            due_ms: Some(due),
+            ..StoredCounter::default()
+        }),
+        run: Some(crate::store::StoredRun::default()),
+        history_limit: 10,
+        ..crate::store::ResultRecord::default()
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_with_a_cut_off_reads_the_jobs_due_before_it_and_names_the_others() {
+    let ns = fresh_namespace();
+    let s = store(&ns).await;
+    let key = |name: &str| format!("app||ns||a||{name}");
+    // Created alone (the create path) and in a batch with a counter (read, then written).
+    for (name, due) in [
+        ("soon", Some(1_000)),
+        ("later", Some(9_000)),
+        ("unknown", None),
+        ("moves-near", Some(8_000)),
+        ("moves-far", Some(2_000)),
+    ] {
+        s.write(vec![put_due(&key(name), due)]).await.unwrap();
+    }
+    s.write(vec![
+        put_due(&key("batched-far"), Some(7_000)),
+        put_due(&key("batched-near"), Some(500)),
+    ])
+    .await
+    .unwrap();
+    // Results move a job's time, each in its job's txn; a counter alone does too.
+    assert_eq!(
+        s.write(vec![moved_to(&key("moves-near"), 1, 3_000)])
+            .await
+            .unwrap(),
+        [OpResult::Done]
+    );
+    assert_eq!(
+        s.write(vec![moved_to(&key("moves-far"), 1, 6_000)])
+            .await
+            .unwrap(),
+        [OpResult::Done]
+    );
+    s.write(vec![Op::PutCounter {
+        key: key("later"),
+        counter: StoredCounter {
+            generation: 1,
+            count: 2,
+            due_ms: Some(9_500),
+            ..StoredCounter::default()
+        },
+    }])
+    .await
+    .unwrap();
+    // A Dapr Scheduler's job has no time in its index: read at once.
+    let raw = Client::connect(&[shared().endpoint()]).unwrap();
+    let dapr = key("by-dapr");
+    raw.put(
+        format!("{ns}/jobs/{dapr}"),
+        StoredJob {
+            generation: 1,
+            ..StoredJob::default()
+        }
+        .encode_to_vec(),
+    )
+    .await
+    .unwrap();
+    raw.put(
+        format!(
+            "{ns}/jobsd/index/{COUNT}/{}/{dapr}",
+            partition_of(&dapr, COUNT)
+        ),
+        Vec::new(),
+    )
+    .await
+    .unwrap();
+
+    let every: BTreeSet<u32> = (0..COUNT).collect();
+    let mut scan = s
+        .scan_partitions(every.clone(), 2, Some(5_000))
+        .await
+        .unwrap();
+    let (mut near, mut far) = (Vec::new(), Vec::new());
+    while let Some(page) = scan.next_page().await.unwrap() {
+        near.extend(page.near.into_iter().map(|j| j.key));
+        far.extend(page.far);
+    }
+    near.sort();
+    far.sort();
+    let mut want_near: Vec<String> = ["soon", "unknown", "moves-near", "batched-near", "by-dapr"]
+        .into_iter()
+        .map(key)
+        .collect();
+    want_near.sort();
+    assert_eq!(near, want_near);
+    let mut want_far = vec![
+        (key("later"), 9_500),
+        (key("moves-far"), 6_000),
+        (key("batched-far"), 7_000),
+    ];
+    want_far.sort();
+    assert_eq!(far, want_far);
+    // The jobs named far are read by key when their time comes, at one revision.
+    let (jobs, revision) = s
+        .read_jobs(vec![key("moves-far"), key("gone")])
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].key, key("moves-far"));
+    assert_eq!(jobs[0].counter.as_ref().map(|c| c.count), Some(1));
+    assert!(revision > 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_written_by_dapr_without_an_index_key_are_read_with_their_partition() {
     let ns = fresh_namespace();
@@ -174,7 +325,7 @@ async fn jobs_written_by_dapr_without_an_index_key_are_read_with_their_partition
     }
     let s = store(&ns).await;
     let every: BTreeSet<u32> = (0..COUNT).collect();
-    let got = read_all(s.scan_partitions(every, 7).await.unwrap())
+    let got = read_partitions(s.scan_partitions(every, 7, None).await.unwrap())
         .await
         .unwrap();
     let mut want = keys.clone();
@@ -209,7 +360,7 @@ async fn index_keys_left_by_a_prefix_delete_are_skipped_and_dropped() {
         [OpResult::Deleted(30)]
     );
     let every: BTreeSet<u32> = (0..COUNT).collect();
-    let got = read_all(s.scan_partitions(every, 4).await.unwrap())
+    let got = read_partitions(s.scan_partitions(every, 4, None).await.unwrap())
         .await
         .unwrap();
     assert_eq!(

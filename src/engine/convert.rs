@@ -85,6 +85,14 @@ pub enum RestoreError {
     Policy(String),
 }
 
+/// When a stored job version fires first (from fresh progress, as after its put), if it can
+/// be planned and fires at all.
+pub fn first_fire(key: &str, stored: &store::StoredJob) -> Option<chrono::DateTime<chrono::Utc>> {
+    plan_of(key, stored)
+        .ok()?
+        .fire_time(&schedule::Counter::default())
+}
+
 /// Rebuilds the plan of the job stored under `key`.
 pub fn plan_of(key: &str, stored: &store::StoredJob) -> Result<schedule::Plan, RestoreError> {
     let job = stored.job.as_ref().ok_or(RestoreError::Incomplete("job"))?;

@@ -267,7 +267,18 @@ impl Member {
         }
         self.far.remove(key);
         match change {
-            Change::Put { key, job, .. } => self.engine.observe_put(&key, *job),
+            Change::Put { key, job, .. } => {
+                let first = crate::engine::convert::first_fire(&key, &job);
+                match (first, self.horizon_end()) {
+                    (Some(at), Some(end)) if at.timestamp_millis() >= end => {
+                        // Due past the horizon: kept by key and time (a version the engine
+                        // fires goes).
+                        self.engine.observe_delete(&key);
+                        self.far.insert(key, at.timestamp_millis());
+                    }
+                    _ => self.engine.observe_put(&key, *job),
+                }
+            }
             Change::Delete { key, .. } => self.engine.observe_delete(&key),
             Change::Resync { .. } => {}
         }

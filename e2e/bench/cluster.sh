@@ -305,6 +305,10 @@ if has c; then
     "$BENCH_API" --fill "$FAILOVER_STORED" --fill-concurrency 64 --http "127.0.0.1:${SC_HTTP[0]}" \
       --run-id stored --progress-secs 20 | tee "$TMP/last.log" | grep -v '^RESULT'
     grep '^RESULT' "$TMP/last.log" | sed 's/$/ label2=stored/' >>"$RESULTS"
+    STORED_RSS=$(for pid in "${REPLICA_PIDS[@]}"; do
+      awk '/^VmRSS/ { printf "%.0f ", $2 / 1024 }' "/proc/$pid/status"
+    done | sed 's/ $//; s/ / · /g')
+    echo "   replica RSS after storing them: $STORED_RSS MiB"
   fi
   failover_py create "$APP" "$FAILOVER_JOBS" "127.0.0.1:${SC_HTTP[0]}" "127.0.0.1:${SC_HTTP[1]}"
   for r in $(seq 1 "$FAILOVER_RUNS"); do
@@ -375,7 +379,7 @@ fi
   fi
   if has c; then
     echo
-    echo "(c) failover, $FAILOVER_JOBS @every 1s jobs$([ "$FAILOVER_STORED" -gt 0 ] && echo " (+ $FAILOVER_STORED stored far ahead)"), kill -9 of one replica:"
+    echo "(c) failover, $FAILOVER_JOBS @every 1s jobs$([ "$FAILOVER_STORED" -gt 0 ] && echo " (+ $FAILOVER_STORED stored far ahead; replica RSS after storing them: ${STORED_RSS:-?} MiB)"), kill -9 of one replica:"
     echo
     echo "| run | killed | jobs paused (its share) | failover: kill → every paused job delivered again | resume p50 | largest gap | not resumed in ${FAILOVER_WINDOW} s | restart → SERVING | handback: largest gap / jobs paused > 1.5 s | most deliveries of a job in 5 s |"
     echo "|---|---|---|---|---|---|---|---|---|---|"

@@ -605,10 +605,7 @@ fn live_counter<T: Tables>(
     key: &str,
     generation: u64,
 ) -> Result<StoredCounter, Error> {
-    let stored = tables
-        .with_value(Table::Counters, key, |bytes| StoredCounter::decode(bytes))?
-        .transpose()
-        .map_err(|source| corrupt(Table::Counters, key, source))?;
+    let stored: Option<StoredCounter> = stored_counter(tables, key)?;
     Ok(stored
         .filter(|c| c.generation == generation)
         .unwrap_or_else(|| StoredCounter {
@@ -835,11 +832,19 @@ fn behind<T: Tables>(
     generation: u64,
     count: u32,
 ) -> Result<bool, Error> {
-    let stored = tables
-        .with_value(Table::Counters, key, |bytes| CounterHead::decode(bytes))?
-        .transpose()
-        .map_err(|source| corrupt(Table::Counters, key, source))?;
+    let stored: Option<CounterHead> = stored_counter(tables, key)?;
     Ok(stored.is_some_and(|c| c.generation == generation && c.count > count))
+}
+
+/// The counter stored under `key`, decoded as `M` (the whole counter, or some of its fields).
+fn stored_counter<M: Message + Default, T: Tables>(
+    tables: &mut T,
+    key: &str,
+) -> Result<Option<M>, Error> {
+    tables
+        .with_value(Table::Counters, key, |bytes| M::decode(bytes))?
+        .transpose()
+        .map_err(|source| corrupt(Table::Counters, key, source))
 }
 
 /// The generation of the record under `key`, if there is one.

@@ -33,6 +33,8 @@ use crate::store::{Error, LoadedJob};
 
 /// Txns of a partition read in flight at once.
 const PARALLEL_READS: usize = 8;
+/// Partitions read at once by one partition read.
+const PARALLEL_PARTITIONS: usize = 4;
 /// Index keys put per txn, and txns in flight, when indexing the jobs that lack one.
 const PARALLEL_PUTS: usize = 4;
 
@@ -138,35 +140,52 @@ pub(super) async fn scan_partitions(
 ) -> Result<(), Error> {
     ensure_indexed(inner).await?;
     let revision = current_revision(inner).await?;
+    // Partitions are read a few at a time: a failover takes dozens at once.
+    let stale: Vec<Vec<String>> = futures_util::stream::iter(partitions.iter().copied())
+        .map(|p| scan_partition(inner, p, page_size, before, revision, tx))
+        .buffer_unordered(PARALLEL_PARTITIONS)
+        .try_collect()
+        .await?;
+    drop_stale(inner, stale.into_iter().flatten().collect()).await;
+    Ok(())
+}
+
+/// [`scan_partitions`] of partition `p` at `revision`: its pages go to `tx` (until it is
+/// dropped); gives the index keys it met without a job.
+async fn scan_partition(
+    inner: &Inner,
+    p: u32,
+    page_size: i64,
+    before: Option<i64>,
+    revision: i64,
+    tx: &mpsc::Sender<Result<PartitionPage, Error>>,
+) -> Result<Vec<String>, Error> {
     let mut stale = Vec::new();
-    for &p in partitions {
-        let mut pages = KeyPages::new(inner.index.partition_prefix(p), page_size, revision);
-        pages.with_values = true;
-        while let Some(page) = pages.next(inner).await? {
-            let mut near = Vec::with_capacity(page.len());
-            let mut far = Vec::new();
-            // A key of another partition cannot be here; never fire someone else's job.
-            for (key, value) in page {
-                if partition_of(&key, inner.index.count) != p {
-                    continue;
-                }
-                match (due_of(&value), before) {
-                    (Some(ms), Some(before)) if ms >= before => far.push((key, ms)),
-                    _ => near.push(key),
-                }
+    let mut pages = KeyPages::new(inner.index.partition_prefix(p), page_size, revision);
+    pages.with_values = true;
+    while let Some(page) = pages.next(inner).await? {
+        let mut near = Vec::with_capacity(page.len());
+        let mut far = Vec::new();
+        // A key of another partition cannot be here; never fire someone else's job.
+        for (key, value) in page {
+            if partition_of(&key, inner.index.count) != p {
+                continue;
             }
-            let (near, missing) = read_loaded(inner, near, revision).await?;
-            stale.extend(missing);
-            if (!near.is_empty() || !far.is_empty())
-                && tx.send(Ok(PartitionPage { near, far })).await.is_err()
-            {
-                // Dropped: stop reading.
-                return Ok(());
+            match (due_of(&value), before) {
+                (Some(ms), Some(before)) if ms >= before => far.push((key, ms)),
+                _ => near.push(key),
             }
         }
+        let (near, missing) = read_loaded(inner, near, revision).await?;
+        stale.extend(missing);
+        if (!near.is_empty() || !far.is_empty())
+            && tx.send(Ok(PartitionPage { near, far })).await.is_err()
+        {
+            // Dropped: stop reading.
+            break;
+        }
     }
-    drop_stale(inner, stale).await;
-    Ok(())
+    Ok(stale)
 }
 
 /// The jobs of `keys` with their counters, read at `revision` (0: now) by txns in parallel,

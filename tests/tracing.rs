@@ -585,7 +585,8 @@ fn log_as_json_writes_json_lines() {
             "--dapr-listen-addresses",
         ])
         .args(["127.0.0.1", "--dapr-http-port", &free()])
-        .args(["--dapr-grpc-port", &free(), "--data-dir"])
+        .args(["--dapr-grpc-port", &free(), "--metrics-port", &free()])
+        .arg("--data-dir")
         .arg(dir.path())
         .env_remove("DAPR_SCHEDULER_HOST_ADDRESS_DNS_A")
         .env_remove("RUST_LOG")

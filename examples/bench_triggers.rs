@@ -54,6 +54,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use jobsd::proto::jobsd_api::{
+    ScheduleJobRequest as JobsScheduleRequest, ScheduleJobsRequest, jobs_client::JobsClient,
+};
 use jobsd::proto::runtime::{Job, ScheduleJobRequest, dapr_client::DaprClient};
 use prost::Message;
 use tokio::net::{TcpListener, TcpStream};
@@ -134,6 +137,10 @@ struct Create {
     /// HTTP/2 channels they share.
     #[arg(long, default_value_t = 4)]
     channels: usize,
+    /// Jobs per call: 0 creates each with Dapr's `ScheduleJob`; N sends N per call of
+    /// jobsd's `jobsd.v1.Jobs/ScheduleJobs` (each of the `concurrency` calls in flight).
+    #[arg(long, default_value_t = 0)]
+    batch: u64,
 }
 
 #[derive(Debug, Args)]
@@ -661,8 +668,11 @@ where
     let at_90 = Arc::new(Mutex::new(None::<f64>));
     let n_90 = n * 9 / 10;
     let mut tasks = tokio::task::JoinSet::new();
+    let batch = create.batch;
     for t in 0..create.concurrency.max(1) {
-        let mut client = DaprClient::new(channels[t % channels.len()].clone());
+        let channel = channels[t % channels.len()].clone();
+        let mut client = DaprClient::new(channel.clone());
+        let mut jobs_client = JobsClient::new(channel);
         let (make, next, done, errors, abort, first_error, at_90) = (
             make.clone(),
             next.clone(),
@@ -673,25 +683,59 @@ where
             at_90.clone(),
         );
         tasks.spawn(async move {
+            let step = batch.max(1);
             loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n || abort.load(Ordering::Relaxed) {
+                let from = next.fetch_add(step, Ordering::Relaxed);
+                if from >= n || abort.load(Ordering::Relaxed) {
                     return;
                 }
-                match client.schedule_job(make(i)).await {
-                    Ok(_) => {
-                        if done.fetch_add(1, Ordering::Relaxed) + 1 == n_90 {
-                            *at_90.lock().unwrap() = Some(start.elapsed().as_secs_f64());
+                let to = (from + step).min(n);
+                // Per job: `None` when created, else why not.
+                let answers: Vec<Option<String>> = if batch == 0 {
+                    match client.schedule_job(make(from)).await {
+                        Ok(_) => vec![None],
+                        Err(s) => vec![Some(format!("{:?}: {}", s.code(), s.message()))],
+                    }
+                } else {
+                    let jobs = (from..to)
+                        .map(|i| {
+                            let req = make(i);
+                            JobsScheduleRequest {
+                                job: req.job,
+                                overwrite: req.overwrite,
+                                ..Default::default()
+                            }
+                        })
+                        .collect();
+                    match jobs_client
+                        .schedule_jobs(ScheduleJobsRequest { jobs })
+                        .await
+                    {
+                        Ok(r) => r
+                            .into_inner()
+                            .results
+                            .into_iter()
+                            .map(|r| (r.code != 0).then(|| format!("{}: {}", r.code, r.message)))
+                            .collect(),
+                        Err(s) => {
+                            let e = format!("{:?}: {}", s.code(), s.message());
+                            vec![Some(e); (to - from) as usize]
                         }
                     }
-                    Err(s) => {
-                        let e = errors.fetch_add(1, Ordering::Relaxed) + 1;
-                        first_error
-                            .lock()
-                            .unwrap()
-                            .get_or_insert_with(|| format!("{:?}: {}", s.code(), s.message()));
-                        if e >= 100 {
-                            abort.store(true, Ordering::Relaxed);
+                };
+                for answer in answers {
+                    match answer {
+                        None => {
+                            if done.fetch_add(1, Ordering::Relaxed) + 1 == n_90 {
+                                *at_90.lock().unwrap() = Some(start.elapsed().as_secs_f64());
+                            }
+                        }
+                        Some(why) => {
+                            let e = errors.fetch_add(1, Ordering::Relaxed) + 1;
+                            first_error.lock().unwrap().get_or_insert(why);
+                            if e >= 100 {
+                                abort.store(true, Ordering::Relaxed);
+                            }
                         }
                     }
                 }

@@ -919,3 +919,68 @@ async fn a_dapr_scheduler_refuses_jobsd_settings_naming_them_and_stores_nothing(
     side.stop().await;
     dapr.stop().await;
 }
+
+#[tokio::test]
+async fn a_batch_through_a_dapr_scheduler_stores_plain_jobs_and_refuses_jobsd_settings() {
+    use jv1::jobs_client::JobsClient;
+
+    let dapr = DaprScheduler::start().await;
+    let side = Side::start(sidecar_cfg(std::slice::from_ref(&dapr.address), None)).await;
+    eventually("hosts known", async || {
+        side.send("GET", "/v1.0/healthz", "").await.status == 204
+    })
+    .await;
+    let mut c = JobsClient::connect(format!("http://{}", side.sidecar.grpc_addrs[0]))
+        .await
+        .unwrap();
+    let job = |name: &str, labels: &[(&str, &str)]| jv1::ScheduleJobRequest {
+        job: Some(rv1::Job {
+            name: name.into(),
+            schedule: Some("@daily".into()),
+            ..Default::default()
+        }),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..Default::default()
+    };
+    let results = c
+        .schedule_jobs(jv1::ScheduleJobsRequest {
+            jobs: vec![
+                job("plain-1", &[]),
+                job("labelled", &[("team", "a")]),
+                job("plain-2", &[]),
+            ],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    let answers: Vec<_> = results
+        .iter()
+        .map(|r| {
+            (
+                r.name.as_str(),
+                tonic::Code::from(r.code),
+                r.message.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            ("plain-1", tonic::Code::Ok, String::new()),
+            (
+                "labelled",
+                tonic::Code::InvalidArgument,
+                cannot_travel("labels")
+            ),
+            ("plain-2", tonic::Code::Ok, String::new()),
+        ]
+    );
+    assert!(dapr.exists("plain-1").await && dapr.exists("plain-2").await);
+    assert!(!dapr.exists("labelled").await);
+    side.stop().await;
+    dapr.stop().await;
+}

@@ -46,6 +46,8 @@ FILL=${FILL:-1000000}
 MIX=${MIX:-0}
 CREATE_C=${CREATE_C:-64}
 CREATE_CH=${CREATE_CH:-4}
+# FILL_BATCH=N: (c) creates N jobs per call of jobsd.v1.Jobs/ScheduleJobs (0: one ScheduleJob each).
+FILL_BATCH=${FILL_BATCH:-0}
 MAX_LOAD=${MAX_LOAD:-1.0}
 QUIET=${QUIET:-0.3}
 LOAD_WAIT=${LOAD_WAIT:-240}
@@ -194,9 +196,9 @@ IDLE_RSS=$(rss_of "$PID")
 if [ -n "$REUSE_DIR" ]; then
   note "reusing the jobs stored in $REUSE_DIR (no fill)"
 elif [ "$MIX" = 1 ]; then
-  run_bench fill fill -n "$FILL" --mix --due-in-hours 2
+  run_bench fill fill -n "$FILL" --mix --due-in-hours 2 --batch "$FILL_BATCH"
 else
-  run_bench fill fill -n "$FILL"
+  run_bench fill fill -n "$FILL" --batch "$FILL_BATCH"
 fi
 FILL_RSS=$(rss_of "$PID")
 sync

@@ -275,7 +275,7 @@ impl ApiState {
 
 /// Runs one Scheduler call under daprd's 30 s deadline; running out reads as grpc-go's
 /// `DeadlineExceeded` `context deadline exceeded`.
-async fn with_timeout<T>(
+pub(crate) async fn with_timeout<T>(
     call: impl Future<Output = Result<T, scheduler::Error>>,
 ) -> Result<T, scheduler::Error> {
     match tokio::time::timeout(RPC_TIMEOUT, call).await {

@@ -4,6 +4,7 @@
 //! transport: no gRPC server or client, no etcd; its errors are [`Error`].
 
 pub mod backup;
+mod batch;
 mod bulk;
 pub mod convert;
 mod dead_letter;
@@ -30,6 +31,7 @@ use tokio::sync::{Mutex, MutexGuard, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use batch::MAX_SCHEDULE_BATCH;
 pub use bulk::{Bulk, MAX_BULK_NAMES, Selection};
 pub use dead_letter::check_dead_letter;
 pub use error::Error;
@@ -330,9 +332,13 @@ impl Engine {
         }
     }
 
+    /// The lock shard of `key`.
+    fn shard(&self, key: &str) -> usize {
+        self.inner.hasher.hash_one(key) as usize % LOCK_SHARDS
+    }
+
     async fn lock(&self, key: &str) -> MutexGuard<'_, ()> {
-        let shard = self.inner.hasher.hash_one(key) as usize % LOCK_SHARDS;
-        self.inner.locks[shard].lock().await
+        self.inner.locks[self.shard(key)].lock().await
     }
 
     async fn lock_all(&self) -> Vec<MutexGuard<'_, ()>> {

@@ -53,6 +53,17 @@ impl Scheduler for Engine {
         Ok(Engine::schedule_job_with(self, req, extras).await?)
     }
 
+    async fn schedule_jobs(
+        &self,
+        jobs: Vec<(sv1::ScheduleJobRequest, JobExtras)>,
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        let outcomes = Engine::schedule_jobs(self, jobs).await?;
+        Ok(outcomes
+            .into_iter()
+            .map(|o| o.map_err(Error::from))
+            .collect())
+    }
+
     async fn schedule_job_guarded(
         &self,
         req: sv1::ScheduleJobRequest,

@@ -25,7 +25,8 @@ pub use crate::engine::policies::{
     check_together, dapr_failure_policy, failure_handling, tick_policy,
 };
 pub use crate::engine::{
-    Bulk, JobPreview, MAX_BULK_NAMES, NextFireTimes, Selection, Stats, preview_job,
+    Bulk, JobPreview, MAX_BULK_NAMES, MAX_SCHEDULE_BATCH, NextFireTimes, Selection, Stats,
+    preview_job,
 };
 pub use crate::engine::{
     Ending, ExecutionCall, HeldExecution, JobExtras, JobState, JobStatus, JobView, ListFilter,
@@ -179,6 +180,9 @@ pub fn untravelled(field: &str) -> Error {
     Error::new(tonic::Code::InvalidArgument, cannot_travel(field))
 }
 
+/// Creates of one batch a scheduler that writes one job at a time has in flight at once.
+const FORWARDED_IN_FLIGHT: usize = 16;
+
 /// Dapr Scheduler's unary calls, as the sidecar uses them.
 #[async_trait::async_trait]
 pub trait Scheduler: Send + Sync + 'static {
@@ -197,6 +201,21 @@ pub trait Scheduler: Send + Sync + 'static {
         req: sv1::ScheduleJobRequest,
         extras: JobExtras,
     ) -> Result<(), Error>;
+
+    /// `schedule_job_with` of each of `jobs`, in order, one outcome per job; `Err` only when
+    /// none could be stored (the store write failed). jobsd's own scheduler writes them
+    /// together (one commit); any other makes them one by one, a few at a time.
+    async fn schedule_jobs(
+        &self,
+        jobs: Vec<(sv1::ScheduleJobRequest, JobExtras)>,
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        use futures_util::StreamExt;
+        Ok(futures_util::stream::iter(jobs)
+            .map(|(req, extras)| self.schedule_job_with(req, extras))
+            .buffered(FORWARDED_IN_FLIGHT)
+            .collect()
+            .await)
+    }
 
     /// `schedule_job_with` under the client's `conditions` (`Idempotency-Key`, `If-Match`;
     /// the rules are [`guard`]'s): a refusal of a condition is an answer ([`Guarded`]), every

@@ -27,6 +27,24 @@ pub fn service(state: ApiState) -> JobsServer<JobsApi> {
         .max_encoding_message_size(limit)
 }
 
+/// A jobsd create as Dapr's request and jobsd's settings beside it.
+fn dapr_request(
+    req: jv1::ScheduleJobRequest,
+    traceparent: Option<String>,
+) -> (crate::proto::runtime::ScheduleJobRequest, JobExtras) {
+    let dapr = crate::proto::runtime::ScheduleJobRequest {
+        job: req.job,
+        overwrite: req.overwrite,
+    };
+    let extras = JobExtras {
+        labels: req.labels.into_iter().collect(),
+        traceparent,
+        policy: req.policy,
+        failure_policy: req.failure_policy,
+    };
+    (dapr, extras)
+}
+
 fn view(view: JobView) -> jv1::JobView {
     jv1::JobView {
         job: Some(scheduler_to_runtime_job(view.name.clone(), view.job)),
@@ -70,17 +88,7 @@ impl jv1::jobs_server::Jobs for JobsApi {
         authorize(&self.state, &request)?;
         let traceparent = traceparent(&request);
         let conditions = conditions::from_metadata(request.metadata())?;
-        let req = request.into_inner();
-        let dapr = crate::proto::runtime::ScheduleJobRequest {
-            job: req.job,
-            overwrite: req.overwrite,
-        };
-        let extras = JobExtras {
-            labels: req.labels.into_iter().collect(),
-            traceparent,
-            policy: req.policy,
-            failure_policy: req.failure_policy,
-        };
+        let (dapr, extras) = dapr_request(request.into_inner(), traceparent);
         let Some(conditions) = conditions else {
             self.state.schedule_job_with(dapr, extras).await?;
             return Ok(Response::new(jv1::ScheduleJobResponse::default()));
@@ -95,6 +103,44 @@ impl jv1::jobs_server::Jobs for JobsApi {
             jv1::ScheduleJobResponse { etag },
             &applied,
         ))
+    }
+
+    async fn schedule_jobs(
+        &self,
+        request: Request<jv1::ScheduleJobsRequest>,
+    ) -> Result<Response<jv1::ScheduleJobsResponse>, Status> {
+        authorize(&self.state, &request)?;
+        super::batch::refuse_conditions(conditions::from_metadata(request.metadata())?)?;
+        let traceparent = traceparent(&request);
+        let jobs = request.into_inner().jobs;
+        let names: Vec<String> = jobs
+            .iter()
+            .map(|req| req.job.as_ref().map(|j| j.name.clone()).unwrap_or_default())
+            .collect();
+        let jobs = jobs
+            .into_iter()
+            .map(|req| dapr_request(req, traceparent.clone()))
+            .collect();
+        let outcomes = self.state.schedule_jobs(jobs).await?;
+        let results = names
+            .into_iter()
+            .zip(outcomes)
+            .map(|(name, outcome)| match outcome {
+                Ok(()) => jv1::ScheduleJobResult {
+                    name,
+                    ..Default::default()
+                },
+                Err(e) => {
+                    let status = Status::from(e);
+                    jv1::ScheduleJobResult {
+                        name,
+                        code: status.code() as i32,
+                        message: status.message().to_owned(),
+                    }
+                }
+            })
+            .collect();
+        Ok(Response::new(jv1::ScheduleJobsResponse { results }))
     }
 
     async fn get_job(

@@ -5,6 +5,7 @@
 //! `Idempotency-Key` and `If-Match` headers their creates also take ([`conditions`]).
 
 pub mod backup;
+mod batch;
 mod bulk;
 mod clock;
 pub mod conditions;
@@ -38,6 +39,7 @@ pub const MAX_PAUSE_NOTE: usize = 512;
 pub fn routes() -> axum::Router<crate::api::http_parts::Shared> {
     http::routes()
         .merge(executions::routes())
+        .merge(batch::routes())
         .merge(bulk::routes())
         .merge(preview::routes())
         .merge(clock::routes())

@@ -10,7 +10,13 @@ bash e2e/setup.sh
 # failed. JOBSD_TEST_BACKTRACE=1 brings backtraces back.
 RUST_BACKTRACE="${JOBSD_TEST_BACKTRACE:-0}" cargo test --locked --all-targets
 
-# End-to-end suites (each builds the release binary if needed and cleans up after itself).
+# End-to-end suites, each cleaning up after itself. They run the jobsd binary `cargo test`
+# has just built (the same code as the release build, with debug assertions and overflow
+# checks on), which spares CI a second full build; JOBSD_BIN=<path> tests another binary
+# (the release one: `cargo build --release` first).
+target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
+case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
+export JOBSD_BIN="${JOBSD_BIN:-$target_dir/debug/jobsd}"
 bash e2e/jobs_api.sh
 bash e2e/triggers.sh
 bash e2e/policies.sh

@@ -984,3 +984,113 @@ async fn a_batch_through_a_dapr_scheduler_stores_plain_jobs_and_refuses_jobsd_se
     side.stop().await;
     dapr.stop().await;
 }
+
+#[tokio::test]
+async fn a_batch_through_a_jobsd_replica_is_one_call_answered_job_by_job_and_fires_there() {
+    use jv1::jobs_client::JobsClient;
+
+    let rep = Rep::start().await;
+    let app = HttpApp::new();
+    let side = Side::connected(&rep, app::serve(app.clone()).await).await;
+    let mut c = JobsClient::connect(format!("http://{}", side.sidecar.grpc_addrs[0]))
+        .await
+        .unwrap();
+    let job = |name: &str, due: &str, labels: &[(&str, &str)]| jv1::ScheduleJobRequest {
+        job: Some(rv1::Job {
+            name: name.into(),
+            due_time: Some(due.into()),
+            ..Default::default()
+        }),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..Default::default()
+    };
+    let batch = vec![
+        job("one", "2s", &[("team", "a")]),
+        job("bad", "not a time", &[]),
+        job("two", "3s", &[]),
+        job("one", "4s", &[]),
+    ];
+    let results = c
+        .schedule_jobs(jv1::ScheduleJobsRequest {
+            jobs: batch.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    let codes: Vec<_> = results.iter().map(|r| tonic::Code::from(r.code)).collect();
+    assert_eq!(
+        codes,
+        [
+            tonic::Code::Ok,
+            tonic::Code::Internal,
+            tonic::Code::Ok,
+            tonic::Code::AlreadyExists,
+        ],
+        "{results:?}"
+    );
+    // Each refusal is what the same create alone answers through this sidecar.
+    for (req, result) in batch.into_iter().zip(&results).skip(1) {
+        if result.code == 0 {
+            continue;
+        }
+        let alone = c.schedule_job(req).await.unwrap_err();
+        assert_eq!(
+            (alone.code() as i32, alone.message()),
+            (result.code, result.message.as_str())
+        );
+    }
+    let kept = rep
+        .replica
+        .engine()
+        .job_view(&app_metadata("myapp"), "one")
+        .await
+        .unwrap();
+    assert_eq!(kept.labels.get("team").map(String::as_str), Some("a"));
+    assert!(!rep.exists("bad").await);
+
+    // The replica takes the batch as one call of its own (an older one answers Unimplemented
+    // and the sidecar goes one by one).
+    let mut direct = jobsd::proto::jobsd_replica::jobs_client::JobsClient::connect(format!(
+        "http://{}",
+        rep.address()
+    ))
+    .await
+    .unwrap();
+    let create = |name: &str| jobsd::proto::jobsd_replica::ScheduleJobRequest {
+        job: Some(sv1::ScheduleJobRequest {
+            name: name.into(),
+            job: Some(sv1::Job {
+                due_time: Some("5s".into()),
+                ..Default::default()
+            }),
+            metadata: Some(app_metadata("myapp")),
+            overwrite: false,
+        }),
+        ..Default::default()
+    };
+    let direct = direct
+        .schedule_jobs(jobsd::proto::jobsd_replica::ScheduleJobsRequest {
+            jobs: vec![create("three"), create("two")],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    let direct: Vec<_> = direct.iter().map(|r| (r.name.as_str(), r.code)).collect();
+    assert_eq!(
+        direct,
+        [("three", 0), ("two", tonic::Code::AlreadyExists as i32)]
+    );
+
+    rep.run_for(TimeDelta::seconds(10)).await;
+    eventually("all three delivered", async || {
+        app.count("one") == 1 && app.count("two") == 1 && app.count("three") == 1
+    })
+    .await;
+    side.stop().await;
+    rep.stop().await;
+}

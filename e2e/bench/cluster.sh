@@ -22,13 +22,16 @@
 #       and the most deliveries of one job within 5 s (> 5 + 1 would be two owners at once).
 #       With FAILOVER_STORED=N, N more jobs (bench_api's: due in a year) are stored first through
 #       sidecar 1 (64 HTTP clients), so that a failover adopts its share of N + the ticking ones.
+#   (d) batch creates: RUNS runs of BATCH_CREATES one-shots (due in 48 h) through one sidecar's
+#       `jobsd.v1.Jobs/ScheduleJobs`, BATCH jobs per call, BATCH_C calls in flight
+#       (examples/bench_triggers fill --batch): creates/s, cluster and embedded alternating.
 # Each part runs on a fresh cluster (fresh etcd) and a fresh embedded data dir.
 #
 # Settings (environment): CREATES=20000 RUNS=3 CLIENTS=16 BURST_N=20000 BURST_RUNS=2
 #   FAILOVER_JOBS=300 FAILOVER_RUNS=3 FAILOVER_WINDOW=12 (s observed after a kill)
 #   FAILOVER_STORED=0 (jobs stored far ahead before the failover runs, e.g. 1000000)
 #   HANDBACK_WINDOW=10 (s observed after the restart) LEASE_TTL=3s PARTITIONS= (--partitions
-#   for the replicas; empty: their default) PARTS=abc QUIET=0.5 QUIET_WAIT=60 (before each timed
+#   for the replicas; empty: their default) PARTS=abcd BATCH_CREATES=200000 BATCH=256 BATCH_C=8 QUIET=0.5 QUIET_WAIT=60 (before each timed
 #   run, wait up to QUIET_WAIT s for other processes to use under QUIET cores) ETCD_BIN
 #   JOBSD_BIN (another jobsd build to measure) BUILD=1 (0: use the binaries in target/ as they
 #   are) ETCD_FLAGS="--max-txn-ops 10000" (Dapr 1.18's own etcd setting; "" for etcd's default,
@@ -49,11 +52,14 @@ FAILOVER_JOBS=${FAILOVER_JOBS:-300}
 FAILOVER_RUNS=${FAILOVER_RUNS:-3}
 FAILOVER_WINDOW=${FAILOVER_WINDOW:-12}
 FAILOVER_STORED=${FAILOVER_STORED:-0}
+BATCH_CREATES=${BATCH_CREATES:-200000}
+BATCH=${BATCH:-256}
+BATCH_C=${BATCH_C:-8}
 export ETCD_FLAGS=${ETCD_FLAGS---max-txn-ops 10000}
 HANDBACK_WINDOW=${HANDBACK_WINDOW:-10}
 LEASE_TTL=${LEASE_TTL:-3s}
 PARTITIONS=${PARTITIONS:-}
-PARTS=${PARTS:-abc}
+PARTS=${PARTS:-abcd}
 QUIET=${QUIET:-0.5}
 QUIET_WAIT=${QUIET_WAIT:-60}
 
@@ -339,6 +345,29 @@ if has c; then
   cluster_down
 fi
 
+# ---------------------------------------------------------------- (d) batch creates
+if has d; then
+  echo "== (d) batch creates: $RUNS runs of $BATCH_CREATES, $BATCH per call, $BATCH_C calls in flight, cluster vs embedded"
+  cluster_up d
+  embedded_up d
+  for r in $(seq 1 "$RUNS"); do
+    for mode in cluster embedded; do
+      echo "-- run $r, $mode"
+      bench_wait_quiet
+      if [ "$mode" = cluster ]; then
+        set -- --http "127.0.0.1:${SC_HTTP[0]}" --grpc "127.0.0.1:${SC_GRPC[0]}" --jobsd-pid "${SC_PIDS[0]}"
+      else
+        set -- --http "127.0.0.1:$EMB_HTTP" --grpc "127.0.0.1:$EMB_GRPC" --jobsd-pid "$EMB_PID"
+      fi
+      "$BENCH_TRIG" fill -n "$BATCH_CREATES" --run-id "${mode:0:1}$r" --app "$APP" \
+        --batch "$BATCH" --concurrency "$BATCH_C" "$@" | tee "$TMP/last.log" | grep -v '^RESULT'
+      grep '^RESULT' "$TMP/last.log" | tag "$mode" >>"$RESULTS"
+    done
+  done
+  embedded_down d
+  cluster_down
+fi
+
 # ---------------------------------------------------------------- summary
 {
   echo
@@ -375,6 +404,22 @@ fi
         "$(echo "$lines" | while read -r l; do [ -n "$l" ] && printf '%s / %s / %s; ' "$(echo "$l" | field p50_ms)" "$(echo "$l" | field p99_ms)" "$(echo "$l" | field max_ms)"; done | sed 's/; $//')" \
         "$(echo "$lines" | while read -r l; do [ -n "$l" ] && printf '%s / %s; ' "$(echo "$l" | field missing)" "$(echo "$l" | field dups)"; done | sed 's/; $//')" \
         "$(echo "$lines" | field create_rate | xargs | sed 's/ /, /g')"
+    done
+  fi
+  if has d; then
+    echo
+    echo "(d) batch creates through one sidecar's jobsd.v1.Jobs/ScheduleJobs, $BATCH per call, $BATCH_C calls in flight, $BATCH_CREATES per run:"
+    echo
+    echo "| mode | creates/s (median) | creates/s per run | errors per run | others' cores before each run |"
+    echo "|---|---|---|---|---|"
+    for mode in cluster embedded; do
+      lines=$(grep "^RESULT label=fill .* mode=$mode " "$RESULTS" || true)
+      printf '| %s | %s | %s | %s | %s |\n' \
+        "$([ "$mode" = cluster ] && echo "3-replica etcd cluster" || echo "embedded (redb)")" \
+        "$(echo "$lines" | field create_rate | median)" \
+        "$(echo "$lines" | field create_rate | xargs | sed 's/ /, /g')" \
+        "$(echo "$lines" | field errors | xargs | sed 's/ /, /g')" \
+        "$(echo "$lines" | field busy_before | xargs | sed 's/ /, /g')"
     done
   fi
   if has c; then

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use super::pool::Pool;
 use super::server;
 use crate::engine::guard::IfMatch;
-use crate::engine::{Engine, JobExtras, MAX_PAGE_SIZE, MAX_RUNS};
+use crate::engine::{Engine, JobExtras, MAX_PAGE_SIZE, MAX_RUNS, MAX_SCHEDULE_BATCH};
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_server::JobsServer};
 use crate::scheduler::{guarded_wire, views_wire};
@@ -59,6 +59,40 @@ impl jsv1::jobs_server::Jobs for JobsService {
         let job = req.job.unwrap_or_default();
         server::create(&self.engine, &self.pool, job, extras).await?;
         Ok(Response::new(jsv1::ScheduleJobResponse {}))
+    }
+
+    async fn schedule_jobs(
+        &self,
+        request: Request<jsv1::ScheduleJobsRequest>,
+    ) -> Result<Response<jsv1::ScheduleJobsResponse>, Status> {
+        let jobs = request.into_inner().jobs;
+        if jobs.len() > MAX_SCHEDULE_BATCH {
+            return Err(invalid(format!(
+                "jobs: at most {MAX_SCHEDULE_BATCH} per call, got {}",
+                jobs.len()
+            )));
+        }
+        // All at once: the store's writer gathers single creates into shared transactions,
+        // which a write of many ops at a time (a read, then a compare-and-swap) would not.
+        let creates = jobs.into_iter().map(|req| {
+            let extras = extras_of(&req);
+            let job = req.job.unwrap_or_default();
+            let name = job.name.clone();
+            async move {
+                let answer = server::create(&self.engine, &self.pool, job, extras).await;
+                let (code, message) = match answer {
+                    Ok(()) => (0, String::new()),
+                    Err(s) => (s.code() as i32, s.message().to_owned()),
+                };
+                jv1::ScheduleJobResult {
+                    name,
+                    code,
+                    message,
+                }
+            }
+        });
+        let results = futures_util::future::join_all(creates).await;
+        Ok(Response::new(jsv1::ScheduleJobsResponse { results }))
     }
 
     async fn schedule_job_guarded(

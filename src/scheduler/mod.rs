@@ -183,6 +183,20 @@ pub fn untravelled(field: &str) -> Error {
 /// Creates of one batch a scheduler that writes one job at a time has in flight at once.
 const FORWARDED_IN_FLIGHT: usize = 16;
 
+/// `jobs` created through `scheduler`'s `schedule_job_with`, [`FORWARDED_IN_FLIGHT`] at a
+/// time, answered in order: a batch for a scheduler without a call for many.
+pub(crate) async fn one_by_one<S: Scheduler + ?Sized>(
+    scheduler: &S,
+    jobs: Vec<(sv1::ScheduleJobRequest, JobExtras)>,
+) -> Vec<Result<(), Error>> {
+    use futures_util::StreamExt;
+    futures_util::stream::iter(jobs)
+        .map(|(req, extras)| scheduler.schedule_job_with(req, extras))
+        .buffered(FORWARDED_IN_FLIGHT)
+        .collect()
+        .await
+}
+
 /// Dapr Scheduler's unary calls, as the sidecar uses them.
 #[async_trait::async_trait]
 pub trait Scheduler: Send + Sync + 'static {
@@ -209,12 +223,7 @@ pub trait Scheduler: Send + Sync + 'static {
         &self,
         jobs: Vec<(sv1::ScheduleJobRequest, JobExtras)>,
     ) -> Result<Vec<Result<(), Error>>, Error> {
-        use futures_util::StreamExt;
-        Ok(futures_util::stream::iter(jobs)
-            .map(|(req, extras)| self.schedule_job_with(req, extras))
-            .buffered(FORWARDED_IN_FLIGHT)
-            .collect()
-            .await)
+        Ok(one_by_one(self, jobs).await)
     }
 
     /// `schedule_job_with` under the client's `conditions` (`Idempotency-Key`, `If-Match`;

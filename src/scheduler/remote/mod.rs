@@ -36,7 +36,7 @@ use tonic::transport::Channel;
 
 use super::{
     Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
-    guard, guarded_wire, untravelled, untravelled_field, views_wire,
+    guard, guarded_wire, one_by_one, untravelled, untravelled_field, views_wire,
 };
 use crate::clock::Clock;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
@@ -349,6 +349,52 @@ impl Scheduler for Remote {
                 err
             }
         })
+    }
+
+    async fn schedule_jobs(
+        &self,
+        jobs: Vec<(sv1::ScheduleJobRequest, JobExtras)>,
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        let wire = jsv1::ScheduleJobsRequest {
+            jobs: jobs
+                .iter()
+                .map(|(req, extras)| jsv1::ScheduleJobRequest {
+                    job: Some(req.clone()),
+                    labels: extras.labels.clone().into_iter().collect(),
+                    policy: extras.policy.clone(),
+                    failure_policy: extras.failure_policy.clone(),
+                    traceparent: extras.traceparent.clone().unwrap_or_default(),
+                })
+                .collect(),
+        };
+        let n = jobs.len();
+        let answer = self
+            .call(wire, |ch, r| {
+                async move { jobsd_client(ch).schedule_jobs(r).await }.boxed()
+            })
+            .await;
+        match answer {
+            Ok(answer) => {
+                let mut results: Vec<_> = answer
+                    .results
+                    .into_iter()
+                    .map(|r| match r.code {
+                        0 => Ok(()),
+                        code => Err(Error::new(tonic::Code::from(code), r.message)),
+                    })
+                    .collect();
+                let short = Error::new(
+                    tonic::Code::Internal,
+                    "the scheduler answered fewer jobs than it was sent",
+                );
+                results.resize(n, Err(short));
+                results.truncate(n);
+                Ok(results)
+            }
+            // A Dapr Scheduler (or an older jobsd) has no such call; it stored nothing.
+            Err(e) if e.code == tonic::Code::Unimplemented => Ok(one_by_one(self, jobs).await),
+            Err(e) => Err(e),
+        }
     }
 
     async fn schedule_job_guarded(

@@ -182,6 +182,15 @@ embedded_down() {
 has() { [[ "$PARTS" == *"$1"* ]]; }
 tag() { sed "s/\$/ mode=$1 busy_before=$BUSY/"; }
 
+# bench_trig_target MODE: bench_triggers' flags for sidecar 1 (cluster) or the embedded jobsd.
+bench_trig_target() {
+  if [ "$1" = cluster ]; then
+    echo --http "127.0.0.1:${SC_HTTP[0]}" --grpc "127.0.0.1:${SC_GRPC[0]}" --jobsd-pid "${SC_PIDS[0]}"
+  else
+    echo --http "127.0.0.1:$EMB_HTTP" --grpc "127.0.0.1:$EMB_GRPC" --jobsd-pid "$EMB_PID"
+  fi
+}
+
 # ---------------------------------------------------------------- (a) creates
 if has a; then
   echo "== (a) creates: $RUNS runs of $CREATES from $CLIENTS HTTP clients, cluster vs embedded"
@@ -210,11 +219,8 @@ if has b; then
     for mode in cluster embedded; do
       echo "-- run $r, $mode"
       bench_wait_quiet
-      if [ "$mode" = cluster ]; then
-        set -- --http "127.0.0.1:${SC_HTTP[0]}" --grpc "127.0.0.1:${SC_GRPC[0]}" --jobsd-pid "${SC_PIDS[0]}"
-      else
-        set -- --http "127.0.0.1:$EMB_HTTP" --grpc "127.0.0.1:$EMB_GRPC" --jobsd-pid "$EMB_PID"
-      fi
+      # shellcheck disable=SC2046
+      set -- $(bench_trig_target "$mode")
       "$BENCH_TRIG" burst -n "$BURST_N" --run-id "${mode:0:1}$r" --app "$APP" --app-pid "$APP_PID" \
         "$@" | tee "$TMP/last.log"
       grep '^RESULT' "$TMP/last.log" | tag "$mode" >>"$RESULTS"
@@ -354,11 +360,8 @@ if has d; then
     for mode in cluster embedded; do
       echo "-- run $r, $mode"
       bench_wait_quiet
-      if [ "$mode" = cluster ]; then
-        set -- --http "127.0.0.1:${SC_HTTP[0]}" --grpc "127.0.0.1:${SC_GRPC[0]}" --jobsd-pid "${SC_PIDS[0]}"
-      else
-        set -- --http "127.0.0.1:$EMB_HTTP" --grpc "127.0.0.1:$EMB_GRPC" --jobsd-pid "$EMB_PID"
-      fi
+      # shellcheck disable=SC2046
+      set -- $(bench_trig_target "$mode")
       "$BENCH_TRIG" fill -n "$BATCH_CREATES" --run-id "${mode:0:1}$r" --app "$APP" \
         --batch "$BATCH" --concurrency "$BATCH_C" "$@" | tee "$TMP/last.log" | grep -v '^RESULT'
       grep '^RESULT' "$TMP/last.log" | tag "$mode" >>"$RESULTS"

@@ -68,7 +68,7 @@ fn http() -> HyperClient<HttpConnector, Body> {
 }
 
 /// A progress bar on stderr when it is a terminal, else one that draws nothing.
-fn progress(len: Option<u64>, template: &str) -> ProgressBar {
+pub(super) fn progress(len: Option<u64>, template: &str) -> ProgressBar {
     let bar = match len {
         Some(len) => ProgressBar::new(len),
         None => ProgressBar::no_length(),

@@ -13,6 +13,7 @@
 mod backup;
 mod client;
 pub mod console;
+mod create;
 mod error;
 mod list;
 mod output;
@@ -86,6 +87,8 @@ pub enum JobsCommand {
     Get(show::GetArgs),
     /// Show a job's run history, newest first.
     Runs(show::RunsArgs),
+    /// Create many jobs from a file of one JSON job per line, in batches.
+    Create(create::CreateArgs),
     /// Delete a job, or every job a prefix or labels select.
     Delete(steer::DeleteArgs),
     /// Pause a job, or every job a prefix or labels select: no tick fires until resumed.
@@ -160,6 +163,7 @@ async fn dispatch(args: JobsArgs) -> Result<(), CliError> {
         JobsCommand::List(list) => list::run(&sidecar()?, list, &out).await,
         JobsCommand::Get(get) => show::get(&sidecar()?, get, &out).await,
         JobsCommand::Runs(runs) => show::runs(&sidecar()?, runs, &out).await,
+        JobsCommand::Create(create) => create::create(&sidecar()?, create, &out).await,
         JobsCommand::Delete(delete) => steer::delete(&sidecar()?, delete, &out).await,
         JobsCommand::Pause(pause) => steer::pause(&sidecar()?, pause, &out).await,
         JobsCommand::Resume(resume) => steer::resume(&sidecar()?, resume, &out).await,

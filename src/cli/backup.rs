@@ -293,15 +293,7 @@ impl Target {
 
 /// `jobsd jobs import`.
 pub async fn import(client: &Client, args: &ImportArgs, out: &Printer) -> Result<(), CliError> {
-    let (reader, len): (Box<dyn AsyncRead + Unpin + Send>, Option<u64>) = if args.file == "-" {
-        (Box::new(tokio::io::stdin()), None)
-    } else {
-        let f = tokio::fs::File::open(Path::new(&args.file))
-            .await
-            .map_err(|e| CliError::Usage(format!("--file {}: {e}", args.file)))?;
-        let len = f.metadata().await.ok().map(|m| m.len());
-        (Box::new(f), len)
-    };
+    let (reader, len) = open_input(&args.file).await?;
     let bar = progress(
         len,
         "{spinner} {bar:30} {bytes}/{total_bytes} sent, {msg} ({bytes_per_sec}) {elapsed}",
@@ -352,6 +344,20 @@ pub async fn import(client: &Client, args: &ImportArgs, out: &Printer) -> Result
         )));
     }
     Ok(())
+}
+
+/// The input `file` names (`-`: stdin) and its length when known.
+pub(super) async fn open_input(
+    file: &str,
+) -> Result<(Box<dyn AsyncRead + Unpin + Send>, Option<u64>), CliError> {
+    if file == "-" {
+        return Ok((Box::new(tokio::io::stdin()), None));
+    }
+    let f = tokio::fs::File::open(Path::new(file))
+        .await
+        .map_err(|e| CliError::Usage(format!("--file {file}: {e}")))?;
+    let len = f.metadata().await.ok().map(|m| m.len());
+    Ok((Box::new(f), len))
 }
 
 /// The input as body frames of up to [`READ_CHUNK`] bytes, counted on `bar` (bytes, and job

@@ -4,15 +4,14 @@
 //! terminal (stderr); a summary ends the run, with every line that failed (its number, name
 //! and why), and the exit code is 2 when any did.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::CliError;
-use super::backup::progress;
+use super::backup::{open_input, progress};
 use super::client::Client;
 use super::output::{Printer, Table};
 
@@ -66,15 +65,7 @@ impl Outcome {
 
 /// `jobsd jobs create`.
 pub async fn create(client: &Client, args: &CreateArgs, out: &Printer) -> Result<(), CliError> {
-    let (reader, len): (Box<dyn AsyncRead + Unpin + Send>, Option<u64>) = if args.file == "-" {
-        (Box::new(tokio::io::stdin()), None)
-    } else {
-        let f = tokio::fs::File::open(Path::new(&args.file))
-            .await
-            .map_err(|e| CliError::Usage(format!("--file {}: {e}", args.file)))?;
-        let len = f.metadata().await.ok().map(|m| m.len());
-        (Box::new(f), len)
-    };
+    let (reader, len) = open_input(&args.file).await?;
     let bar = progress(
         len,
         "{spinner} {bar:30} {bytes}/{total_bytes} read, {msg} ({bytes_per_sec}) {elapsed}",

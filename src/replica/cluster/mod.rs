@@ -34,6 +34,7 @@ mod lease;
 
 pub use self::lease::Standing;
 mod partition;
+mod wake;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::pin::Pin;
@@ -184,6 +185,15 @@ impl Member {
             (self.cfg.lease_ttl / 6).clamp(Duration::from_millis(100), Duration::from_secs(1));
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let freed = Arc::new(tokio::sync::Notify::new());
+        let watching = stop.child_token();
+        tokio::spawn(wake::on_deletes(
+            self.client.clone(),
+            self.partitions_prefix.clone(),
+            freed.clone(),
+            watching.clone(),
+        ));
+        let _stop_watching = watching.drop_guard();
         loop {
             tokio::select! {
                 biased;
@@ -212,6 +222,11 @@ impl Member {
                 _ = tick.tick() => {
                     self.reconcile().await;
                     self.read_in_due().await;
+                }
+                // A partition was freed: take our share now, not at the next round.
+                () = freed.notified() => {
+                    self.reconcile().await;
+                    tick.reset();
                 }
             }
         }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test of the project: unit and in-process integration tests, then the end-to-end
-# suites that run the release binary against real peers. This is the README's test command.
+# suites that run the jobsd binary against real peers. This is the README's test command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

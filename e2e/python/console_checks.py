@@ -210,8 +210,13 @@ def browse_phase(shots: str, events: str) -> Suite:
         expect(page.locator("#f-size")).to_have_value("3")
         seen = []
         for number in range(1, 4):
-            expect(page.locator("#page-info")).to_have_text(re.compile(f"^Page {number} · "))
-            assert len(rows(page)) == (3 if number < 3 else 2), rows(page)
+            # With the page's count, so that the list of the page before (its info also
+            # said "Page 1 · ", with all the jobs) cannot pass for this one.
+            count = 3 if number < 3 else 2
+            expect(page.locator("#page-info")).to_have_text(
+                re.compile(f"^Page {number} · {count} jobs")
+            )
+            assert len(rows(page)) == count, rows(page)
             seen += rows(page)
             if number < 3:
                 page.locator("#page-next").click()

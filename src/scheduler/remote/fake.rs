@@ -1,7 +1,8 @@
 //! A Scheduler server for the client's tests: counts the calls it gets and answers
 //! `ScheduleJob`, `GetJob` and `ListJobs` as programmed (by call number); every other rpc,
 //! and any rpc left unprogrammed, is `Unimplemented`, as a Scheduler older than Dapr 1.15
-//! answers WatchHosts.
+//! answers WatchHosts. On jobsd's side (`jobsd.scheduler.v1.Jobs`) it counts `ScheduleJobs`
+//! calls and answers every job of one OK; its other rpcs are `Unimplemented`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,6 +11,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
+use crate::proto::jobsd_api as jv1;
+use crate::proto::jobsd_replica as jsv1;
 use crate::proto::scheduler as sv1;
 
 /// What a programmed rpc answers to its n-th call (counting from 0).
@@ -24,6 +27,8 @@ pub(super) struct Fake {
     pub get: AtomicUsize,
     /// `ListJobs` calls so far.
     pub list: AtomicUsize,
+    /// `jobsd.scheduler.v1.Jobs/ScheduleJobs` calls so far.
+    pub batches: AtomicUsize,
     /// `ScheduleJob`'s answer.
     pub on_schedule: Answer<()>,
     /// `GetJob`'s answer.
@@ -55,7 +60,8 @@ pub(super) async fn serve(fake: Arc<Fake>) -> Served {
     let stop = CancellationToken::new();
     let server = tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(sv1::scheduler_server::SchedulerServer::new(fake))
+            .add_service(sv1::scheduler_server::SchedulerServer::new(fake.clone()))
+            .add_service(jsv1::jobs_server::JobsServer::new(fake))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
                 stop.clone().cancelled_owned(),
@@ -139,6 +145,62 @@ impl sv1::scheduler_server::Scheduler for Arc<Fake> {
         &self,
         _: Request<sv1::DeleteByNamePrefixRequest>,
     ) -> Result<Response<sv1::DeleteByNamePrefixResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+}
+
+#[tonic::async_trait]
+impl jsv1::jobs_server::Jobs for Arc<Fake> {
+    async fn schedule_job(
+        &self,
+        _: Request<jsv1::ScheduleJobRequest>,
+    ) -> Result<Response<jsv1::ScheduleJobResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+    async fn schedule_jobs(
+        &self,
+        request: Request<jsv1::ScheduleJobsRequest>,
+    ) -> Result<Response<jsv1::ScheduleJobsResponse>, Status> {
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        let results = request
+            .into_inner()
+            .jobs
+            .into_iter()
+            .map(|req| jv1::ScheduleJobResult {
+                name: req.job.map(|j| j.name).unwrap_or_default(),
+                ..Default::default()
+            })
+            .collect();
+        Ok(Response::new(jsv1::ScheduleJobsResponse { results }))
+    }
+    async fn schedule_job_guarded(
+        &self,
+        _: Request<jsv1::GuardedScheduleJobRequest>,
+    ) -> Result<Response<jsv1::GuardedResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+    async fn delete_job_guarded(
+        &self,
+        _: Request<jsv1::GuardedDeleteJobRequest>,
+    ) -> Result<Response<jsv1::GuardedResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+    async fn get_job(
+        &self,
+        _: Request<jsv1::GetJobRequest>,
+    ) -> Result<Response<jsv1::JobView>, Status> {
+        Err(Status::unimplemented(""))
+    }
+    async fn list_runs(
+        &self,
+        _: Request<jsv1::ListRunsRequest>,
+    ) -> Result<Response<jv1::ListRunsResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+    async fn list_jobs(
+        &self,
+        _: Request<jsv1::ListJobsRequest>,
+    ) -> Result<Response<jsv1::ListJobsResponse>, Status> {
         Err(Status::unimplemented(""))
     }
 }

@@ -9,7 +9,9 @@
 //!   and reachable, and are retried once on `Canceled` on the next replica. One home rather
 //!   than round robin because every replica writes into the same etcd, where a txn costs far
 //!   more than one more job in it: the home replica's writer batches the app's concurrent
-//!   creates into one txn, where round robin would cut them into one txn per replica.
+//!   creates into one txn, where round robin would cut them into one txn per replica. A
+//!   batch of creates (`ScheduleJobs`) fills a txn on its own, so batches go round the
+//!   replicas from the home: their writers then commit into etcd side by side.
 //!   Creates with jobsd's settings and jobsd's views go to `jobsd.scheduler.v1.Jobs`, which
 //!   only a jobsd replica serves.
 //! - `watch`: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
@@ -92,6 +94,8 @@ struct Shared {
     addresses: channel::Receiver<Vec<String>>,
     /// The home replica: its position in the working set (modulo its size).
     next: AtomicUsize,
+    /// Batches sent so far: batch `n` goes to the replica `n` places after the home.
+    batches: AtomicUsize,
     /// WatchJobs streams open now (shared with the stream holder).
     open_streams: Arc<AtomicUsize>,
     /// Why discovery cannot reach the configured replicas, while it cannot.
@@ -172,6 +176,7 @@ impl Remote {
                 hosts,
                 addresses,
                 next: AtomicUsize::new(home),
+                batches: AtomicUsize::new(0),
                 open_streams,
                 unreachable,
             }),
@@ -192,8 +197,9 @@ impl Remote {
         self.shared.open_streams.load(Ordering::Relaxed)
     }
 
-    /// The home replica and its position, waiting until `deadline` for one to be known.
-    async fn next_host(&self, deadline: Instant) -> Result<(usize, Host), Error> {
+    /// The replica `offset` places after the home, and the home's position, waiting until
+    /// `deadline` for one to be known.
+    async fn next_host(&self, deadline: Instant, offset: usize) -> Result<(usize, Host), Error> {
         let mut hosts = self.shared.hosts.clone();
         let waited =
             tokio::time::timeout_at(deadline, hosts.wait_for(|s| !s.hosts.is_empty())).await;
@@ -208,7 +214,10 @@ impl Remote {
             Err(_) => return Err(deadline_exceeded()),
         };
         let at = self.shared.next.load(Ordering::Relaxed);
-        Ok((at, set.hosts[at % set.hosts.len()].clone()))
+        Ok((
+            at,
+            set.hosts[at.wrapping_add(offset) % set.hosts.len()].clone(),
+        ))
     }
 
     /// Makes the replica after the one at `at` the home, unless another call did already.
@@ -225,6 +234,15 @@ impl Remote {
     /// replica that cannot be reached is retried, on the next one, until the deadline);
     /// one retry on `Canceled` on the next replica. Every other status is the answer.
     async fn call<R, T>(&self, request: R, rpc: Rpc<R, T>) -> Result<T, Error>
+    where
+        R: Clone + Send + 'static,
+    {
+        self.call_on(0, request, rpc).await
+    }
+
+    /// [`call`](Self::call) on the replica `offset` places after the home (and then on the
+    /// ones after it).
+    async fn call_on<R, T>(&self, offset: usize, request: R, rpc: Rpc<R, T>) -> Result<T, Error>
     where
         R: Clone + Send + 'static,
     {
@@ -245,7 +263,7 @@ impl Remote {
             None => deadline_exceeded(),
         };
         loop {
-            let (at, host) = match self.next_host(deadline).await {
+            let (at, host) = match self.next_host(deadline, offset).await {
                 Err(e) if e.code == tonic::Code::DeadlineExceeded => {
                     return Err(timed_out(&unreachable));
                 }
@@ -368,8 +386,11 @@ impl Scheduler for Remote {
                 .collect(),
         };
         let n = jobs.len();
+        // A batch fills a txn of its own, so batches spread over the replicas: their writers
+        // then commit into etcd side by side instead of one txn after another.
+        let offset = self.shared.batches.fetch_add(1, Ordering::Relaxed);
         let answer = self
-            .call(wire, |ch, r| {
+            .call_on(offset, wire, |ch, r| {
                 async move { jobsd_client(ch).schedule_jobs(r).await }.boxed()
             })
             .await;
@@ -636,6 +657,69 @@ mod tests {
         }
     }
 
+    /// Single calls go to the home replica; batches go round the replicas from it, so that
+    /// their txns are written side by side.
+    #[tokio::test]
+    async fn batches_spread_over_the_replicas_and_single_creates_stay_home() {
+        let fakes: Vec<Arc<fake::Fake>> = (0..3)
+            .map(|_| {
+                Arc::new(fake::Fake {
+                    on_schedule: Some(|_| Ok(())),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        let mut served = Vec::new();
+        for f in &fakes {
+            served.push(fake::serve(f.clone()).await);
+        }
+        let (_deliverable_tx, deliverable) = channel::channel(false);
+        let (remote, connections) = Remote::start(
+            RemoteConfig {
+                addresses: served.iter().map(|s| s.address.clone()).collect(),
+                app_id: "myapp".into(),
+                namespace: "default".into(),
+                job_streams: 1,
+                actor_types: None,
+                tls: None,
+            },
+            Arc::new(NoApp),
+            deliverable,
+            Arc::new(crate::clock::SystemClock),
+        );
+        let create = |name: &str| sv1::ScheduleJobRequest {
+            name: name.into(),
+            ..Default::default()
+        };
+        for i in 0..6 {
+            let batch = vec![(create(&format!("b{i}")), JobExtras::default())];
+            let results = remote.schedule_jobs(batch).await.unwrap();
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+        }
+        for i in 0..4 {
+            remote.schedule_job(create(&format!("s{i}"))).await.unwrap();
+        }
+        let batches: Vec<usize> = fakes
+            .iter()
+            .map(|f| f.batches.load(Ordering::SeqCst))
+            .collect();
+        assert_eq!(batches, [2, 2, 2], "two batches on each replica");
+        let singles: Vec<usize> = fakes
+            .iter()
+            .map(|f| f.schedule.load(Ordering::SeqCst))
+            .collect();
+        assert_eq!(singles.iter().sum::<usize>(), 4);
+        assert_eq!(
+            singles.iter().filter(|&&n| n == 4).count(),
+            1,
+            "every single create on the home replica: {singles:?}"
+        );
+        connections.close().await;
+        for s in served {
+            s.stop().await;
+        }
+    }
+
     #[tokio::test]
     async fn canceled_is_retried_once_and_other_errors_are_the_answer() {
         // `GetJob` is `Canceled` once, `ListJobs` always, `ScheduleJob` is `AlreadyExists`;
@@ -777,6 +861,7 @@ mod tests {
                 hosts,
                 addresses,
                 next: AtomicUsize::new(0),
+                batches: AtomicUsize::new(0),
                 open_streams: Arc::default(),
                 unreachable,
             }),

@@ -482,6 +482,28 @@ pub fn nested_succeeded(op: &ResponseOp) -> Option<bool> {
     }
 }
 
+/// How many keys the first range read of a nested txn's answer counted (`None` when it has
+/// none).
+pub fn nested_count(op: &ResponseOp) -> Option<i64> {
+    match &op.response {
+        Some(Response::ResponseTxn(txn)) => txn.responses.iter().find_map(|r| match &r.response {
+            Some(Response::ResponseRange(range)) => Some(range.count),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+/// A read that counts the keys from `key` (one key, or a range to `range_end`) without
+/// returning them.
+pub fn count(key: impl Into<Vec<u8>>) -> RequestOp {
+    range_op(RangeRequest {
+        key: key.into(),
+        count_only: true,
+        ..RangeRequest::default()
+    })
+}
+
 /// How many keys a txn's delete removed (`None` for other ops).
 pub fn deleted(op: &ResponseOp) -> Option<u64> {
     match &op.response {

@@ -6,6 +6,17 @@
 //! answer says `AlreadyExists`. So a batch of creates costs one round trip to etcd instead of
 //! two (read, then compare-and-swap), and etcd's answer is the result.
 //!
+//! A create-only put first goes lean: it also compares the key's finished record, and puts
+//! only the job and its index key. Where no job is stored there is no counter and no run
+//! either, except the runs kept with a finished record (the ops never leave one: a counter
+//! and runs go with their job, or the runs with its finished record), so with no finished
+//! record there is nothing to drop. Three deletes fewer per create is about a third less
+//! work for etcd (each is an index lookup, and etcd checks every delete of a txn against
+//! its puts). A create whose name has a finished record (a one-shot that ran, created
+//! again) fails the lean compare; a read in the nested txn's failure branch tells it from
+//! an existing job, and it is sent again at once in a thorough txn that drops the finished
+//! record and its runs.
+//!
 //! The writer's marker still guards against a lost answer: the txn compares the marker at the
 //! revision this writer's own last txn left it at (known without reading it again). When an
 //! answer is lost and the marker shows that attempt applied, each create-only put is answered
@@ -81,10 +92,27 @@ impl PutBatch {
     }
 }
 
+/// How a batch's create-only puts are sent (the module's doc).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Pass {
+    /// Compare the job and its finished record; put the job and its index key only.
+    Lean,
+    /// Compare the job; also drop the key's counter, finished record and runs.
+    Thorough,
+}
+
+/// What became of one put of a batch.
+enum Put {
+    /// Its answer.
+    Answered(Answer),
+    /// A lean create that met a finished record: to be sent again thorough.
+    Again,
+}
+
 /// What became of one attempt of a put batch.
 enum Outcome {
     /// Committed: the answers.
-    Done(Vec<Answer>),
+    Done(Vec<Put>),
     /// Not applied: try again after a backoff (the marker is read again first).
     Retry,
     /// The marker moved: an attempt whose answer was lost applied, or someone else wrote it.
@@ -120,35 +148,72 @@ impl Writer {
         Ok(left)
     }
 
-    /// Commits a batch of single-put requests in one txn without reading first.
+    /// Commits a batch of single-put requests in one txn without reading first (and the
+    /// creates that met a finished record in a second one).
     async fn commit_puts(&mut self, batch: PutBatch) {
         let (puts, replies): (Vec<_>, Vec<_>) =
             batch.reqs.into_iter().map(|r| (r.ops, r.reply)).unzip();
-        let answers = match self.put_all(&puts, &replies).await {
-            Some(answers) => answers,
-            None => {
-                // Larger than etcd takes (`--max-txn-ops` / `--max-request-bytes` below their
-                // defaults): the general path splits it.
-                let reqs = puts
-                    .into_iter()
-                    .zip(replies)
-                    .map(|(ops, reply)| WriteReq { ops, reply })
-                    .collect();
-                self.commit_requests(reqs).await;
-                return;
-            }
+        let Some(answers) = self.put_all(&puts, &replies, Pass::Lean).await else {
+            self.commit_general(puts, replies).await;
+            return;
         };
-        for (reply, answer) in replies.into_iter().zip(answers) {
+        let (mut again, mut again_replies) = (Vec::new(), Vec::new());
+        for ((ops, reply), answer) in puts.into_iter().zip(replies).zip(answers) {
+            match answer {
+                Put::Answered(answer) => {
+                    let _ = reply.send(answer);
+                }
+                Put::Again => {
+                    again.push(ops);
+                    again_replies.push(reply);
+                }
+            }
+        }
+        if again.is_empty() {
+            return;
+        }
+        let Some(answers) = self.put_all(&again, &again_replies, Pass::Thorough).await else {
+            self.commit_general(again, again_replies).await;
+            return;
+        };
+        for (reply, answer) in again_replies.into_iter().zip(answers) {
+            let answer = match answer {
+                Put::Answered(answer) => answer,
+                // A thorough put is always answered; never left without one.
+                Put::Again => Err(Error::Closed),
+            };
             let _ = reply.send(answer);
         }
     }
 
-    /// The answers of `puts` committed in one txn; `None` if etcd finds it too large.
+    /// Commits put requests the general way: larger than etcd takes (`--max-txn-ops` /
+    /// `--max-request-bytes` below their defaults), which that way splits.
+    async fn commit_general(
+        &mut self,
+        puts: Vec<Vec<Prepared>>,
+        replies: Vec<oneshot::Sender<Answer>>,
+    ) {
+        let reqs = puts
+            .into_iter()
+            .zip(replies)
+            .map(|(ops, reply)| WriteReq { ops, reply })
+            .collect();
+        self.commit_requests(reqs).await;
+    }
+
+    /// The answers of `puts` committed in one txn sent `pass`; `None` if etcd finds it too
+    /// large.
     async fn put_all(
         &mut self,
         puts: &[Vec<Prepared>],
         replies: &[oneshot::Sender<Answer>],
-    ) -> Option<Vec<Answer>> {
+        pass: Pass,
+    ) -> Option<Vec<Put>> {
+        let failed = |err: &Error| {
+            puts.iter()
+                .map(|_| Put::Answered(Err(err.clone())))
+                .collect()
+        };
         // Attempts whose answer was lost.
         let mut attempts: Vec<u64> = Vec::new();
         let mut backoff = super::backoff();
@@ -158,38 +223,36 @@ impl Writer {
                 None => match self.read_marker(replies).await {
                     Ok((rev, seq)) if attempts.contains(&seq) => {
                         self.marker_rev = Some(rev);
-                        return Some(resolve(&self.inner, puts, rev).await);
+                        return Some(resolve(&self.inner, puts, rev, pass).await);
                     }
                     Ok((rev, _)) => {
                         self.marker_rev = Some(rev);
                         rev
                     }
-                    Err(err) => return Some(puts.iter().map(|_| Err(err.clone())).collect()),
+                    Err(err) => return Some(failed(&err)),
                 },
             };
             self.seq += 1;
             attempts.push(self.seq);
-            let txn = put_txn(&self.inner, puts, marker_rev, self.seq);
-            match self.attempt(txn, puts).await {
+            let txn = put_txn(&self.inner, puts, marker_rev, self.seq, pass);
+            match self.attempt(txn, puts, pass).await {
                 Outcome::Done(answers) => return Some(answers),
                 Outcome::MarkerMoved => {
                     self.marker_rev = None;
                     continue;
                 }
                 Outcome::TooLarge => return None,
-                Outcome::Failed(err) => {
-                    return Some(puts.iter().map(|_| Err(err.clone())).collect());
-                }
+                Outcome::Failed(err) => return Some(failed(&err)),
                 Outcome::Retry => self.marker_rev = None,
             }
             if !self.wait(&mut backoff, replies).await {
-                return Some(puts.iter().map(|_| Err(Error::Closed)).collect());
+                return Some(failed(&Error::Closed));
             }
         }
     }
 
     /// Sends one attempt.
-    async fn attempt(&mut self, txn: TxnRequest, puts: &[Vec<Prepared>]) -> Outcome {
+    async fn attempt(&mut self, txn: TxnRequest, puts: &[Vec<Prepared>], pass: Pass) -> Outcome {
         match tokio::time::timeout(CALL_TIMEOUT, self.inner.client.txn(txn)).await {
             Ok(Ok(resp)) if resp.succeeded => {
                 self.marker_rev = Some(client::revision(resp.header.as_ref()));
@@ -199,8 +262,17 @@ impl Writer {
                     .map(|(ops, answer)| {
                         let created = client::nested_succeeded(answer).unwrap_or(false);
                         match single_put(ops) {
-                            Some((_, _, true, _)) if !created => Ok(vec![OpResult::AlreadyExists]),
-                            _ => Ok(vec![OpResult::Done]),
+                            Some((_, _, true, _)) if !created => {
+                                // Lean: the failure branch counted the job; none stored means
+                                // a finished record stopped it.
+                                let job_stored = client::nested_count(answer).is_none_or(|n| n > 0);
+                                if pass == Pass::Lean && !job_stored {
+                                    Put::Again
+                                } else {
+                                    Put::Answered(Ok(vec![OpResult::AlreadyExists]))
+                                }
+                            }
+                            _ => Put::Answered(Ok(vec![OpResult::Done])),
                         }
                     })
                     .collect();
@@ -222,27 +294,48 @@ impl Writer {
 }
 
 /// The txn of a put batch: if the marker is where we left it, each put as a nested txn (a
-/// create-only one compares its job's create revision with 0), and the marker.
-fn put_txn(inner: &Inner, puts: &[Vec<Prepared>], marker_rev: i64, seq: u64) -> TxnRequest {
+/// create-only one compares its job's create revision with 0, and its finished record's when
+/// lean), and the marker.
+fn put_txn(
+    inner: &Inner,
+    puts: &[Vec<Prepared>],
+    marker_rev: i64,
+    seq: u64,
+    pass: Pass,
+) -> TxnRequest {
     let mut success: Vec<RequestOp> = puts
         .iter()
         .filter_map(|ops| single_put(ops))
         .map(|(key, value, create_only, due)| {
             let job = inner.full(Table::Jobs, key);
+            let writes = vec![
+                client::put(job.clone(), value.to_vec(), 0),
+                // The index key holds when the job fires first (`partition.rs`).
+                client::put(inner.index.key(key), index_value(due), 0),
+            ];
+            if create_only && pass == Pass::Lean {
+                let compares = vec![
+                    client::equal(job.clone(), CompareWith::CreateRevision(0)),
+                    client::equal(
+                        inner.full(Table::Finished, key),
+                        CompareWith::CreateRevision(0),
+                    ),
+                ];
+                // Tells "the job is stored" from "a finished record is".
+                return client::nested(client::txn(compares, writes, vec![client::count(job)]));
+            }
             let compares = if create_only {
-                vec![client::equal(job.clone(), CompareWith::CreateRevision(0))]
+                vec![client::equal(job, CompareWith::CreateRevision(0))]
             } else {
                 Vec::new()
             };
-            let writes = vec![
-                client::put(job, value.to_vec(), 0),
-                // The index key holds when the job fires first (`partition.rs`).
-                client::put(inner.index.key(key), index_value(due), 0),
-                // An overwrite resets progress and starts a new history (`apply::put_job`).
+            let mut writes = writes;
+            // An overwrite resets progress and starts a new history (`apply::put_job`).
+            writes.extend([
                 client::delete(inner.full(Table::Counters, key)),
                 client::delete(inner.full(Table::Finished, key)),
                 client::delete_prefix(inner.full(Table::Runs, &runs_prefix(key))),
-            ];
+            ]);
             client::nested(client::txn(compares, writes, Vec::new()))
         })
         .collect();
@@ -258,14 +351,15 @@ fn put_txn(inner: &Inner, puts: &[Vec<Prepared>], marker_rev: i64, seq: u64) -> 
 }
 
 /// The answers of an attempt that applied at `revision` but whose answer was lost: a
-/// create-only put is `Done` if its job's version at that revision is the attempt's.
-async fn resolve(inner: &Inner, puts: &[Vec<Prepared>], revision: i64) -> Vec<Answer> {
+/// create-only put is `Done` if its job's version at that revision is the attempt's; a lean
+/// one whose job was not stored then met a finished record.
+async fn resolve(inner: &Inner, puts: &[Vec<Prepared>], revision: i64, pass: Pass) -> Vec<Put> {
     let mut answers = Vec::with_capacity(puts.len());
     for ops in puts {
         let answer = match single_put(ops) {
             Some((key, _, true, _)) => {
                 let full = inner.full(Table::Jobs, key);
-                inner
+                let read = inner
                     .retrying(|etcd| {
                         let request = RangeRequest {
                             revision,
@@ -273,17 +367,17 @@ async fn resolve(inner: &Inner, puts: &[Vec<Prepared>], revision: i64) -> Vec<An
                         };
                         async move { etcd.range(request).await }
                     })
-                    .await
-                    .map(|resp| {
-                        let ours = resp.kvs.first().map(|kv| kv.mod_revision) == Some(revision);
-                        vec![if ours {
-                            OpResult::Done
-                        } else {
-                            OpResult::AlreadyExists
-                        }]
-                    })
+                    .await;
+                match read {
+                    Ok(resp) => match resp.kvs.first().map(|kv| kv.mod_revision) {
+                        Some(rev) if rev == revision => Put::Answered(Ok(vec![OpResult::Done])),
+                        None if pass == Pass::Lean => Put::Again,
+                        _ => Put::Answered(Ok(vec![OpResult::AlreadyExists])),
+                    },
+                    Err(err) => Put::Answered(Err(err)),
+                }
             }
-            _ => Ok(vec![OpResult::Done]),
+            _ => Put::Answered(Ok(vec![OpResult::Done])),
         };
         answers.push(answer);
     }

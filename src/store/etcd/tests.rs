@@ -155,6 +155,72 @@ async fn a_counter_for_a_job_another_client_overwrote_is_skipped() {
     assert_eq!(a.get_counter("k").await.unwrap(), None);
 }
 
+/// A create goes lean where no finished record of its name is stored: it writes its job and
+/// index key and nothing else, so a counter planted by hand (of another generation: the ops
+/// never leave one) stays, and the job loads without it. Where a finished record is stored,
+/// the create drops it and its runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_writes_only_its_job_unless_a_finished_record_is_stored() {
+    let endpoint = shared().endpoint();
+    let ns = fresh_namespace();
+    let s = Etcd::connect(&[&endpoint], &ns).await.unwrap();
+    let raw = Client::connect(&[&endpoint]).unwrap();
+    let key = "app||default||myapp||lean";
+    let stray = StoredCounter {
+        generation: 1,
+        count: 5,
+        ..StoredCounter::default()
+    };
+    let counter_key = format!("{ns}/counters/{key}");
+    raw.put(counter_key.clone(), stray.encode_to_vec())
+        .await
+        .unwrap();
+    assert_eq!(write1(&s, put(key, 2, true)).await, OpResult::Done);
+    assert_eq!(write1(&s, put(key, 3, true)).await, OpResult::AlreadyExists);
+    let got = raw.range(read_key(counter_key)).await.unwrap();
+    assert_eq!(got.kvs.len(), 1, "the lean create left the counter alone");
+    let mut scan = s.scan("", 10).await.unwrap();
+    let loaded = scan.next_page().await.unwrap().unwrap();
+    assert_eq!(loaded.len(), 1);
+    assert_eq!(
+        (loaded[0].job.generation, loaded[0].counter.clone()),
+        (2, None)
+    );
+    // A one-shot that ran and finished, created again: its finished record and runs go.
+    let again = "app||default||myapp||again";
+    write1(&s, put(again, 7, true)).await;
+    write1(&s, result(again, 7, "first", 10)).await;
+    let Op::RecordResult(mut last) = result(again, 7, "last", 10) else {
+        unreachable!()
+    };
+    last.finish = true;
+    last.finished_at = Some(prost_types::Timestamp {
+        seconds: 1_800_000_000,
+        nanos: 0,
+    });
+    write1(&s, Op::RecordResult(last)).await;
+    assert!(s.get_finished(again).await.unwrap().is_some());
+    // Sent together, so that one txn may hold a lean create, one to send again and one refused.
+    let results = futures_util::future::join_all([
+        s.write(vec![put("app||default||myapp||new", 9, true)]),
+        s.write(vec![put(again, 8, true)]),
+        s.write(vec![put(key, 4, true)]),
+    ])
+    .await;
+    let results: Vec<_> = results.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(
+        results,
+        [
+            [OpResult::Done],
+            [OpResult::Done],
+            [OpResult::AlreadyExists]
+        ]
+    );
+    assert_eq!(s.get_finished(again).await.unwrap(), None);
+    assert!(s.list_runs(again, None, 10).await.unwrap().is_empty());
+    assert_eq!(s.get_job(again).await.unwrap(), Some(job(8)));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_follow_go_etcd_crons_layout() {
     let endpoint = shared().endpoint();

@@ -604,6 +604,8 @@ struct Created {
     /// When 90 % of the jobs were created (seconds after the start).
     secs_at_90: f64,
     errors: u64,
+    /// How long each call took (one job, or one batch of them), in ns.
+    calls_ns: Vec<i64>,
 }
 
 impl Created {
@@ -667,7 +669,7 @@ where
     let start = Instant::now();
     let at_90 = Arc::new(Mutex::new(None::<f64>));
     let n_90 = n * 9 / 10;
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = tokio::task::JoinSet::<Vec<i64>>::new();
     let batch = create.batch;
     for t in 0..create.concurrency.max(1) {
         let channel = channels[t % channels.len()].clone();
@@ -684,12 +686,14 @@ where
         );
         tasks.spawn(async move {
             let step = batch.max(1);
+            let mut calls_ns = Vec::new();
             loop {
                 let from = next.fetch_add(step, Ordering::Relaxed);
                 if from >= n || abort.load(Ordering::Relaxed) {
-                    return;
+                    return calls_ns;
                 }
                 let to = (from + step).min(n);
+                let sent = Instant::now();
                 // Per job: `None` when created, else why not.
                 let answers: Vec<Option<String>> = if batch == 0 {
                     match client.schedule_job(make(from)).await {
@@ -723,6 +727,7 @@ where
                         }
                     }
                 };
+                calls_ns.push(sent.elapsed().as_nanos() as i64);
                 for answer in answers {
                     match answer {
                         None => {
@@ -757,7 +762,10 @@ where
             }
         })
     });
-    while tasks.join_next().await.is_some() {}
+    let mut calls_ns = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        calls_ns.extend(joined.unwrap_or_default());
+    }
     if let Some(t) = ticker {
         t.abort();
     }
@@ -780,6 +788,7 @@ where
         secs,
         secs_at_90,
         errors,
+        calls_ns,
     })
 }
 
@@ -1262,7 +1271,7 @@ async fn fill(args: FillArgs) -> Result<()> {
     );
     let before = CpuSnap::take(target);
     let mix = args.mix;
-    let created = create_jobs(target.grpc, &args.create, n, true, move |i| {
+    let mut created = create_jobs(target.grpc, &args.create, n, true, move |i| {
         let name = format!("{prefix}{i}");
         if mix {
             mixed(name, due, i)
@@ -1272,8 +1281,11 @@ async fn fill(args: FillArgs) -> Result<()> {
     })
     .await?;
     let (cpu, _) = CpuSnap::take(target).since(&before);
+    let calls = &mut created.calls_ns;
+    calls.sort_unstable();
+    let (call_p50, call_p99) = (pct(calls, 50.0), pct(calls, 99.0));
     println!(
-        "   created in {:.1} s ({:.0}/s, the last 10 % {:.0}/s, {} errors); jobsd {}",
+        "   created in {:.1} s ({:.0}/s, the last 10 % {:.0}/s, {} errors; a call p50 {call_p50:.1} ms, p99 {call_p99:.1} ms); jobsd {}",
         created.secs,
         created.rate(n),
         created.tail_rate(n),
@@ -1281,7 +1293,7 @@ async fn fill(args: FillArgs) -> Result<()> {
         rss(target.jobsd_pid)
     );
     println!(
-        "RESULT label=fill n={n} create_rate={:.0} tail_rate={:.0} errors={} {} {cpu}",
+        "RESULT label=fill n={n} create_rate={:.0} tail_rate={:.0} errors={} call_p50_ms={call_p50:.2} call_p99_ms={call_p99:.2} {} {cpu}",
         created.rate(n),
         created.tail_rate(n),
         created.errors,

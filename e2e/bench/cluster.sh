@@ -413,14 +413,15 @@ fi
     echo
     echo "(d) batch creates through one sidecar's jobsd.v1.Jobs/ScheduleJobs, $BATCH per call, $BATCH_C calls in flight, $BATCH_CREATES per run:"
     echo
-    echo "| mode | creates/s (median) | creates/s per run | errors per run | others' cores before each run |"
-    echo "|---|---|---|---|---|"
+    echo "| mode | creates/s (median) | creates/s per run | a call's p50 / p99 ms per run | errors per run | others' cores before each run |"
+    echo "|---|---|---|---|---|---|"
     for mode in cluster embedded; do
       lines=$(grep "^RESULT label=fill .* mode=$mode " "$RESULTS" || true)
-      printf '| %s | %s | %s | %s | %s |\n' \
+      printf '| %s | %s | %s | %s | %s | %s |\n' \
         "$([ "$mode" = cluster ] && echo "3-replica etcd cluster" || echo "embedded (redb)")" \
         "$(echo "$lines" | field create_rate | median)" \
         "$(echo "$lines" | field create_rate | xargs | sed 's/ /, /g')" \
+        "$(paste -d/ <(echo "$lines" | field call_p50_ms) <(echo "$lines" | field call_p99_ms) | xargs | sed 's/ /, /g')" \
         "$(echo "$lines" | field errors | xargs | sed 's/ /, /g')" \
         "$(echo "$lines" | field busy_before | xargs | sed 's/ /, /g')"
     done

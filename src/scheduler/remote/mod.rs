@@ -657,6 +657,25 @@ mod tests {
         }
     }
 
+    /// A `Remote` of app `myapp` over the replicas at `addresses`, whose app is never
+    /// deliverable (so it opens no job stream).
+    fn undeliverable(addresses: Vec<String>) -> (Remote, Connections) {
+        let (_deliverable_tx, deliverable) = channel::channel(false);
+        Remote::start(
+            RemoteConfig {
+                addresses,
+                app_id: "myapp".into(),
+                namespace: "default".into(),
+                job_streams: 1,
+                actor_types: None,
+                tls: None,
+            },
+            Arc::new(NoApp),
+            deliverable,
+            Arc::new(crate::clock::SystemClock),
+        )
+    }
+
     /// Single calls go to the home replica; batches go round the replicas from it, so that
     /// their txns are written side by side.
     #[tokio::test]
@@ -673,20 +692,8 @@ mod tests {
         for f in &fakes {
             served.push(fake::serve(f.clone()).await);
         }
-        let (_deliverable_tx, deliverable) = channel::channel(false);
-        let (remote, connections) = Remote::start(
-            RemoteConfig {
-                addresses: served.iter().map(|s| s.address.clone()).collect(),
-                app_id: "myapp".into(),
-                namespace: "default".into(),
-                job_streams: 1,
-                actor_types: None,
-                tls: None,
-            },
-            Arc::new(NoApp),
-            deliverable,
-            Arc::new(crate::clock::SystemClock),
-        );
+        let (remote, connections) =
+            undeliverable(served.iter().map(|s| s.address.clone()).collect());
         let create = |name: &str| sv1::ScheduleJobRequest {
             name: name.into(),
             ..Default::default()
@@ -737,21 +744,7 @@ mod tests {
             ..Default::default()
         });
         let served = fake::serve(flaky.clone()).await;
-        let address = served.address.clone();
-        let (_deliverable_tx, deliverable) = channel::channel(false);
-        let (remote, connections) = Remote::start(
-            RemoteConfig {
-                addresses: vec![address],
-                app_id: "myapp".into(),
-                namespace: "default".into(),
-                job_streams: 3,
-                actor_types: None,
-                tls: None,
-            },
-            Arc::new(NoApp),
-            deliverable,
-            Arc::new(crate::clock::SystemClock),
-        );
+        let (remote, connections) = undeliverable(vec![served.address.clone()]);
 
         let job = remote.get_job(sv1::GetJobRequest::default()).await.unwrap();
         assert_eq!(job.schedule.as_deref(), Some("@daily"));

@@ -95,6 +95,22 @@ fn assert_each_once(runs: &[(u64, String)], mut tags: Vec<String>) {
     assert_eq!(got, tags);
 }
 
+/// Creates job `key` of `generation`, records a run `first`, then a finishing run `last`:
+/// the job is gone, its finished record and two runs are stored.
+async fn run_twice_and_finish(store: &dyn Store, key: &str, generation: u64) {
+    write1(store, put(key, generation, true)).await;
+    write1(store, result(key, generation, "first", 10)).await;
+    let Op::RecordResult(mut last) = result(key, generation, "last", 10) else {
+        unreachable!()
+    };
+    last.finish = true;
+    last.finished_at = Some(prost_types::Timestamp {
+        seconds: 1_800_000_000,
+        nanos: 0,
+    });
+    write1(store, Op::RecordResult(last)).await;
+}
+
 async fn write1(store: &dyn Store, op: Op) -> OpResult {
     let results = store.write(vec![op]).await.expect("write");
     assert_eq!(results.len(), 1);
@@ -188,17 +204,7 @@ async fn a_create_writes_only_its_job_unless_a_finished_record_is_stored() {
     );
     // A one-shot that ran and finished, created again: its finished record and runs go.
     let again = "app||default||myapp||again";
-    write1(&s, put(again, 7, true)).await;
-    write1(&s, result(again, 7, "first", 10)).await;
-    let Op::RecordResult(mut last) = result(again, 7, "last", 10) else {
-        unreachable!()
-    };
-    last.finish = true;
-    last.finished_at = Some(prost_types::Timestamp {
-        seconds: 1_800_000_000,
-        nanos: 0,
-    });
-    write1(&s, Op::RecordResult(last)).await;
+    run_twice_and_finish(&s, again, 7).await;
     assert!(s.get_finished(again).await.unwrap().is_some());
     // Sent together, so that one txn may hold a lean create, one to send again and one refused.
     let results = futures_util::future::join_all([
@@ -408,17 +414,7 @@ async fn history_lives_beside_go_etcd_crons_keys() {
     let ns = fresh_namespace();
     let s = Etcd::connect(&[&endpoint], &ns).await.unwrap();
     let key = "app||default||myapp||job1";
-    write1(&s, put(key, 7, true)).await;
-    write1(&s, result(key, 7, "first", 10)).await;
-    let Op::RecordResult(mut last) = result(key, 7, "last", 10) else {
-        unreachable!()
-    };
-    last.finish = true;
-    last.finished_at = Some(prost_types::Timestamp {
-        seconds: 1_800_000_000,
-        nanos: 0,
-    });
-    write1(&s, Op::RecordResult(last)).await;
+    run_twice_and_finish(&s, key, 7).await;
     let raw = Client::connect(&[&endpoint]).unwrap();
     let everything = raw
         .range(RangeRequest {

@@ -2,7 +2,8 @@
 //! `ScheduleJob`, `GetJob` and `ListJobs` as programmed (by call number); every other rpc,
 //! and any rpc left unprogrammed, is `Unimplemented`, as a Scheduler older than Dapr 1.15
 //! answers WatchHosts. On jobsd's side (`jobsd.scheduler.v1.Jobs`) it counts `ScheduleJobs`
-//! calls and answers every job of one OK; its other rpcs are `Unimplemented`.
+//! calls and answers every job of one OK (or, programmed so, Unimplemented as a Dapr
+//! Scheduler); its other rpcs are `Unimplemented`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,6 +30,8 @@ pub(super) struct Fake {
     pub list: AtomicUsize,
     /// `jobsd.scheduler.v1.Jobs/ScheduleJobs` calls so far.
     pub batches: AtomicUsize,
+    /// Answer `ScheduleJobs` with Unimplemented, as a Dapr Scheduler does.
+    pub no_batches: bool,
     /// `ScheduleJob`'s answer.
     pub on_schedule: Answer<()>,
     /// `GetJob`'s answer.
@@ -162,6 +165,9 @@ impl jsv1::jobs_server::Jobs for Arc<Fake> {
         request: Request<jsv1::ScheduleJobsRequest>,
     ) -> Result<Response<jsv1::ScheduleJobsResponse>, Status> {
         self.batches.fetch_add(1, Ordering::SeqCst);
+        if self.no_batches {
+            return Err(Status::unimplemented("unknown method ScheduleJobs"));
+        }
         let results = request
             .into_inner()
             .jobs

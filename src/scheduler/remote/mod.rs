@@ -96,6 +96,10 @@ struct Shared {
     next: AtomicUsize,
     /// Batches sent so far: batch `n` goes to the replica `n` places after the home.
     batches: AtomicUsize,
+    /// The batch number at which a replica last answered `ScheduleJobs` with Unimplemented
+    /// (a Dapr Scheduler), plus one; 0 while none has. Until [`BATCH_PROBE`] batches later,
+    /// batches go one by one without asking again.
+    unbatched_at: AtomicUsize,
     /// WatchJobs streams open now (shared with the stream holder).
     open_streams: Arc<AtomicUsize>,
     /// Why discovery cannot reach the configured replicas, while it cannot.
@@ -177,6 +181,7 @@ impl Remote {
                 addresses,
                 next: AtomicUsize::new(home),
                 batches: AtomicUsize::new(0),
+                unbatched_at: AtomicUsize::new(0),
                 open_streams,
                 unreachable,
             }),
@@ -314,6 +319,10 @@ impl Connections {
     }
 }
 
+/// Batches sent one by one, without asking, after a replica answered `ScheduleJobs` with
+/// Unimplemented; the next one asks again (the replicas may have been upgraded meanwhile).
+const BATCH_PROBE: usize = 64;
+
 /// The first home replica of app `app_id`'s sidecars: a stable spread of apps over replicas.
 fn home_of(app_id: &str) -> usize {
     app_id.bytes().fold(0usize, |h, b| {
@@ -389,6 +398,10 @@ impl Scheduler for Remote {
         // A batch fills a txn of its own, so batches spread over the replicas: their writers
         // then commit into etcd side by side instead of one txn after another.
         let offset = self.shared.batches.fetch_add(1, Ordering::Relaxed);
+        let unbatched_at = self.shared.unbatched_at.load(Ordering::Relaxed);
+        if unbatched_at != 0 && offset.wrapping_sub(unbatched_at - 1) < BATCH_PROBE {
+            return Ok(one_by_one(self, jobs).await);
+        }
         let answer = self
             .call_on(offset, wire, |ch, r| {
                 async move { jobsd_client(ch).schedule_jobs(r).await }.boxed()
@@ -413,7 +426,12 @@ impl Scheduler for Remote {
                 Ok(results)
             }
             // A Dapr Scheduler (or an older jobsd) has no such call; it stored nothing.
-            Err(e) if e.code == tonic::Code::Unimplemented => Ok(one_by_one(self, jobs).await),
+            Err(e) if e.code == tonic::Code::Unimplemented => {
+                self.shared
+                    .unbatched_at
+                    .store(offset.wrapping_add(1), Ordering::Relaxed);
+                Ok(one_by_one(self, jobs).await)
+            }
             Err(e) => Err(e),
         }
     }
@@ -727,6 +745,42 @@ mod tests {
         }
     }
 
+    /// A replica without `ScheduleJobs` (a Dapr Scheduler) is asked once: the batches after
+    /// go one by one at once, until `BATCH_PROBE` batches later, which asks again.
+    #[tokio::test]
+    async fn a_replica_without_batches_is_asked_once_per_probe_interval() {
+        let dapr = Arc::new(fake::Fake {
+            on_schedule: Some(|_| Ok(())),
+            no_batches: true,
+            ..Default::default()
+        });
+        let served = fake::serve(dapr.clone()).await;
+        let (remote, connections) = undeliverable(vec![served.address.clone()]);
+        let two = || {
+            (0..2)
+                .map(|i| {
+                    let req = sv1::ScheduleJobRequest {
+                        name: format!("j{i}"),
+                        ..Default::default()
+                    };
+                    (req, JobExtras::default())
+                })
+                .collect::<Vec<_>>()
+        };
+        for _ in 0..BATCH_PROBE + 1 {
+            let results = remote.schedule_jobs(two()).await.unwrap();
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+        }
+        assert_eq!(
+            dapr.batches.load(Ordering::SeqCst),
+            2,
+            "asked by the first batch and by the one {BATCH_PROBE} later"
+        );
+        assert_eq!(dapr.schedule.load(Ordering::SeqCst), 2 * (BATCH_PROBE + 1));
+        connections.close().await;
+        served.stop().await;
+    }
+
     #[tokio::test]
     async fn canceled_is_retried_once_and_other_errors_are_the_answer() {
         // `GetJob` is `Canceled` once, `ListJobs` always, `ScheduleJob` is `AlreadyExists`;
@@ -855,6 +909,7 @@ mod tests {
                 addresses,
                 next: AtomicUsize::new(0),
                 batches: AtomicUsize::new(0),
+                unbatched_at: AtomicUsize::new(0),
                 open_streams: Arc::default(),
                 unreachable,
             }),

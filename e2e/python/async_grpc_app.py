@@ -17,6 +17,7 @@ async_app.py.
 """
 
 import argparse
+import shutil
 import sys
 import tempfile
 import threading
@@ -120,6 +121,9 @@ def main() -> int:
     async_app.LOG = open(args.log, "a", encoding="utf-8")
     stubs = tempfile.mkdtemp(prefix="jobsd-async-stubs-")
     PB, pb_grpc = generate_stubs(stubs)
+    # Imported: the generated files are no longer needed, and the app is stopped by a signal
+    # that would skip any cleanup at exit.
+    shutil.rmtree(stubs, ignore_errors=True)
     STUB = pb_grpc.JobsStub(grpc.insecure_channel(args.jobsd_grpc))
 
     app = App(thread_pool=futures.ThreadPoolExecutor(max_workers=10),

@@ -106,6 +106,7 @@ impl Replica {
     ) -> Result<Replica, Error> {
         let dyn_store: Arc<dyn Store> = store.clone();
         let metrics = metrics_of(&cfg);
+        store.observe(metrics.store());
         Self::launch(cfg, dyn_store, clock, Some(store), metrics).await
     }
 

@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::client::{self, CompareWith, RangeRequest, RequestOp, TxnRequest, is_too_large};
 use super::partition::index_value;
 use super::writer::{Answer, WriteReq, Writer};
-use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES};
+use super::{Inner, MAX_TXN_BYTES};
 use crate::store::apply::{Prepared, Table};
 use crate::store::{Error, OpResult, runs_prefix};
 
@@ -253,7 +253,7 @@ impl Writer {
 
     /// Sends one attempt.
     async fn attempt(&mut self, txn: TxnRequest, puts: &[Vec<Prepared>], pass: Pass) -> Outcome {
-        match tokio::time::timeout(CALL_TIMEOUT, self.inner.client.txn(txn)).await {
+        match self.inner.commit_txn(txn, puts.len()).await {
             Ok(Ok(resp)) if resp.succeeded => {
                 self.marker_rev = Some(client::revision(resp.header.as_ref()));
                 let answers = puts

@@ -48,6 +48,7 @@ use super::{
     Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf, ScanItem, Store,
     StoredCounter, StoredJob, StoredRun,
 };
+use crate::observe::StoreMetrics;
 use crate::resiliency::backoff::ExponentialBackOff;
 pub use watch::Change;
 
@@ -128,6 +129,8 @@ struct Inner {
     closed: AtomicBool,
     /// Cancelled by `close`: stops watches and retry loops.
     stop: CancellationToken,
+    /// Where the writer's txns are recorded, once [`Etcd::observe`] is called.
+    metrics: std::sync::OnceLock<StoreMetrics>,
 }
 
 impl Etcd {
@@ -173,6 +176,7 @@ impl Etcd {
             txn_keys: tokio::sync::OnceCell::new(),
             closed: AtomicBool::new(false),
             stop: CancellationToken::new(),
+            metrics: std::sync::OnceLock::new(),
         });
         let (tx, rx) = mpsc::channel(QUEUE);
         let writer = tokio::spawn(Writer::new(Arc::clone(&inner)).run(rx));
@@ -181,6 +185,13 @@ impl Etcd {
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
         })
+    }
+
+    /// Records every txn of the writer from now on into `metrics` (the first call wins): its
+    /// duration (etcd's apply and fsync of the raft entry), the ops it carried, and the txns
+    /// etcd did not answer.
+    pub fn observe(&self, metrics: StoreMetrics) {
+        let _ = self.inner.metrics.set(metrics);
     }
 
     /// The cluster's current revision. Take it before a [`Store::scan`] and watch from the
@@ -386,6 +397,22 @@ impl Drop for Etcd {
 }
 
 impl Inner {
+    /// Sends the writer's `txn` carrying `ops` ops, within [`CALL_TIMEOUT`], and records it
+    /// (`Etcd::observe`). `Err` when it timed out.
+    async fn commit_txn(
+        &self,
+        txn: client::TxnRequest,
+        ops: usize,
+    ) -> Result<Result<client::TxnResponse, tonic::Status>, tokio::time::error::Elapsed> {
+        let metrics = self.metrics.get().filter(|m| m.is_enabled());
+        let started = metrics.map(|_| std::time::Instant::now());
+        let answer = tokio::time::timeout(CALL_TIMEOUT, self.client.txn(txn)).await;
+        if let (Some(metrics), Some(started)) = (metrics, started) {
+            metrics.committed(ops, started.elapsed(), matches!(answer, Ok(Ok(_))));
+        }
+        answer
+    }
+
     /// Runs `call` until it succeeds, fails permanently, or the store stops. Transient
     /// failures back off from 1 s to 30 s.
     async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<T, Error>

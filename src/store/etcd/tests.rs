@@ -227,6 +227,43 @@ async fn a_create_writes_only_its_job_unless_a_finished_record_is_stored() {
     assert_eq!(s.get_job(again).await.unwrap(), Some(job(8)));
 }
 
+/// A replica's store metrics count etcd txns: each batch of creates one txn, with its ops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observed_store_records_each_txn_and_its_ops() {
+    let endpoint = shared().endpoint();
+    let s = Etcd::connect(&[&endpoint], &fresh_namespace())
+        .await
+        .unwrap();
+    let metrics = crate::observe::Metrics::replica();
+    s.observe(metrics.store());
+    let creates =
+        (0..5).map(|i| s.write(vec![put(&format!("app||default||myapp||m{i}"), 1, true)]));
+    for result in futures_util::future::join_all(creates).await {
+        assert_eq!(result.unwrap(), [OpResult::Done]);
+    }
+    // The general way: a read, then a compare-and-swap of a counter.
+    assert_eq!(
+        write1(&s, put_counter("app||default||myapp||m0", 1, 1)).await,
+        OpResult::Done
+    );
+    let text = metrics
+        .render(crate::observe::metrics::Format::Prometheus)
+        .await
+        .unwrap();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing in\n{text}"))
+    };
+    let txns = value("jobsd_store_commit_duration_seconds_count");
+    assert!(
+        (2.0..=6.0).contains(&txns),
+        "5 creates (1–5 txns) and a counter: {txns}"
+    );
+    assert_eq!(value("jobsd_store_commit_ops_sum"), 6.0);
+    assert_eq!(value("jobsd_store_commit_failures_total"), 0.0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_follow_go_etcd_crons_layout() {
     let endpoint = shared().endpoint();

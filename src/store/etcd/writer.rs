@@ -266,7 +266,7 @@ impl Writer {
                 all,
                 Vec::new(),
             );
-            match tokio::time::timeout(CALL_TIMEOUT, inner.client.txn(txn)).await {
+            match inner.commit_txn(txn, ops.len()).await {
                 Ok(Ok(resp)) if resp.succeeded => {
                     let deleted: Vec<u64> =
                         resp.responses.iter().filter_map(client::deleted).collect();
@@ -377,7 +377,8 @@ impl Writer {
                 return Ok(answers);
             };
             attempts.push((self.seq, answers));
-            match tokio::time::timeout(CALL_TIMEOUT, self.inner.client.txn(txn)).await {
+            let ops = requests.iter().map(Vec::len).sum();
+            match self.inner.commit_txn(txn, ops).await {
                 Ok(Ok(resp)) if resp.succeeded => {
                     return Ok(attempts.pop().map(|a| a.1).unwrap_or_default());
                 }

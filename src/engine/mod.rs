@@ -98,7 +98,7 @@ pub struct Engine {
 }
 
 /// Number of key-lock shards; writes to keys of different shards never wait on each other.
-const LOCK_SHARDS: usize = 256;
+const LOCK_SHARDS: usize = 4096;
 
 struct Inner {
     /// Where jobs and counters live.

@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use super::pool::Pool;
+use super::pool::{Pool, job_type};
 use super::server;
 use crate::engine::guard::IfMatch;
 use crate::engine::{Engine, JobExtras, MAX_PAGE_SIZE, MAX_RUNS, MAX_SCHEDULE_BATCH};
+use crate::observe::JobType;
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_server::JobsServer};
 use crate::scheduler::{guarded_wire, views_wire};
@@ -72,26 +73,48 @@ impl jsv1::jobs_server::Jobs for JobsService {
                 jobs.len()
             )));
         }
-        // All at once: the store's writer gathers single creates into shared transactions,
-        // which a write of many ops at a time (a read, then a compare-and-swap) would not.
-        let creates = jobs.into_iter().map(|req| {
-            let extras = extras_of(&req);
-            let job = req.job.unwrap_or_default();
-            let name = job.name.clone();
-            async move {
-                let answer = server::create(&self.engine, &self.pool, job, extras).await;
-                let (code, message) = match answer {
-                    Ok(()) => (0, String::new()),
-                    Err(s) => (s.code() as i32, s.message().to_owned()),
+        // One store write per run of distinct names: the writer sends it as one txn without a
+        // read (several when it is larger than etcd takes), and gathers other calls' runs and
+        // single creates into the same txn.
+        let names_kinds: Vec<_> = jobs
+            .iter()
+            .map(|req| {
+                let job = req.job.as_ref();
+                let kind = job
+                    .and_then(|j| j.metadata.as_ref())
+                    .map_or(JobType::Unknown, job_type);
+                (job.map(|j| j.name.clone()).unwrap_or_default(), kind)
+            })
+            .collect();
+        let requests = jobs
+            .into_iter()
+            .map(|req| {
+                let extras = extras_of(&req);
+                (req.job.unwrap_or_default(), extras)
+            })
+            .collect();
+        let outcomes = self.engine.schedule_jobs(requests).await?;
+        let results = names_kinds
+            .into_iter()
+            .zip(outcomes)
+            .map(|((name, kind), outcome)| {
+                let (code, message) = match outcome {
+                    Ok(()) => {
+                        self.pool.metrics().created(kind);
+                        (0, String::new())
+                    }
+                    Err(e) => {
+                        let s = Status::from(e);
+                        (s.code() as i32, s.message().to_owned())
+                    }
                 };
                 jv1::ScheduleJobResult {
                     name,
                     code,
                     message,
                 }
-            }
-        });
-        let results = futures_util::future::join_all(creates).await;
+            })
+            .collect();
         Ok(Response::new(jsv1::ScheduleJobsResponse { results }))
     }
 

@@ -1,5 +1,6 @@
-//! Job puts committed without a read. A batch made only of single-`PutJob` requests (every
-//! create and overwrite through the API) needs nothing read first: an overwrite puts the job
+//! Job puts committed without a read. A batch of requests made only of `PutJob`s of distinct
+//! keys (every create and overwrite through the API, and each run of a batch create) needs
+//! nothing read first: an overwrite puts the job
 //! and its index key and drops the key's counter, finished record and runs blind (what
 //! `apply::put_job` does, whatever they hold), and a create-only put is an etcd txn nested in
 //! the batch's txn, `If CreateRevision(job) == 0` (go-etcd-cron's `AddIfNotExists`), whose
@@ -17,6 +18,10 @@
 //! an existing job, and it is sent again at once in a thorough txn that drops the finished
 //! record and its runs.
 //!
+//! A request of more puts than one txn takes (`--max-txn-ops`, `--max-request-bytes`) is sent
+//! in several txns, as the general way splits one: each put's answer is exact, but a crash
+//! can leave the request half applied.
+//!
 //! The writer's marker still guards against a lost answer: the txn compares the marker at the
 //! revision this writer's own last txn left it at (known without reading it again). When an
 //! answer is lost and the marker shows that attempt applied, each create-only put is answered
@@ -28,36 +33,55 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::client::{self, CompareWith, RangeRequest, RequestOp, TxnRequest, is_too_large};
 use super::partition::index_value;
-use super::writer::{Answer, WriteReq, Writer};
+use super::writer::{Answer, WriteReq, Writer, clone_prepared};
 use super::{Inner, MAX_TXN_BYTES};
 use crate::store::apply::{Prepared, Table};
 use crate::store::{Error, OpResult, runs_prefix};
 
-/// The put of a request that is a single `PutJob`: `(key, value, create_only, due)`.
-fn single_put(ops: &[Prepared]) -> Option<(&str, &[u8], bool, Option<i64>)> {
-    match ops {
-        [
-            Prepared::PutJob {
-                key,
-                value,
-                create_only,
-                due,
-            },
-        ] => Some((key, value, *create_only, *due)),
+/// One job put: `(key, value, create_only, due)`.
+type PutRef<'a> = (&'a str, &'a [u8], bool, Option<i64>);
+
+/// The put `op` is, if it is a `PutJob`.
+fn put_of(op: &Prepared) -> Option<PutRef<'_>> {
+    match op {
+        Prepared::PutJob {
+            key,
+            value,
+            create_only,
+            due,
+        } => Some((key, value, *create_only, *due)),
         _ => None,
     }
 }
 
-/// Gathers single-put requests into one batch: distinct keys (etcd refuses a txn that puts a
-/// key twice), within the txn limits.
+/// Whether a request is made only of `PutJob`s of distinct keys (a create or overwrite, or a
+/// batch create's run): those take the way without a read.
+fn puts_only(ops: &[Prepared]) -> bool {
+    let mut keys = HashSet::with_capacity(ops.len());
+    !ops.is_empty()
+        && ops
+            .iter()
+            .all(|op| put_of(op).is_some_and(|(key, ..)| keys.insert(key)))
+}
+
+/// The bytes a put adds to a txn (its job and index keys, value, and framing).
+fn put_bytes(op: &Prepared) -> usize {
+    put_of(op).map_or(0, |(key, value, ..)| 2 * key.len() + value.len() + 256)
+}
+
+/// Gathers puts-only requests into one batch: distinct keys (etcd refuses a txn that puts a
+/// key twice), within the txn limits. A request larger than one txn is taken alone, and
+/// committed in several txns.
 struct PutBatch {
     /// Puts one txn may carry: each is one op of the outer txn (a nested txn), and etcd
     /// bounds a nested txn's ops by what the outer one leaves of its limit.
     max: usize,
-    /// The requests, each a single put.
+    /// The requests, each puts only.
     reqs: Vec<WriteReq>,
     /// Their keys.
     keys: HashSet<String>,
+    /// Their puts.
+    puts: usize,
     /// Their bytes.
     bytes: usize,
 }
@@ -69,23 +93,35 @@ impl PutBatch {
             max: max_keys.saturating_sub(8).max(1),
             reqs: Vec::new(),
             keys: HashSet::new(),
+            puts: 0,
             bytes: 0,
         }
     }
 
     /// Adds `req` if it fits; gives it back otherwise.
     fn push(&mut self, req: WriteReq) -> Result<(), WriteReq> {
-        let Some((key, value, ..)) = single_put(&req.ops) else {
-            return Err(req);
-        };
-        let bytes = 2 * key.len() + value.len() + 256;
-        if self.reqs.len() >= self.max
-            || (!self.reqs.is_empty() && self.bytes + bytes > MAX_TXN_BYTES)
-            || self.keys.contains(key)
-        {
+        if !puts_only(&req.ops) {
             return Err(req);
         }
-        self.keys.insert(key.to_owned());
+        let bytes: usize = req.ops.iter().map(put_bytes).sum();
+        let fits = self.reqs.is_empty()
+            || (self.puts + req.ops.len() <= self.max
+                && self.bytes + bytes <= MAX_TXN_BYTES
+                && !req
+                    .ops
+                    .iter()
+                    .filter_map(put_of)
+                    .any(|(key, ..)| self.keys.contains(key)));
+        if !fits {
+            return Err(req);
+        }
+        self.keys.extend(
+            req.ops
+                .iter()
+                .filter_map(put_of)
+                .map(|(key, ..)| key.to_owned()),
+        );
+        self.puts += req.ops.len();
         self.bytes += bytes;
         self.reqs.push(req);
         Ok(())
@@ -101,12 +137,23 @@ enum Pass {
     Thorough,
 }
 
-/// What became of one put of a batch.
+/// What became of one put of a txn.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Put {
-    /// Its answer.
-    Answered(Answer),
+    /// Its result.
+    Answered(OpResult),
     /// A lean create that met a finished record: to be sent again thorough.
     Again,
+}
+
+/// What became of one txn of puts.
+enum Sent {
+    /// Committed (or known to have applied): one answer per put.
+    Done(Vec<Put>),
+    /// etcd finds it too large (limits below their defaults): to go the general way.
+    TooLarge,
+    /// Failed for good: every put gets the error.
+    Failed(Error),
 }
 
 /// What became of one attempt of a put batch.
@@ -123,22 +170,46 @@ enum Outcome {
     Failed(Error),
 }
 
+/// Each op's answer of the requests of a put batch, filled in as the txns come back.
+struct Answers(Vec<Vec<Option<Result<OpResult, Error>>>>);
+
+impl Answers {
+    /// No answer yet for requests of these sizes.
+    fn new(reqs: &[Vec<Prepared>]) -> Self {
+        Answers(reqs.iter().map(|ops| vec![None; ops.len()]).collect())
+    }
+
+    /// Answers op `at` (`(request, op)`).
+    fn set(&mut self, (req, op): (usize, usize), answer: Result<OpResult, Error>) {
+        self.0[req][op] = Some(answer);
+    }
+
+    /// Each request's answer: its ops' results, or the first error one of them met.
+    fn into_answers(self) -> impl Iterator<Item = Answer> {
+        self.0.into_iter().map(|ops| {
+            ops.into_iter()
+                .map(|answer| answer.unwrap_or(Err(Error::Closed)))
+                .collect()
+        })
+    }
+}
+
 impl Writer {
-    /// Commits `first` and the puts queued behind it in one txn, if `first` is a put; the
-    /// request that stopped the batch (not a put, or not fitting) comes back, to go next.
-    /// `Err(first)` when `first` is not a put.
+    /// Commits `first` and the puts-only requests queued behind it, in one txn where they
+    /// fit (in several when `first` alone is larger); the request that stopped the batch (not
+    /// puts only, or not fitting) comes back, to go next. `Err(first)` when `first` is not
+    /// puts only.
     pub(super) async fn commit_puts_from(
         &mut self,
         first: WriteReq,
         rx: &mut mpsc::Receiver<WriteReq>,
     ) -> Result<Option<WriteReq>, WriteReq> {
-        if single_put(&first.ops).is_none() {
+        let mut puts = PutBatch::new(self.max_keys);
+        if let Err(first) = puts.push(first) {
             return Err(first);
         }
-        let mut puts = PutBatch::new(self.max_keys);
         let mut left = None;
-        let mut more = Some(first);
-        while let Some(req) = more.take().or_else(|| rx.try_recv().ok()) {
+        while let Ok(req) = rx.try_recv() {
             if let Err(req) = puts.push(req) {
                 left = Some(req);
                 break;
@@ -148,72 +219,102 @@ impl Writer {
         Ok(left)
     }
 
-    /// Commits a batch of single-put requests in one txn without reading first (and the
-    /// creates that met a finished record in a second one).
+    /// Commits a batch of puts-only requests without reading first: one txn per chunk of at
+    /// most `max` puts (one unless a single request is larger), then the creates that met a
+    /// finished record in a thorough txn of their own.
     async fn commit_puts(&mut self, batch: PutBatch) {
-        let (puts, replies): (Vec<_>, Vec<_>) =
+        let max = batch.max;
+        let (reqs, replies): (Vec<_>, Vec<_>) =
             batch.reqs.into_iter().map(|r| (r.ops, r.reply)).unzip();
-        let Some(answers) = self.put_all(&puts, &replies, Pass::Lean).await else {
-            self.commit_general(puts, replies).await;
-            return;
-        };
-        let (mut again, mut again_replies) = (Vec::new(), Vec::new());
-        for ((ops, reply), answer) in puts.into_iter().zip(replies).zip(answers) {
-            match answer {
-                Put::Answered(answer) => {
-                    let _ = reply.send(answer);
-                }
-                Put::Again => {
-                    again.push(ops);
-                    again_replies.push(reply);
-                }
+        let mut answers = Answers::new(&reqs);
+        let all: Vec<(usize, usize)> = reqs
+            .iter()
+            .enumerate()
+            .flat_map(|(r, ops)| (0..ops.len()).map(move |o| (r, o)))
+            .collect();
+        let mut again = Vec::new();
+        for chunk in chunks(&reqs, &all, max) {
+            self.send_puts(&reqs, chunk, &replies, Pass::Lean, &mut answers, &mut again)
+                .await;
+        }
+        if !again.is_empty() {
+            let mut never = Vec::new();
+            for chunk in chunks(&reqs, &again, max) {
+                self.send_puts(
+                    &reqs,
+                    chunk,
+                    &replies,
+                    Pass::Thorough,
+                    &mut answers,
+                    &mut never,
+                )
+                .await;
             }
         }
-        if again.is_empty() {
-            return;
-        }
-        let Some(answers) = self.put_all(&again, &again_replies, Pass::Thorough).await else {
-            self.commit_general(again, again_replies).await;
-            return;
-        };
-        for (reply, answer) in again_replies.into_iter().zip(answers) {
-            let answer = match answer {
-                Put::Answered(answer) => answer,
-                // A thorough put is always answered; never left without one.
-                Put::Again => Err(Error::Closed),
-            };
+        for (reply, answer) in replies.into_iter().zip(answers.into_answers()) {
             let _ = reply.send(answer);
         }
     }
 
-    /// Commits put requests the general way: larger than etcd takes (`--max-txn-ops` /
-    /// `--max-request-bytes` below their defaults), which that way splits.
-    async fn commit_general(
+    /// Sends the puts `at` of `reqs` in one txn sent `pass` and records their answers (those
+    /// to send again thorough go to `again`); etcd finding it too large sends each the general
+    /// way.
+    async fn send_puts(
         &mut self,
-        puts: Vec<Vec<Prepared>>,
-        replies: Vec<oneshot::Sender<Answer>>,
-    ) {
-        let reqs = puts
-            .into_iter()
-            .zip(replies)
-            .map(|(ops, reply)| WriteReq { ops, reply })
-            .collect();
-        self.commit_requests(reqs).await;
-    }
-
-    /// The answers of `puts` committed in one txn sent `pass`; `None` if etcd finds it too
-    /// large.
-    async fn put_all(
-        &mut self,
-        puts: &[Vec<Prepared>],
+        reqs: &[Vec<Prepared>],
+        at: &[(usize, usize)],
         replies: &[oneshot::Sender<Answer>],
         pass: Pass,
-    ) -> Option<Vec<Put>> {
-        let failed = |err: &Error| {
-            puts.iter()
-                .map(|_| Put::Answered(Err(err.clone())))
-                .collect()
-        };
+        answers: &mut Answers,
+        again: &mut Vec<(usize, usize)>,
+    ) {
+        let puts: Vec<&Prepared> = at.iter().map(|&(r, o)| &reqs[r][o]).collect();
+        match self.put_all(&puts, replies, pass).await {
+            Sent::Done(done) => {
+                for (&at, put) in at.iter().zip(done) {
+                    match put {
+                        Put::Answered(result) => answers.set(at, Ok(result)),
+                        Put::Again => again.push(at),
+                    }
+                }
+            }
+            Sent::Failed(err) => {
+                for &at in at {
+                    answers.set(at, Err(err.clone()));
+                }
+            }
+            Sent::TooLarge => {
+                for (&at, op) in at.iter().zip(puts) {
+                    let answer = self.commit_general(clone_prepared(op)).await;
+                    answers.set(at, answer);
+                }
+            }
+        }
+    }
+
+    /// Commits one put the general way (read, then compare-and-swap), which splits what etcd
+    /// finds too large: for limits below etcd's defaults.
+    async fn commit_general(&mut self, op: Prepared) -> Result<OpResult, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.commit_requests(vec![WriteReq {
+            ops: vec![op],
+            reply,
+        }])
+        .await;
+        match answer.await {
+            Ok(Ok(mut results)) => results.pop().ok_or(Error::Closed),
+            Ok(Err(err)) => Err(err),
+            Err(_) => Err(Error::Closed),
+        }
+    }
+
+    /// The answers of `puts` committed in one txn sent `pass`.
+    async fn put_all(
+        &mut self,
+        puts: &[&Prepared],
+        replies: &[oneshot::Sender<Answer>],
+        pass: Pass,
+    ) -> Sent {
         // Attempts whose answer was lost.
         let mut attempts: Vec<u64> = Vec::new();
         let mut backoff = super::backoff();
@@ -223,45 +324,45 @@ impl Writer {
                 None => match self.read_marker(replies).await {
                     Ok((rev, seq)) if attempts.contains(&seq) => {
                         self.marker_rev = Some(rev);
-                        return Some(resolve(&self.inner, puts, rev, pass).await);
+                        return resolve(&self.inner, puts, rev, pass).await;
                     }
                     Ok((rev, _)) => {
                         self.marker_rev = Some(rev);
                         rev
                     }
-                    Err(err) => return Some(failed(&err)),
+                    Err(err) => return Sent::Failed(err),
                 },
             };
             self.seq += 1;
             attempts.push(self.seq);
             let txn = put_txn(&self.inner, puts, marker_rev, self.seq, pass);
             match self.attempt(txn, puts, pass).await {
-                Outcome::Done(answers) => return Some(answers),
+                Outcome::Done(answers) => return Sent::Done(answers),
                 Outcome::MarkerMoved => {
                     self.marker_rev = None;
                     continue;
                 }
-                Outcome::TooLarge => return None,
-                Outcome::Failed(err) => return Some(failed(&err)),
+                Outcome::TooLarge => return Sent::TooLarge,
+                Outcome::Failed(err) => return Sent::Failed(err),
                 Outcome::Retry => self.marker_rev = None,
             }
             if !self.wait(&mut backoff, replies).await {
-                return Some(failed(&Error::Closed));
+                return Sent::Failed(Error::Closed);
             }
         }
     }
 
     /// Sends one attempt.
-    async fn attempt(&mut self, txn: TxnRequest, puts: &[Vec<Prepared>], pass: Pass) -> Outcome {
+    async fn attempt(&mut self, txn: TxnRequest, puts: &[&Prepared], pass: Pass) -> Outcome {
         match self.inner.commit_txn(txn, puts.len()).await {
             Ok(Ok(resp)) if resp.succeeded => {
                 self.marker_rev = Some(client::revision(resp.header.as_ref()));
                 let answers = puts
                     .iter()
                     .zip(&resp.responses)
-                    .map(|(ops, answer)| {
+                    .map(|(op, answer)| {
                         let created = client::nested_succeeded(answer).unwrap_or(false);
-                        match single_put(ops) {
+                        match put_of(op) {
                             Some((_, _, true, _)) if !created => {
                                 // Lean: the failure branch counted the job; none stored means
                                 // a finished record stopped it.
@@ -269,10 +370,10 @@ impl Writer {
                                 if pass == Pass::Lean && !job_stored {
                                     Put::Again
                                 } else {
-                                    Put::Answered(Ok(vec![OpResult::AlreadyExists]))
+                                    Put::Answered(OpResult::AlreadyExists)
                                 }
                             }
-                            _ => Put::Answered(Ok(vec![OpResult::Done])),
+                            _ => Put::Answered(OpResult::Done),
                         }
                     })
                     .collect();
@@ -293,19 +394,36 @@ impl Writer {
     }
 }
 
+/// `at` (puts of `reqs`) cut, in order, into chunks of at most `max` puts and
+/// [`MAX_TXN_BYTES`] (at least one put each).
+fn chunks<'a>(
+    reqs: &[Vec<Prepared>],
+    at: &'a [(usize, usize)],
+    max: usize,
+) -> Vec<&'a [(usize, usize)]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, &(r, o)) in at.iter().enumerate() {
+        let b = put_bytes(&reqs[r][o]);
+        if i > start && (i - start >= max || bytes + b > MAX_TXN_BYTES) {
+            out.push(&at[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += b;
+    }
+    if start < at.len() {
+        out.push(&at[start..]);
+    }
+    out
+}
+
 /// The txn of a put batch: if the marker is where we left it, each put as a nested txn (a
 /// create-only one compares its job's create revision with 0, and its finished record's when
 /// lean), and the marker.
-fn put_txn(
-    inner: &Inner,
-    puts: &[Vec<Prepared>],
-    marker_rev: i64,
-    seq: u64,
-    pass: Pass,
-) -> TxnRequest {
+fn put_txn(inner: &Inner, puts: &[&Prepared], marker_rev: i64, seq: u64, pass: Pass) -> TxnRequest {
     let mut success: Vec<RequestOp> = puts
         .iter()
-        .filter_map(|ops| single_put(ops))
+        .filter_map(|op| put_of(op))
         .map(|(key, value, create_only, due)| {
             let job = inner.full(Table::Jobs, key);
             let writes = vec![
@@ -353,10 +471,10 @@ fn put_txn(
 /// The answers of an attempt that applied at `revision` but whose answer was lost: a
 /// create-only put is `Done` if its job's version at that revision is the attempt's; a lean
 /// one whose job was not stored then met a finished record.
-async fn resolve(inner: &Inner, puts: &[Vec<Prepared>], revision: i64, pass: Pass) -> Vec<Put> {
+async fn resolve(inner: &Inner, puts: &[&Prepared], revision: i64, pass: Pass) -> Sent {
     let mut answers = Vec::with_capacity(puts.len());
-    for ops in puts {
-        let answer = match single_put(ops) {
+    for op in puts {
+        let answer = match put_of(op) {
             Some((key, _, true, _)) => {
                 let full = inner.full(Table::Jobs, key);
                 let read = inner
@@ -370,16 +488,16 @@ async fn resolve(inner: &Inner, puts: &[Vec<Prepared>], revision: i64, pass: Pas
                     .await;
                 match read {
                     Ok(resp) => match resp.kvs.first().map(|kv| kv.mod_revision) {
-                        Some(rev) if rev == revision => Put::Answered(Ok(vec![OpResult::Done])),
+                        Some(rev) if rev == revision => Put::Answered(OpResult::Done),
                         None if pass == Pass::Lean => Put::Again,
-                        _ => Put::Answered(Ok(vec![OpResult::AlreadyExists])),
+                        _ => Put::Answered(OpResult::AlreadyExists),
                     },
-                    Err(err) => Put::Answered(Err(err)),
+                    Err(err) => return Sent::Failed(err),
                 }
             }
-            _ => Put::Answered(Ok(vec![OpResult::Done])),
+            _ => Put::Answered(OpResult::Done),
         };
         answers.push(answer);
     }
-    answers
+    Sent::Done(answers)
 }

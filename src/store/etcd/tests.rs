@@ -227,6 +227,64 @@ async fn a_create_writes_only_its_job_unless_a_finished_record_is_stored() {
     assert_eq!(s.get_job(again).await.unwrap(), Some(job(8)));
 }
 
+/// A write of many puts (a batch create's run) goes without a read, in as few txns as etcd
+/// takes (112 puts each under etcd's default 128 ops), each put answered as a create alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_of_many_puts_is_sent_in_txns_of_as_many_puts_as_etcd_takes() {
+    let endpoint = shared().endpoint();
+    let s = Etcd::connect(&[&endpoint], &fresh_namespace())
+        .await
+        .unwrap();
+    let name = |n: &str| format!("app||default||myapp||{n}");
+    assert_eq!(
+        write1(&s, put(&name("exists"), 1, true)).await,
+        OpResult::Done
+    );
+    run_twice_and_finish(&s, &name("again"), 1).await;
+    let metrics = crate::observe::Metrics::replica();
+    s.observe(metrics.store());
+
+    let mut ops: Vec<Op> = (0..297)
+        .map(|i| put(&name(&format!("n{i}")), 2, true))
+        .collect();
+    ops.insert(5, put(&name("exists"), 2, true));
+    ops.insert(150, put(&name("again"), 2, true));
+    ops.push(put(&name("over"), 2, false));
+    assert_eq!(ops.len(), 300);
+    let results = s.write(ops).await.unwrap();
+    let refused: Vec<usize> = (0..results.len())
+        .filter(|&i| results[i] != OpResult::Done)
+        .collect();
+    assert_eq!(refused, [5]);
+    assert_eq!(results[5], OpResult::AlreadyExists);
+
+    let text = metrics
+        .render(crate::observe::metrics::Format::Prometheus)
+        .await
+        .unwrap();
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{series} missing in\n{text}"))
+    };
+    // 112 + 112 + 76 puts lean, then the re-create of a finished name thorough.
+    assert_eq!(value("jobsd_store_commit_duration_seconds_count"), 4.0);
+    assert_eq!(value("jobsd_store_commit_ops_sum"), 301.0);
+    assert_eq!(s.get_job(&name("exists")).await.unwrap(), Some(job(1)));
+    assert_eq!(s.get_job(&name("again")).await.unwrap(), Some(job(2)));
+    assert_eq!(s.get_finished(&name("again")).await.unwrap(), None);
+    assert!(
+        s.list_runs(&name("again"), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        s.list_jobs("app||default||myapp||").await.unwrap().len(),
+        300
+    );
+}
+
 /// A replica's store metrics count etcd txns: each batch of creates one txn, with its ops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_observed_store_records_each_txn_and_its_ops() {

@@ -15,7 +15,8 @@
 //! txn applied exactly if the marker holds its number. Every txn compares the marker, so at
 //! most one attempt of a batch can apply.
 //!
-//! A batch of job puts alone (creates) goes the shorter way of `creates.rs`: one txn, no read.
+//! A batch of requests made only of job puts (creates, overwrites, a batch create's run) goes
+//! the shorter way of `creates.rs`: one txn, no read.
 //!
 //! [`Store::write`]: crate::store::Store::write
 
@@ -91,11 +92,7 @@ impl Writer {
                     None => return,
                 },
             };
-            if prefix_only(&first.ops) || weight(&first.ops).0 > self.max_keys {
-                self.alone(first).await;
-                continue;
-            }
-            // Puts alone take the way without a read (`creates.rs`).
+            // Puts alone take the way without a read (`creates.rs`), whatever their number.
             let first = match self.commit_puts_from(first, &mut rx).await {
                 Ok(left) => {
                     next = left;
@@ -103,6 +100,10 @@ impl Writer {
                 }
                 Err(first) => first,
             };
+            if prefix_only(&first.ops) || weight(&first.ops).0 > self.max_keys {
+                self.alone(first).await;
+                continue;
+            }
             let mut batch = vec![first];
             let (mut keys, mut bytes) = weight(&batch[0].ops);
             while let Ok(req) = rx.try_recv() {
@@ -425,7 +426,7 @@ fn prefix_only(ops: &[Prepared]) -> bool {
 }
 
 /// A copy of a prepared op, for another attempt of a batch.
-fn clone_prepared(op: &Prepared) -> Prepared {
+pub(super) fn clone_prepared(op: &Prepared) -> Prepared {
     match op {
         Prepared::PutJob {
             key,

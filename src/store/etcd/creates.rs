@@ -205,9 +205,7 @@ impl Writer {
         rx: &mut mpsc::Receiver<WriteReq>,
     ) -> Result<Option<WriteReq>, WriteReq> {
         let mut puts = PutBatch::new(self.max_keys);
-        if let Err(first) = puts.push(first) {
-            return Err(first);
-        }
+        puts.push(first)?;
         let mut left = None;
         while let Ok(req) = rx.try_recv() {
             if let Err(req) = puts.push(req) {

@@ -111,6 +111,19 @@ async fn run_twice_and_finish(store: &dyn Store, key: &str, generation: u64) {
     write1(store, Op::RecordResult(last)).await;
 }
 
+/// The value of each unlabelled series `metrics` shows now, by name.
+async fn series_of(metrics: &crate::observe::Metrics) -> impl Fn(&str) -> f64 {
+    let text = metrics
+        .render(crate::observe::metrics::Format::Prometheus)
+        .await
+        .unwrap();
+    move |series: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{series} missing in\n{text}"))
+    }
+}
+
 async fn write1(store: &dyn Store, op: Op) -> OpResult {
     let results = store.write(vec![op]).await.expect("write");
     assert_eq!(results.len(), 1);
@@ -258,15 +271,7 @@ async fn a_write_of_many_puts_is_sent_in_txns_of_as_many_puts_as_etcd_takes() {
     assert_eq!(refused, [5]);
     assert_eq!(results[5], OpResult::AlreadyExists);
 
-    let text = metrics
-        .render(crate::observe::metrics::Format::Prometheus)
-        .await
-        .unwrap();
-    let value = |series: &str| -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{series} missing in\n{text}"))
-    };
+    let value = series_of(&metrics).await;
     // 112 + 112 + 76 puts lean, then the re-create of a finished name thorough.
     assert_eq!(value("jobsd_store_commit_duration_seconds_count"), 4.0);
     assert_eq!(value("jobsd_store_commit_ops_sum"), 301.0);
@@ -304,15 +309,7 @@ async fn an_observed_store_records_each_txn_and_its_ops() {
         write1(&s, put_counter("app||default||myapp||m0", 1, 1)).await,
         OpResult::Done
     );
-    let text = metrics
-        .render(crate::observe::metrics::Format::Prometheus)
-        .await
-        .unwrap();
-    let value = |name: &str| -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} missing in\n{text}"))
-    };
+    let value = series_of(&metrics).await;
     let txns = value("jobsd_store_commit_duration_seconds_count");
     assert!(
         (2.0..=6.0).contains(&txns),

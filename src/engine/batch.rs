@@ -53,14 +53,12 @@ impl Engine {
         run: Vec<(usize, Prepared)>,
         outcomes: &mut [Result<(), Error>],
     ) -> Result<(), Error> {
-        // In ascending shard order, as `lock_all` takes them: no two callers wait on each other.
-        let mut shards: Vec<usize> = run.iter().map(|(_, new)| self.shard(&new.key)).collect();
-        shards.sort_unstable();
-        shards.dedup();
-        let mut guards = Vec::with_capacity(shards.len());
-        for shard in shards {
-            guards.push(self.inner.locks[shard].lock().await);
-        }
+        // Each key's own lock: batches of other keys are written side by side.
+        let _guards = self
+            .inner
+            .locks
+            .lock_many(run.iter().map(|(_, new)| &*new.key))
+            .await;
         let ops = run
             .iter()
             .map(|(_, new)| Op::PutJob {

@@ -13,6 +13,7 @@ mod error;
 pub mod executions;
 pub mod guard;
 pub mod history;
+mod key_locks;
 pub mod labels;
 mod manual;
 mod pause;
@@ -24,10 +25,9 @@ mod runner;
 mod sweep;
 mod views;
 
-use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
-use tokio::sync::{Mutex, MutexGuard, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -97,9 +97,6 @@ pub struct Engine {
     inner: Arc<Inner>,
 }
 
-/// Number of key-lock shards; writes to keys of different shards never wait on each other.
-const LOCK_SHARDS: usize = 4096;
-
 struct Inner {
     /// Where jobs and counters live.
     store: Arc<dyn Store>,
@@ -110,10 +107,8 @@ struct Inner {
     /// The loop learns of writes from the store's watch instead (a cluster replica: it fires
     /// only the jobs of its partitions, whichever replica wrote them); see [`Engine::follow`].
     following: bool,
-    /// Serialise writes per key (by shard) so that the loop hears of them in commit order.
-    locks: Box<[Mutex<()>]>,
-    /// Hashes keys to lock shards.
-    hasher: RandomState,
+    /// Serialise writes per key so that the loop hears of them in commit order.
+    locks: key_locks::KeyLocks,
     /// Jobs created and deleted through this engine (and ticks a resume written here passed
     /// over).
     metrics: EngineMetrics,
@@ -230,8 +225,7 @@ impl Engine {
                 clock,
                 loop_tx,
                 following,
-                locks: (0..LOCK_SHARDS).map(|_| Mutex::new(())).collect(),
-                hasher: RandomState::new(),
+                locks: key_locks::KeyLocks::new(),
                 metrics: options.metrics,
                 history: options.history,
             }),
@@ -332,21 +326,14 @@ impl Engine {
         }
     }
 
-    /// The lock shard of `key`.
-    fn shard(&self, key: &str) -> usize {
-        self.inner.hasher.hash_one(key) as usize % LOCK_SHARDS
+    /// Locks `key` (see `key_locks.rs`).
+    async fn lock(&self, key: &str) -> key_locks::KeysGuard<'_> {
+        self.inner.locks.lock(key).await
     }
 
-    async fn lock(&self, key: &str) -> MutexGuard<'_, ()> {
-        self.inner.locks[self.shard(key)].lock().await
-    }
-
-    async fn lock_all(&self) -> Vec<MutexGuard<'_, ()>> {
-        let mut guards = Vec::with_capacity(LOCK_SHARDS);
-        for lock in self.inner.locks.iter() {
-            guards.push(lock.lock().await);
-        }
-        guards
+    /// Locks every key.
+    async fn lock_all(&self) -> key_locks::AllGuard<'_> {
+        self.inner.locks.lock_all().await
     }
 
     /// Stores a job (Scheduler `ScheduleJob`): create-only unless `overwrite`; an overwrite

@@ -36,7 +36,8 @@
 #   JOBSD_BIN (another jobsd build to measure) BUILD=1 (0: use the binaries in target/ as they
 #   are) ETCD_FLAGS="--max-txn-ops 10000" (Dapr 1.18's own etcd setting; "" for etcd's default,
 #   128 ops per txn) KEEP=0 (1: keep the temp dir) REPLICA_ARGS="" (extra `jobsd scheduler` flags, e.g.
-#   `--history-limit 0 --finished-retention 0`).
+#   `--history-limit 0 --finished-retention 0`, or `--etcd-writers 1`) MODES="cluster embedded"
+#   (the modes parts a, b and d measure; "cluster" alone skips the embedded runs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=e2e/lib.sh
@@ -60,6 +61,7 @@ HANDBACK_WINDOW=${HANDBACK_WINDOW:-10}
 LEASE_TTL=${LEASE_TTL:-3s}
 PARTITIONS=${PARTITIONS:-}
 PARTS=${PARTS:-abcd}
+MODES=${MODES:-cluster embedded}
 QUIET=${QUIET:-0.5}
 QUIET_WAIT=${QUIET_WAIT:-60}
 
@@ -164,6 +166,7 @@ EMB_PID=
 EMB_HTTP=
 EMB_GRPC=
 embedded_up() {
+  [[ "$MODES" == *embedded* ]] || return 0
   read -r EMB_HTTP EMB_GRPC < <(free_ports 2 | xargs)
   # shellcheck disable=SC2046
   e2e_spawn "$TMP/embedded-$1.log" env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN \
@@ -174,6 +177,7 @@ embedded_up() {
   wait_healthz "$EMB_HTTP" "$EMB_PID"
 }
 embedded_down() {
+  [ -n "$EMB_PID" ] || return 0
   e2e_unspawn "$EMB_PID"
   EMB_PID=
   rm -rf "$TMP/embedded-$1"
@@ -197,7 +201,7 @@ if has a; then
   cluster_up a
   embedded_up a
   for r in $(seq 1 "$RUNS"); do
-    for mode in cluster embedded; do
+    for mode in $MODES; do
       echo "-- run $r, $mode"
       bench_wait_quiet
       if [ "$mode" = cluster ]; then http=${SC_HTTP[0]} pid=${SC_PIDS[0]}; else http=$EMB_HTTP pid=$EMB_PID; fi
@@ -216,7 +220,7 @@ if has b; then
   cluster_up b
   embedded_up b
   for r in $(seq 1 "$BURST_RUNS"); do
-    for mode in cluster embedded; do
+    for mode in $MODES; do
       echo "-- run $r, $mode"
       bench_wait_quiet
       # shellcheck disable=SC2046
@@ -357,7 +361,7 @@ if has d; then
   cluster_up d
   embedded_up d
   for r in $(seq 1 "$RUNS"); do
-    for mode in cluster embedded; do
+    for mode in $MODES; do
       echo "-- run $r, $mode"
       bench_wait_quiet
       # shellcheck disable=SC2046
@@ -381,7 +385,7 @@ fi
     echo
     echo "| mode | creates/s (median) | p50 ms | p99 ms | creates/s per run | p99 ms per run | others' cores before each run |"
     echo "|---|---|---|---|---|---|---|"
-    for mode in cluster embedded; do
+    for mode in $MODES; do
       lines=$(grep "^RESULT label=http .* mode=$mode " "$RESULTS" || true)
       printf '| %s | %s | %s | %s | %s | %s | %s |\n' \
         "$([ "$mode" = cluster ] && echo "3-replica etcd cluster" || echo "embedded (redb)")" \
@@ -398,7 +402,7 @@ fi
     echo
     echo "| mode | deliveries/s N/(last−T) (median) | per run | lateness p50 / p99 / max ms (per run) | missing / dups (per run) | create rate/s |"
     echo "|---|---|---|---|---|---|"
-    for mode in cluster embedded; do
+    for mode in $MODES; do
       lines=$(grep "^RESULT label=burst .* mode=$mode " "$RESULTS" || true)
       printf '| %s | %s | %s | %s | %s | %s |\n' \
         "$([ "$mode" = cluster ] && echo "3-replica etcd cluster" || echo "embedded (redb)")" \
@@ -415,7 +419,7 @@ fi
     echo
     echo "| mode | creates/s (median) | creates/s per run | a call's p50 / p99 ms per run | errors per run | others' cores before each run |"
     echo "|---|---|---|---|---|---|"
-    for mode in cluster embedded; do
+    for mode in $MODES; do
       lines=$(grep "^RESULT label=fill .* mode=$mode " "$RESULTS" || true)
       printf '| %s | %s | %s | %s | %s | %s |\n' \
         "$([ "$mode" = cluster ] && echo "3-replica etcd cluster" || echo "embedded (redb)")" \

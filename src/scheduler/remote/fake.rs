@@ -2,7 +2,8 @@
 //! `ScheduleJob`, `GetJob` and `ListJobs` as programmed (by call number); every other rpc,
 //! and any rpc left unprogrammed, is `Unimplemented`, as a Scheduler older than Dapr 1.15
 //! answers WatchHosts. On jobsd's side (`jobsd.scheduler.v1.Jobs`) it counts `ScheduleJobs`
-//! calls and answers every job of one OK (or, programmed so, Unimplemented as a Dapr
+//! calls and the jobs in them and answers every job of one OK, but `AlreadyExists` for a name
+//! starting with `exists` (or, programmed so, the whole call Unimplemented as a Dapr
 //! Scheduler); its other rpcs are `Unimplemented`.
 
 use std::sync::Arc;
@@ -30,8 +31,12 @@ pub(super) struct Fake {
     pub list: AtomicUsize,
     /// `jobsd.scheduler.v1.Jobs/ScheduleJobs` calls so far.
     pub batches: AtomicUsize,
+    /// Jobs received in `ScheduleJobs` calls so far.
+    pub jobs: AtomicUsize,
     /// Answer `ScheduleJobs` with Unimplemented, as a Dapr Scheduler does.
     pub no_batches: bool,
+    /// Take 100 ms over each `ScheduleJobs` call, as a replica waiting for etcd.
+    pub slow_batches: bool,
     /// `ScheduleJob`'s answer.
     pub on_schedule: Answer<()>,
     /// `GetJob`'s answer.
@@ -168,13 +173,28 @@ impl jsv1::jobs_server::Jobs for Arc<Fake> {
         if self.no_batches {
             return Err(Status::unimplemented("unknown method ScheduleJobs"));
         }
-        let results = request
-            .into_inner()
-            .jobs
+        if self.slow_batches {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let jobs = request.into_inner().jobs;
+        self.jobs.fetch_add(jobs.len(), Ordering::SeqCst);
+        let results = jobs
             .into_iter()
-            .map(|req| jv1::ScheduleJobResult {
-                name: req.job.map(|j| j.name).unwrap_or_default(),
-                ..Default::default()
+            .map(|req| {
+                let name = req.job.map(|j| j.name).unwrap_or_default();
+                if name.starts_with("exists") {
+                    // A name stored already, as a replica answers a create of it.
+                    let message = format!("job already exists: '{name}'");
+                    return jv1::ScheduleJobResult {
+                        name,
+                        code: tonic::Code::AlreadyExists as i32,
+                        message,
+                    };
+                }
+                jv1::ScheduleJobResult {
+                    name,
+                    ..Default::default()
+                }
             })
             .collect();
         Ok(Response::new(jsv1::ScheduleJobsResponse { results }))

@@ -17,6 +17,7 @@
 //! - `watch`: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
 //!   deliverable; every trigger is delivered to the app and acknowledged on its stream.
 
+mod coalesce;
 #[cfg(test)]
 mod fake;
 mod hosts;
@@ -38,7 +39,7 @@ use tonic::transport::Channel;
 
 use super::{
     Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
-    guard, guarded_wire, one_by_one, untravelled, untravelled_field, views_wire,
+    guard, guarded_wire, untravelled, untravelled_field, views_wire,
 };
 use crate::clock::Clock;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
@@ -102,6 +103,8 @@ struct Shared {
     unbatched_at: AtomicUsize,
     /// WatchJobs streams open now (shared with the stream holder).
     open_streams: Arc<AtomicUsize>,
+    /// Plain creates waiting to be sent together (`coalesce.rs`).
+    coalescer: coalesce::Coalescer,
     /// Why discovery cannot reach the configured replicas, while it cannot.
     unreachable: channel::Receiver<Option<String>>,
 }
@@ -183,6 +186,7 @@ impl Remote {
                 batches: AtomicUsize::new(0),
                 unbatched_at: AtomicUsize::new(0),
                 open_streams,
+                coalescer: coalesce::Coalescer::default(),
                 unreachable,
             }),
         };
@@ -302,6 +306,132 @@ impl Remote {
             }
         }
     }
+
+    /// One create on the home replica, on its own: Dapr's `ScheduleJob` when Dapr's protocol
+    /// can carry the job, jobsd's (refused, naming the field, by a Dapr Scheduler) when it has
+    /// settings Dapr's `Job` lacks.
+    async fn create_alone(
+        &self,
+        req: sv1::ScheduleJobRequest,
+        extras: JobExtras,
+    ) -> Result<(), Error> {
+        let Some(field) = untravelled_field(&extras) else {
+            return self
+                .call(req, |ch, r| {
+                    async move { client(ch).schedule_job(r).await }.boxed()
+                })
+                .await
+                .map(drop);
+        };
+        let req = jsv1::ScheduleJobRequest {
+            job: Some(req),
+            labels: extras.labels.into_iter().collect(),
+            policy: extras.policy,
+            failure_policy: extras.failure_policy,
+            traceparent: extras.traceparent.unwrap_or_default(),
+        };
+        self.call(req, |ch, r| {
+            async move { jobsd_client(ch).schedule_job(r).await }.boxed()
+        })
+        .await
+        .map(drop)
+        .map_err(|err| {
+            // A Dapr Scheduler has no such call: it ran nothing, so nothing is half stored,
+            // and the settings are refused as one that cannot keep them refuses them.
+            if err.code == tonic::Code::Unimplemented {
+                untravelled(field)
+            } else {
+                err
+            }
+        })
+    }
+
+    /// Plain creates gathered by the sidecar (`coalesce.rs`), in one `ScheduleJobs` to the
+    /// home replica, whose writer then merges concurrent calls into one txn.
+    async fn send_creates(
+        &self,
+        reqs: Vec<sv1::ScheduleJobRequest>,
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        let number = self.shared.batches.fetch_add(1, Ordering::Relaxed);
+        let jobs = reqs
+            .into_iter()
+            .map(|req| (req, JobExtras::default()))
+            .collect();
+        self.batch_on(0, number, jobs).await
+    }
+
+    /// Batch `number` of `jobs` as one `ScheduleJobs` on the replica `offset` places after
+    /// the home; to a replica without it (a Dapr Scheduler), each job on its own.
+    async fn batch_on(
+        &self,
+        offset: usize,
+        number: usize,
+        jobs: Vec<(sv1::ScheduleJobRequest, JobExtras)>,
+    ) -> Result<Vec<Result<(), Error>>, Error> {
+        let unbatched_at = self.shared.unbatched_at.load(Ordering::Relaxed);
+        if unbatched_at != 0 && number.wrapping_sub(unbatched_at - 1) < BATCH_PROBE {
+            return Ok(self.each(jobs).await);
+        }
+        let wire = jsv1::ScheduleJobsRequest {
+            jobs: jobs
+                .iter()
+                .map(|(req, extras)| jsv1::ScheduleJobRequest {
+                    job: Some(req.clone()),
+                    labels: extras.labels.clone().into_iter().collect(),
+                    policy: extras.policy.clone(),
+                    failure_policy: extras.failure_policy.clone(),
+                    traceparent: extras.traceparent.clone().unwrap_or_default(),
+                })
+                .collect(),
+        };
+        let n = jobs.len();
+        let answer = self
+            .call_on(offset, wire, |ch, r| {
+                async move { jobsd_client(ch).schedule_jobs(r).await }.boxed()
+            })
+            .await;
+        match answer {
+            Ok(answer) => {
+                let mut results: Vec<_> = answer
+                    .results
+                    .into_iter()
+                    .map(|r| match r.code {
+                        0 => Ok(()),
+                        code => Err(Error::new(tonic::Code::from(code), r.message)),
+                    })
+                    .collect();
+                let short = Error::new(
+                    tonic::Code::Internal,
+                    "the scheduler answered fewer jobs than it was sent",
+                );
+                results.resize(n, Err(short));
+                results.truncate(n);
+                Ok(results)
+            }
+            // A Dapr Scheduler (or an older jobsd) has no such call; it stored nothing.
+            Err(e) if e.code == tonic::Code::Unimplemented => {
+                self.shared
+                    .unbatched_at
+                    .store(number.wrapping_add(1), Ordering::Relaxed);
+                Ok(self.each(jobs).await)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `jobs` sent one by one, [`FORWARDED_IN_FLIGHT`](super::FORWARDED_IN_FLIGHT) at a time
+    /// (straight, not gathered again into batches).
+    async fn each(
+        &self,
+        jobs: Vec<(sv1::ScheduleJobRequest, JobExtras)>,
+    ) -> Vec<Result<(), Error>> {
+        use futures_util::StreamExt;
+        futures_util::stream::iter(jobs)
+            .map(|(req, extras)| self.create_alone(req, extras))
+            .buffered(super::FORWARDED_IN_FLIGHT)
+            .collect()
+            .await
+    }
 }
 
 impl Connections {
@@ -337,11 +467,7 @@ type Rpc<R, T> =
 #[async_trait::async_trait]
 impl Scheduler for Remote {
     async fn schedule_job(&self, req: sv1::ScheduleJobRequest) -> Result<(), Error> {
-        self.call(req, |ch, r| {
-            async move { client(ch).schedule_job(r).await }.boxed()
-        })
-        .await
-        .map(drop)
+        self.create_coalesced(req).await
     }
 
     async fn schedule_job_with(
@@ -352,88 +478,20 @@ impl Scheduler for Remote {
         // A job Dapr's protocol can carry goes on it as daprd sends it, so that a Dapr
         // Scheduler keeps working; a create's trace context alone is only a link, not worth
         // a call a Dapr Scheduler would refuse.
-        let Some(field) = untravelled_field(&extras) else {
+        if untravelled_field(&extras).is_none() {
             return self.schedule_job(req).await;
-        };
-        let req = jsv1::ScheduleJobRequest {
-            job: Some(req),
-            labels: extras.labels.into_iter().collect(),
-            policy: extras.policy,
-            failure_policy: extras.failure_policy,
-            traceparent: extras.traceparent.unwrap_or_default(),
-        };
-        self.call(req, |ch, r| {
-            async move { jobsd_client(ch).schedule_job(r).await }.boxed()
-        })
-        .await
-        .map(drop)
-        .map_err(|err| {
-            // A Dapr Scheduler has no such call: it ran nothing, so nothing is half stored,
-            // and the settings are refused as one that cannot keep them refuses them.
-            if err.code == tonic::Code::Unimplemented {
-                untravelled(field)
-            } else {
-                err
-            }
-        })
+        }
+        self.create_alone(req, extras).await
     }
 
     async fn schedule_jobs(
         &self,
         jobs: Vec<(sv1::ScheduleJobRequest, JobExtras)>,
     ) -> Result<Vec<Result<(), Error>>, Error> {
-        let wire = jsv1::ScheduleJobsRequest {
-            jobs: jobs
-                .iter()
-                .map(|(req, extras)| jsv1::ScheduleJobRequest {
-                    job: Some(req.clone()),
-                    labels: extras.labels.clone().into_iter().collect(),
-                    policy: extras.policy.clone(),
-                    failure_policy: extras.failure_policy.clone(),
-                    traceparent: extras.traceparent.clone().unwrap_or_default(),
-                })
-                .collect(),
-        };
-        let n = jobs.len();
         // A batch fills a txn of its own, so batches spread over the replicas: their writers
         // then commit into etcd side by side instead of one txn after another.
-        let offset = self.shared.batches.fetch_add(1, Ordering::Relaxed);
-        let unbatched_at = self.shared.unbatched_at.load(Ordering::Relaxed);
-        if unbatched_at != 0 && offset.wrapping_sub(unbatched_at - 1) < BATCH_PROBE {
-            return Ok(one_by_one(self, jobs).await);
-        }
-        let answer = self
-            .call_on(offset, wire, |ch, r| {
-                async move { jobsd_client(ch).schedule_jobs(r).await }.boxed()
-            })
-            .await;
-        match answer {
-            Ok(answer) => {
-                let mut results: Vec<_> = answer
-                    .results
-                    .into_iter()
-                    .map(|r| match r.code {
-                        0 => Ok(()),
-                        code => Err(Error::new(tonic::Code::from(code), r.message)),
-                    })
-                    .collect();
-                let short = Error::new(
-                    tonic::Code::Internal,
-                    "the scheduler answered fewer jobs than it was sent",
-                );
-                results.resize(n, Err(short));
-                results.truncate(n);
-                Ok(results)
-            }
-            // A Dapr Scheduler (or an older jobsd) has no such call; it stored nothing.
-            Err(e) if e.code == tonic::Code::Unimplemented => {
-                self.shared
-                    .unbatched_at
-                    .store(offset.wrapping_add(1), Ordering::Relaxed);
-                Ok(one_by_one(self, jobs).await)
-            }
-            Err(e) => Err(e),
-        }
+        let number = self.shared.batches.fetch_add(1, Ordering::Relaxed);
+        self.batch_on(number, number, jobs).await
     }
 
     async fn schedule_job_guarded(
@@ -677,7 +735,7 @@ mod tests {
 
     /// A `Remote` of app `myapp` over the replicas at `addresses`, whose app is never
     /// deliverable (so it opens no job stream).
-    fn undeliverable(addresses: Vec<String>) -> (Remote, Connections) {
+    pub(super) fn undeliverable(addresses: Vec<String>) -> (Remote, Connections) {
         let (_deliverable_tx, deliverable) = channel::channel(false);
         Remote::start(
             RemoteConfig {
@@ -694,8 +752,8 @@ mod tests {
         )
     }
 
-    /// Single calls go to the home replica; batches go round the replicas from it, so that
-    /// their txns are written side by side.
+    /// Plain creates go to the home replica (gathered into `ScheduleJobs` calls); batches go
+    /// round the replicas from it, so that their txns are written side by side.
     #[tokio::test]
     async fn batches_spread_over_the_replicas_and_single_creates_stay_home() {
         let fakes: Vec<Arc<fake::Fake>> = (0..3)
@@ -721,24 +779,30 @@ mod tests {
             let results = remote.schedule_jobs(batch).await.unwrap();
             assert!(results.iter().all(Result::is_ok), "{results:?}");
         }
-        for i in 0..4 {
-            remote.schedule_job(create(&format!("s{i}"))).await.unwrap();
-        }
         let batches: Vec<usize> = fakes
             .iter()
             .map(|f| f.batches.load(Ordering::SeqCst))
             .collect();
         assert_eq!(batches, [2, 2, 2], "two batches on each replica");
+        for i in 0..4 {
+            remote.schedule_job(create(&format!("s{i}"))).await.unwrap();
+        }
         let singles: Vec<usize> = fakes
             .iter()
-            .map(|f| f.schedule.load(Ordering::SeqCst))
+            .map(|f| f.batches.load(Ordering::SeqCst) - 2)
             .collect();
-        assert_eq!(singles.iter().sum::<usize>(), 4);
+        assert_eq!(
+            singles.iter().sum::<usize>(),
+            4,
+            "one at a time: one call each"
+        );
         assert_eq!(
             singles.iter().filter(|&&n| n == 4).count(),
             1,
             "every single create on the home replica: {singles:?}"
         );
+        let jobs: usize = fakes.iter().map(|f| f.jobs.load(Ordering::SeqCst)).sum();
+        assert_eq!(jobs, 10);
         connections.close().await;
         for s in served {
             s.stop().await;
@@ -783,9 +847,11 @@ mod tests {
 
     #[tokio::test]
     async fn canceled_is_retried_once_and_other_errors_are_the_answer() {
-        // `GetJob` is `Canceled` once, `ListJobs` always, `ScheduleJob` is `AlreadyExists`;
-        // no WatchHosts, so the configured address is the replica.
+        // A Dapr Scheduler: `GetJob` is `Canceled` once, `ListJobs` always, `ScheduleJob` is
+        // `AlreadyExists`; no `ScheduleJobs` and no WatchHosts, so the configured address is
+        // the replica.
         let flaky = Arc::new(fake::Fake {
+            no_batches: true,
             on_schedule: Some(|_| Err(tonic::Status::already_exists("job already exists: 'x'"))),
             on_get: Some(|n| match n {
                 0 => Err(tonic::Status::cancelled("context canceled")),
@@ -911,6 +977,7 @@ mod tests {
                 batches: AtomicUsize::new(0),
                 unbatched_at: AtomicUsize::new(0),
                 open_streams: Arc::default(),
+                coalescer: coalesce::Coalescer::default(),
                 unreachable,
             }),
         };

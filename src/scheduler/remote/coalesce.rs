@@ -145,8 +145,8 @@ fn closed() -> Error {
 mod tests {
     use std::sync::atomic::Ordering;
 
-    use super::super::fake;
     use super::super::tests::undeliverable;
+    use super::super::{Connections, fake};
     use super::*;
     use crate::scheduler::Scheduler;
 
@@ -157,26 +157,40 @@ mod tests {
         }
     }
 
+    /// `fake` served, and a sidecar's calls to it.
+    async fn on(fake: fake::Fake) -> (Arc<fake::Fake>, fake::Served, Remote, Connections) {
+        let fake = Arc::new(fake);
+        let served = fake::serve(fake.clone()).await;
+        let (remote, connections) = undeliverable(vec![served.address.clone()]);
+        (fake, served, remote, connections)
+    }
+
+    /// A replica that takes 100 ms over each `ScheduleJobs`, so creates queue behind the
+    /// calls out.
+    fn slow() -> fake::Fake {
+        fake::Fake {
+            slow_batches: true,
+            ..Default::default()
+        }
+    }
+
+    /// Creates `name` on a task of its own.
+    fn spawn_create(remote: &Remote, name: String) -> tokio::task::JoinHandle<Result<(), Error>> {
+        let remote = remote.clone();
+        tokio::spawn(async move { remote.schedule_job(create(&name)).await })
+    }
+
     /// Many creates at once leave in a few calls, each answered; an idle create leaves alone
     /// at once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_creates_go_to_the_replica_in_few_calls() {
-        let replica = Arc::new(fake::Fake {
-            // One call at a time is slow, so creates queue behind the calls out.
-            slow_batches: true,
-            ..Default::default()
-        });
-        let served = fake::serve(replica.clone()).await;
-        let (remote, connections) = undeliverable(vec![served.address.clone()]);
+        let (replica, served, remote, connections) = on(slow()).await;
         remote.schedule_job(create("first")).await.unwrap();
         assert_eq!(replica.batches.load(Ordering::SeqCst), 1);
         assert_eq!(replica.jobs.load(Ordering::SeqCst), 1);
 
         let creates: Vec<_> = (0..200)
-            .map(|i| {
-                let remote = remote.clone();
-                tokio::spawn(async move { remote.schedule_job(create(&format!("j{i}"))).await })
-            })
+            .map(|i| spawn_create(&remote, format!("j{i}")))
             .collect();
         for create in creates {
             create.await.unwrap().unwrap();
@@ -199,25 +213,17 @@ mod tests {
     /// Each create gets its own answer: a job the replica refuses fails alone.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn each_create_gets_its_own_answer() {
-        let replica = Arc::new(fake::Fake {
-            slow_batches: true,
-            ..Default::default()
-        });
-        let served = fake::serve(replica.clone()).await;
-        let (remote, connections) = undeliverable(vec![served.address.clone()]);
-        let creates: Vec<_> = (0..64)
-            .map(|i| {
-                let remote = remote.clone();
-                let name = if i % 8 == 0 {
-                    format!("exists{i}")
-                } else {
-                    format!("j{i}")
-                };
-                tokio::spawn(async move { (i, remote.schedule_job(create(&name)).await) })
-            })
-            .collect();
-        for create in creates {
-            let (i, answer) = create.await.unwrap();
+        let (_, served, remote, connections) = on(slow()).await;
+        let name = |i| {
+            if i % 8 == 0 {
+                format!("exists{i}")
+            } else {
+                format!("j{i}")
+            }
+        };
+        let creates: Vec<_> = (0..64).map(|i| spawn_create(&remote, name(i))).collect();
+        for (i, create) in creates.into_iter().enumerate() {
+            let answer = create.await.unwrap();
             if i % 8 == 0 {
                 let err = answer.unwrap_err();
                 assert_eq!(err.code, tonic::Code::AlreadyExists);
@@ -234,16 +240,8 @@ mod tests {
     /// create given up before it was sent is not sent.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_caller_that_gives_up_leaves_the_others_answered() {
-        let replica = Arc::new(fake::Fake {
-            slow_batches: true,
-            ..Default::default()
-        });
-        let served = fake::serve(replica.clone()).await;
-        let (remote, connections) = undeliverable(vec![served.address.clone()]);
-        let spawn = |name: String| {
-            let remote = remote.clone();
-            tokio::spawn(async move { remote.schedule_job(create(&name)).await })
-        };
+        let (replica, served, remote, connections) = on(slow()).await;
+        let spawn = |name: String| spawn_create(&remote, name);
         let coalescer = &remote.shared.coalescer;
         // A call out in every slot (the replica takes 100 ms over each).
         let mut busy = Vec::new();
@@ -289,18 +287,14 @@ mod tests {
     /// A Dapr Scheduler (no `ScheduleJobs`) gets each create as its own `ScheduleJob`.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_dapr_scheduler_gets_each_create_as_schedule_job() {
-        let dapr = Arc::new(fake::Fake {
+        let (dapr, served, remote, connections) = on(fake::Fake {
             on_schedule: Some(|_| Ok(())),
             no_batches: true,
             ..Default::default()
-        });
-        let served = fake::serve(dapr.clone()).await;
-        let (remote, connections) = undeliverable(vec![served.address.clone()]);
+        })
+        .await;
         let creates: Vec<_> = (0..40)
-            .map(|i| {
-                let remote = remote.clone();
-                tokio::spawn(async move { remote.schedule_job(create(&format!("j{i}"))).await })
-            })
+            .map(|i| spawn_create(&remote, format!("j{i}")))
             .collect();
         for create in creates {
             create.await.unwrap().unwrap();

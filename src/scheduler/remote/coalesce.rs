@@ -29,7 +29,7 @@ use super::{Error, Remote};
 use crate::proto::scheduler as sv1;
 
 /// Create calls one sidecar keeps out at once.
-pub(super) const IN_FLIGHT: usize = 4;
+pub(super) const IN_FLIGHT: usize = 2;
 /// Most creates one call carries.
 pub(super) const MOST: usize = 256;
 

@@ -280,9 +280,20 @@ impl Member {
         if self.far.seen(key, revision) {
             return;
         }
+        // Decoded only now that it is known to be ours; an undecodable one changes nothing.
+        let job = match &change {
+            Change::Put { value, .. } => match Change::job(key, value) {
+                Ok(job) => Some(job),
+                Err(err) => {
+                    tracing::warn!(job = %key, error = %err, "undecodable job in etcd; ignored");
+                    return;
+                }
+            },
+            _ => None,
+        };
         self.far.remove(key);
-        match change {
-            Change::Put { key, job, .. } => {
+        match (change, job) {
+            (Change::Put { key, .. }, Some(job)) => {
                 let first = crate::engine::convert::first_fire(&key, &job);
                 match (first, self.horizon_end()) {
                     (Some(at), Some(end)) if at.timestamp_millis() >= end => {
@@ -291,11 +302,11 @@ impl Member {
                         self.engine.observe_delete(&key);
                         self.far.insert(key, at.timestamp_millis());
                     }
-                    _ => self.engine.observe_put(&key, *job),
+                    _ => self.engine.observe_put(&key, job),
                 }
             }
-            Change::Delete { key, .. } => self.engine.observe_delete(&key),
-            Change::Resync { .. } => {}
+            (Change::Delete { key, .. }, _) => self.engine.observe_delete(&key),
+            (Change::Put { .. } | Change::Resync { .. }, _) => {}
         }
     }
 

@@ -8,8 +8,8 @@ use tokio::sync::mpsc;
 
 use super::client::{self, EventType};
 use super::{CALL_TIMEOUT, Inner, backoff};
-use crate::store::StoredJob;
 use crate::store::apply::{self, Table};
+use crate::store::{Error, StoredJob};
 
 /// One change under the jobs prefix, from [`Etcd::watch_jobs`](super::Etcd::watch_jobs).
 #[derive(Debug, Clone, PartialEq)]
@@ -18,8 +18,10 @@ pub enum Change {
     Put {
         /// The composed job key.
         key: String,
-        /// The job as stored (boxed: a `Change` stream is mostly small items).
-        job: Box<StoredJob>,
+        /// The job's stored bytes, not decoded yet: every member sees every change but keeps
+        /// only its partitions' (a third with 3 members), so it decodes only those
+        /// ([`Change::job`]).
+        value: Vec<u8>,
         /// The etcd revision of this version of the job.
         mod_revision: i64,
     },
@@ -36,6 +38,13 @@ pub enum Change {
         /// The oldest revision etcd still has.
         compact_revision: i64,
     },
+}
+
+impl Change {
+    /// The job a [`Change::Put`] of `key` carries, decoded from its `value`.
+    pub fn job(key: &str, value: &[u8]) -> Result<StoredJob, Error> {
+        apply::decode_job(key, value)
+    }
 }
 
 /// Follows the jobs prefix from `from_revision` into `tx`, re-creating the watch after errors.
@@ -97,24 +106,19 @@ pub(super) async fn watch_loop(inner: Arc<Inner>, from_revision: i64, tx: mpsc::
                     }
                     continue;
                 }
-                for event in &resp.events {
-                    let Some(kv) = &event.kv else { continue };
+                for event in resp.events {
+                    let kind = event.r#type();
+                    let Some(kv) = event.kv else { continue };
                     let rev = kv.mod_revision;
                     next = next.max(rev + 1);
                     let Ok(key) = inner.strip(Table::Jobs, &kv.key) else {
                         continue;
                     };
-                    let change = match event.r#type() {
-                        EventType::Put => match apply::decode_job(&key, &kv.value) {
-                            Ok(job) => Change::Put {
-                                key,
-                                job: Box::new(job),
-                                mod_revision: rev,
-                            },
-                            Err(err) => {
-                                tracing::warn!(error = %err, "undecodable job in etcd; ignored");
-                                continue;
-                            }
+                    let change = match kind {
+                        EventType::Put => Change::Put {
+                            key,
+                            value: kv.value,
+                            mod_revision: rev,
                         },
                         EventType::Delete => Change::Delete {
                             key,

@@ -186,17 +186,22 @@ impl Writer {
         );
         let mut parts = std::collections::VecDeque::new();
         let mut chunk = Vec::new();
-        let mut ops = ops.into_iter().peekable();
-        while let Some(op) = ops.next() {
-            chunk.push(op);
-            let full = ops.peek().is_none_or(|next| {
-                let (keys, bytes) = weight(&chunk);
-                let (more_keys, more_bytes) = weight(std::slice::from_ref(next));
-                keys + more_keys > self.max_keys || bytes + more_bytes > MAX_TXN_BYTES
-            });
-            if full {
+        // The chunk's weight, kept as it grows (weighing it whole for every op is quadratic).
+        let (mut keys, mut bytes) = (0, 0);
+        for op in ops {
+            let (more_keys, more_bytes) = weight(std::slice::from_ref(&op));
+            if !chunk.is_empty()
+                && (keys + more_keys > self.max_keys || bytes + more_bytes > MAX_TXN_BYTES)
+            {
                 parts.push_back(std::mem::take(&mut chunk));
+                (keys, bytes) = (0, 0);
             }
+            keys += more_keys;
+            bytes += more_bytes;
+            chunk.push(op);
+        }
+        if !chunk.is_empty() {
+            parts.push_back(chunk);
         }
         let mut results = Vec::new();
         while let Some(mut part) = parts.pop_front() {

@@ -106,18 +106,31 @@ APP=127.0.0.1:$APP_PORT
 # ---------------------------------------------------------------- cluster
 REPLICA_PORTS=()
 REPLICA_PIDS=()
+REPLICA_METRICS=()
 SC_HTTP=()
 SC_GRPC=()
 SC_PIDS=()
 # start_replica I: replica s<I+1> of the current cluster (again after a kill: same id, port).
 start_replica() {
   local i=$1
-  # shellcheck disable=SC2086,SC2046
+  REPLICA_METRICS[i]=$(free_ports 1)
+  # shellcheck disable=SC2086
   e2e_spawn "$TMP/replica-$CLUSTER_TAG-s$((i + 1)).log" "$JOBSD" scheduler \
     --etcd-endpoints "$ETCD_URL" --id "s$((i + 1))" --listen-address 127.0.0.1 \
     --port "${REPLICA_PORTS[$i]}" --lease-ttl "$LEASE_TTL" ${PARTITIONS:+--partitions $PARTITIONS} \
-    --log-level warn $(e2e_metrics_flags) $REPLICA_ARGS
+    --log-level warn --metrics-listen-address 127.0.0.1 --metrics-port "${REPLICA_METRICS[$i]}" \
+    $REPLICA_ARGS
   REPLICA_PIDS[i]=$E2E_SPAWNED
+}
+# replica_store_totals: "<etcd txns> <reads before a commit>" summed over the live replicas'
+# /metrics (a build without the reads counter reports 0 reads).
+replica_store_totals() {
+  local port
+  for port in "${REPLICA_METRICS[@]}"; do
+    curl -sf "http://127.0.0.1:$port/metrics" || true
+  done | awk '$1 ~ /^jobsd_store_commit_duration_seconds_count/ { t += $2 }
+    $1 ~ /^jobsd_store_reads_before_commit_total/ { r += $2 }
+    END { printf "%d %d\n", t, r }'
 }
 replica_addr() { echo "127.0.0.1:${REPLICA_PORTS[$1]}"; }
 
@@ -225,9 +238,14 @@ if has b; then
       bench_wait_quiet
       # shellcheck disable=SC2046
       set -- $(bench_trig_target "$mode")
+      if [ "$mode" = cluster ]; then read -r txns0 reads0 < <(replica_store_totals); fi
       "$BENCH_TRIG" burst -n "$BURST_N" --run-id "${mode:0:1}$r" --app "$APP" --app-pid "$APP_PID" \
         "$@" | tee "$TMP/last.log"
       grep '^RESULT' "$TMP/last.log" | tag "$mode" >>"$RESULTS"
+      if [ "$mode" = cluster ]; then
+        read -r txns1 reads1 < <(replica_store_totals)
+        echo "   replicas' etcd txns in the run (creates and results): $((txns1 - txns0)), reads before a commit: $((reads1 - reads0))"
+      fi
     done
   done
   embedded_down b

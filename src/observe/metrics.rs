@@ -729,6 +729,8 @@ struct StoreCells {
     ops: Buckets,
     /// `jobsd_store_commit_failures_total`.
     failed: Counter,
+    /// `jobsd_store_reads_before_commit_total`.
+    reads: Counter,
 }
 
 impl StoreMetrics {
@@ -737,6 +739,7 @@ impl StoreMetrics {
             duration: Buckets::new(&COMMIT_SECONDS, NS_PER_S),
             ops: Buckets::new(&BATCH_OPS, 1.0),
             failed: Counter::default(),
+            reads: Counter::default(),
         };
         registry.register(
             "jobsd_store_commit_duration_seconds",
@@ -752,6 +755,12 @@ impl StoreMetrics {
             "jobsd_store_commit_failures",
             "Store commits that failed (every write in them got the error)",
             cells.failed.clone(),
+        );
+        registry.register(
+            "jobsd_store_reads_before_commit",
+            "Reads of the keys a compare-and-swap commit compares (etcd store; none when the \
+             writer knows every key's version)",
+            cells.reads.clone(),
         );
         StoreMetrics(Some(Arc::new(cells)))
     }
@@ -769,6 +778,13 @@ impl StoreMetrics {
             if !ok {
                 cells.failed.inc();
             }
+        }
+    }
+
+    /// The writer read the keys of a commit before comparing them.
+    pub fn read_before_commit(&self) {
+        if let Some(cells) = &self.0 {
+            cells.reads.inc();
         }
     }
 }

@@ -17,7 +17,7 @@ use super::{
 };
 
 /// One of the tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Table {
     /// `StoredJob`s.
     Jobs,

@@ -277,6 +277,11 @@ impl Member {
         if !self.owned.contains(&p) || self.loaded_at.get(&p).is_some_and(|at| revision <= *at) {
             return;
         }
+        // The writer's next write of it (its result) needs no read first.
+        match &change {
+            Change::Put { value, .. } => self.store.saw_job(key, revision, value),
+            _ => self.store.saw_job_deleted(key),
+        }
         if self.far.seen(key, revision) {
             return;
         }

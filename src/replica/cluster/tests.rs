@@ -96,6 +96,7 @@ struct Node {
     cluster: Option<Cluster>,
     engine_stop: CancellationToken,
     hosts: watch::Receiver<Vec<String>>,
+    store: Arc<Etcd>,
 }
 
 async fn node(member: usize, namespace: &str, log: &Arc<Log>) -> Node {
@@ -140,7 +141,7 @@ async fn node_with(
             namespace: namespace.to_owned(),
             horizon,
         },
-        store,
+        store.clone(),
         engine.clone(),
         hosts,
     );
@@ -149,6 +150,7 @@ async fn node_with(
         cluster: Some(cluster),
         engine_stop,
         hosts: rx,
+        store,
     }
 }
 
@@ -273,6 +275,8 @@ async fn each_one_shot_fires_once_across_members() {
         ["127.0.0.1:50000", "127.0.0.1:50001", "127.0.0.1:50002"]
     );
 
+    let reads = |nodes: &[Node]| nodes.iter().map(|n| n.store.snapshot_reads()).sum::<u64>();
+    let reads_before = reads(&nodes);
     for i in 0..60 {
         // Through any member's API: the owner fires it whoever stored it.
         nodes[i % 3]
@@ -313,6 +317,8 @@ async fn each_one_shot_fires_once_across_members() {
         .await
         .unwrap();
     assert!(left.is_empty(), "{} jobs left", left.len());
+    // The owners saw each job's put in the watch: no result read before its compare-and-swap.
+    assert_eq!(reads(&nodes), reads_before, "results read before their txn");
     stop_all(nodes).await;
 }
 

@@ -354,7 +354,14 @@ impl Writer {
     async fn attempt(&mut self, txn: TxnRequest, puts: &[&Prepared], pass: Pass) -> Outcome {
         match self.inner.commit_txn(txn, puts.len()).await {
             Ok(Ok(resp)) if resp.succeeded => {
-                self.marker_rev = Some(client::revision(resp.header.as_ref()));
+                let rev = client::revision(resp.header.as_ref());
+                self.marker_rev = Some(rev);
+                for put in puts {
+                    if let Some((key, ..)) = put_of(put) {
+                        // Written around the general way (`known.rs`).
+                        self.inner.known.forget_job_before(key, rev);
+                    }
+                }
                 let answers = puts
                     .iter()
                     .zip(&resp.responses)
@@ -472,6 +479,9 @@ fn put_txn(inner: &Inner, puts: &[&Prepared], marker_rev: i64, seq: u64, pass: P
 async fn resolve(inner: &Inner, puts: &[&Prepared], revision: i64, pass: Pass) -> Sent {
     let mut answers = Vec::with_capacity(puts.len());
     for op in puts {
+        if let Some((key, ..)) = put_of(op) {
+            inner.known.forget_job_before(key, revision);
+        }
         let answer = match put_of(op) {
             Some((key, _, true, _)) => {
                 let full = inner.full(Table::Jobs, key);

@@ -55,6 +55,7 @@ pub use watch::Change;
 pub(crate) mod client;
 mod creates;
 mod history;
+mod known;
 mod overlay;
 mod pager;
 pub(crate) mod partition;
@@ -131,6 +132,10 @@ struct Inner {
     stop: CancellationToken,
     /// Where the writer's txns are recorded, once [`Etcd::observe`] is called.
     metrics: std::sync::OnceLock<StoreMetrics>,
+    /// Keys known without a read (`known.rs`).
+    known: known::Known,
+    /// Reads made before a compare-and-swap (what `known` saves).
+    snapshot_reads: std::sync::atomic::AtomicU64,
 }
 
 impl Etcd {
@@ -177,6 +182,8 @@ impl Etcd {
             closed: AtomicBool::new(false),
             stop: CancellationToken::new(),
             metrics: std::sync::OnceLock::new(),
+            known: known::Known::default(),
+            snapshot_reads: std::sync::atomic::AtomicU64::new(0),
         });
         let (tx, rx) = mpsc::channel(QUEUE);
         let writer = tokio::spawn(Writer::new(Arc::clone(&inner)).run(rx));
@@ -226,6 +233,24 @@ impl Etcd {
             tx,
         ));
         tokio_stream::wrappers::ReceiverStream::new(rx)
+    }
+
+    /// Tells the writer a job put the watch saw (a partition this member owns): its next write
+    /// of that job (a result, most often) can then skip the read before the compare-and-swap
+    /// (`known.rs`). Harmless if the job has moved on since: the compare is refused and the
+    /// write reads.
+    pub fn saw_job(&self, key: &str, mod_revision: i64, value: &[u8]) {
+        self.inner.known.saw_job(key, mod_revision, value);
+    }
+
+    /// Tells the writer a job delete the watch saw: what it knew of the job is forgotten.
+    pub fn saw_job_deleted(&self, key: &str) {
+        self.inner.known.forget_job(key);
+    }
+
+    /// Reads made before a compare-and-swap since the store opened (see [`Etcd::saw_job`]).
+    pub fn snapshot_reads(&self) -> u64 {
+        self.inner.snapshot_reads.load(Ordering::Relaxed)
     }
 
     /// The number of partitions jobs are indexed by.
@@ -538,3 +563,6 @@ mod tests;
 
 #[cfg(test)]
 mod partition_tests;
+
+#[cfg(test)]
+mod known_tests;

@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::client::{self, CompareWith, KeyValue, RequestOp, TxnRequest, is_transient};
+use super::known::Known;
 use super::runs::{RunWrites, Write};
 use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, invalid};
 use crate::store::apply::{self, PrefixRange, Prepared, Table, Tables, Undo};
@@ -22,6 +23,12 @@ use crate::store::{Error, OpResult};
 
 /// Reads every key of `reads` and the marker in one txn (one revision).
 pub(super) async fn read(inner: &Inner, reads: &ReadSet) -> Result<Snapshot, ReadError> {
+    inner
+        .snapshot_reads
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Some(metrics) = inner.metrics.get() {
+        metrics.read_before_commit();
+    }
     let mut gets = vec![client::get(inner.marker.clone())];
     for (table, key) in &reads.keys {
         gets.push(client::get(inner.full(*table, key)));
@@ -76,6 +83,23 @@ pub(super) async fn read(inner: &Inner, reads: &ReadSet) -> Result<Snapshot, Rea
         marker_seq,
         overlay,
     })
+}
+
+/// The snapshot of every key of `reads` as `known` holds them, if it holds them all and no
+/// prefix is read whole (`known.rs`).
+pub(super) fn known_snapshot(known: &Known, reads: &ReadSet) -> Option<Overlay> {
+    if !reads.prefixes.is_empty() || reads.keys.is_empty() {
+        return None;
+    }
+    let versions = known.get_all(&reads.keys)?;
+    let mut overlay = Overlay::default();
+    for ((table, key), version) in reads.keys.iter().zip(versions) {
+        overlay
+            .map(*table)
+            .ok()?
+            .insert(key.clone(), Slot::read(version.rev, version.value));
+    }
+    Some(overlay)
 }
 
 /// Why a read pass failed.
@@ -419,6 +443,36 @@ fn run_op(write: Write) -> (RequestOp, usize) {
 }
 
 impl Overlay {
+    /// Every key the txn of this overlay compared, as it left them once committed at `rev`:
+    /// `(table, key, mod_revision, value)`, 0 and `None` for a key left absent.
+    pub(super) fn settled(
+        &self,
+        rev: i64,
+    ) -> impl Iterator<Item = (Table, &str, i64, Option<&[u8]>)> {
+        [
+            (Table::Jobs, &self.jobs),
+            (Table::Counters, &self.counters),
+            (Table::Finished, &self.finished),
+            (Table::Idempotency, &self.idempotency),
+        ]
+        .into_iter()
+        .flat_map(move |(table, map)| {
+            map.iter().map(move |(key, slot)| {
+                let mod_rev = match &slot.current {
+                    _ if slot.current == slot.original => slot.read_rev,
+                    Some(_) => rev,
+                    None => 0,
+                };
+                (table, key.as_str(), mod_rev, slot.current.as_deref())
+            })
+        })
+    }
+
+    /// The keys of `reads` (exact keys only), to forget them.
+    pub(super) fn read_keys(reads: &ReadSet) -> impl Iterator<Item = (Table, &str)> {
+        reads.keys.iter().map(|(table, key)| (*table, key.as_str()))
+    }
+
     /// The value of `key`'s index key: its fire time as the ops left it, else unknown.
     fn due_time(&self, key: &str) -> Vec<u8> {
         self.due_times

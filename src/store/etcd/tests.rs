@@ -18,14 +18,14 @@ use crate::store::{Op, OpResult, Store};
 /// Bound on waiting for one watch event (a re-created watch backs off 0.8–1.2 s first).
 const EVENT_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn job(generation: u64) -> StoredJob {
+pub(super) fn job(generation: u64) -> StoredJob {
     StoredJob {
         generation,
         ..StoredJob::default()
     }
 }
 
-fn put(key: &str, generation: u64, create_only: bool) -> Op {
+pub(super) fn put(key: &str, generation: u64, create_only: bool) -> Op {
     Op::PutJob {
         key: key.into(),
         job: job(generation),
@@ -46,7 +46,7 @@ fn put_counter(key: &str, generation: u64, count: u32) -> Op {
 }
 
 /// Result `n` of job `key`, a success told apart by its error text `tag`, keeping `limit` runs.
-fn result(key: &str, generation: u64, tag: &str, limit: u32) -> Op {
+pub(super) fn result(key: &str, generation: u64, tag: &str, limit: u32) -> Op {
     Op::RecordResult(Box::new(ResultRecord {
         key: key.into(),
         generation,
@@ -100,6 +100,11 @@ fn assert_each_once(runs: &[(u64, String)], mut tags: Vec<String>) {
 async fn run_twice_and_finish(store: &dyn Store, key: &str, generation: u64) {
     write1(store, put(key, generation, true)).await;
     write1(store, result(key, generation, "first", 10)).await;
+    write1(store, finishing(key, generation)).await;
+}
+
+/// A finishing result of `key`'s `generation`.
+pub(super) fn finishing(key: &str, generation: u64) -> Op {
     let Op::RecordResult(mut last) = result(key, generation, "last", 10) else {
         unreachable!()
     };
@@ -108,7 +113,7 @@ async fn run_twice_and_finish(store: &dyn Store, key: &str, generation: u64) {
         seconds: 1_800_000_000,
         nanos: 0,
     });
-    write1(store, Op::RecordResult(last)).await;
+    Op::RecordResult(last)
 }
 
 /// The value of each unlabelled series `metrics` shows now, by name.
@@ -124,13 +129,15 @@ async fn series_of(metrics: &crate::observe::Metrics) -> impl Fn(&str) -> f64 {
     }
 }
 
-async fn write1(store: &dyn Store, op: Op) -> OpResult {
+pub(super) async fn write1(store: &dyn Store, op: Op) -> OpResult {
     let results = store.write(vec![op]).await.expect("write");
     assert_eq!(results.len(), 1);
     results[0]
 }
 
-async fn next_change(changes: &mut (impl futures_util::Stream<Item = Change> + Unpin)) -> Change {
+pub(super) async fn next_change(
+    changes: &mut (impl futures_util::Stream<Item = Change> + Unpin),
+) -> Change {
     tokio::time::timeout(EVENT_TIMEOUT, changes.next())
         .await
         .expect("no watch event in time")
@@ -317,6 +324,8 @@ async fn an_observed_store_records_each_txn_and_its_ops() {
     );
     assert_eq!(value("jobsd_store_commit_ops_sum"), 6.0);
     assert_eq!(value("jobsd_store_commit_failures_total"), 0.0);
+    // The counter's job was never watched: its keys were read first.
+    assert_eq!(value("jobsd_store_reads_before_commit_total"), 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client::{self, CompareWith, is_too_large, is_transient};
-use super::overlay::{self, ReadError, marker_of, read_set, txn_keys};
+use super::overlay::{self, Overlay, ReadError, Snapshot, marker_of, read_set, txn_keys};
 use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, MAX_TXN_KEYS, backoff, too_large};
 use crate::resiliency::backoff::ExponentialBackOff;
 use crate::store::apply::{Prepared, Table};
@@ -247,8 +247,10 @@ impl Writer {
         }
         let mut attempts: Vec<u64> = Vec::new();
         let mut backoff = backoff();
-        // This txn moves the marker without telling the put path (`creates.rs`) where to.
+        // This txn moves the marker without telling the put path (`creates.rs`) where to, and
+        // deletes keys it does not name.
         self.marker_rev = None;
+        self.inner.known.clear();
         loop {
             // The marker tells whether an attempt whose answer was lost applied.
             let marker = match self.read_marker(std::slice::from_ref(reply)).await {
@@ -337,21 +339,35 @@ impl Writer {
         replies: &[oneshot::Sender<Answer>],
     ) -> Result<Vec<Answer>, BatchError> {
         let reads = read_set(requests);
-        // This txn moves the marker without telling the put path (`creates.rs`) where to.
+        // Every key known, and the marker where our last txn left it: no read (`known.rs`).
+        let mut known = self
+            .marker_rev
+            .and_then(|rev| Some((rev, overlay::known_snapshot(&self.inner.known, &reads)?)));
+        // This txn moves the marker; it is known again once the txn's answer is.
         self.marker_rev = None;
         // (seq, answers) of attempts whose fate is unknown.
         let mut attempts: Vec<(u64, Vec<Answer>)> = Vec::new();
         let mut backoff = backoff();
         let mut conflicts = 0;
         loop {
-            let snapshot = match overlay::read(&self.inner, &reads).await {
-                Ok(snapshot) => snapshot,
-                Err(ReadError::Permanent(err)) => return Err(BatchError::Failed(err)),
-                Err(ReadError::Transient) => {
-                    if !self.wait(&mut backoff, replies).await {
-                        return Err(BatchError::Failed(Error::Closed));
+            let from_known = known.is_some();
+            let snapshot = if let Some((marker_rev, overlay)) = known.take() {
+                // The first attempt: no attempt's answer can have been lost yet.
+                Snapshot {
+                    marker_rev,
+                    marker_seq: self.seq,
+                    overlay,
+                }
+            } else {
+                match overlay::read(&self.inner, &reads).await {
+                    Ok(snapshot) => snapshot,
+                    Err(ReadError::Permanent(err)) => return Err(BatchError::Failed(err)),
+                    Err(ReadError::Transient) => {
+                        if !self.wait(&mut backoff, replies).await {
+                            return Err(BatchError::Failed(Error::Closed));
+                        }
+                        continue;
                     }
-                    continue;
                 }
             };
             if let Some(i) = attempts
@@ -379,6 +395,11 @@ impl Writer {
                 return Err(BatchError::TooLarge);
             };
             let Some(txn) = txn else {
+                if from_known {
+                    // Nothing changes, which only a read can tell for sure: no txn compared
+                    // what is known.
+                    continue;
+                }
                 // Nothing changes: the answers hold at the snapshot's revision.
                 return Ok(answers);
             };
@@ -386,7 +407,16 @@ impl Writer {
             let ops = requests.iter().map(Vec::len).sum();
             match self.inner.commit_txn(txn, ops).await {
                 Ok(Ok(resp)) if resp.succeeded => {
+                    let rev = client::revision(resp.header.as_ref());
+                    self.marker_rev = Some(rev);
+                    self.inner.known.committed(rev, overlay.settled(rev));
                     return Ok(attempts.pop().map(|a| a.1).unwrap_or_default());
+                }
+                Ok(Ok(_)) if from_known => {
+                    // A key moved since it was known (or the marker did): read them all.
+                    attempts.pop();
+                    self.inner.known.forget(Overlay::read_keys(&reads));
+                    continue;
                 }
                 Ok(Ok(_)) => {
                     // Another writer changed a key we read: this attempt is known not to have

@@ -37,7 +37,8 @@
 #   are) ETCD_FLAGS="--max-txn-ops 10000" (Dapr 1.18's own etcd setting; "" for etcd's default,
 #   128 ops per txn) KEEP=0 (1: keep the temp dir) REPLICA_ARGS="" (extra `jobsd scheduler` flags, e.g.
 #   `--history-limit 0 --finished-retention 0`, or `--etcd-writers 1`) MODES="cluster embedded"
-#   (the modes parts a, b and d measure; "cluster" alone skips the embedded runs).
+#   (the modes parts a, b and d measure; "cluster" alone skips the embedded runs)
+#   APP_PROTOCOL=http (h2c: every sidecar calls the bench app over HTTP/2 without TLS).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=e2e/lib.sh
@@ -62,6 +63,7 @@ LEASE_TTL=${LEASE_TTL:-3s}
 PARTITIONS=${PARTITIONS:-}
 PARTS=${PARTS:-abcd}
 MODES=${MODES:-cluster embedded}
+APP_PROTOCOL=${APP_PROTOCOL:-http}
 QUIET=${QUIET:-0.5}
 QUIET_WAIT=${QUIET_WAIT:-60}
 
@@ -98,7 +100,8 @@ wait_serving() {
 
 # ---------------------------------------------------------------- the bench app
 APP_PORT=$(free_ports 1)
-e2e_spawn "$TMP/app.log" "$BENCH_TRIG" app --port "$APP_PORT"
+# shellcheck disable=SC2046
+e2e_spawn "$TMP/app.log" "$BENCH_TRIG" app --port "$APP_PORT" $([ "$APP_PROTOCOL" = h2c ] && echo --h2c)
 APP_PID=$E2E_SPAWNED
 e2e_wait_tcp "$APP_PORT" 30 "$APP_PID"
 APP=127.0.0.1:$APP_PORT
@@ -153,7 +156,8 @@ cluster_up() {
     e2e_spawn "$TMP/sidecar-$CLUSTER_TAG-$((i + 1)).log" env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN \
       "$JOBSD" --app-id myapp --app-port "$APP_PORT" --dapr-http-port "${SC_HTTP[$i]}" \
       --dapr-grpc-port "${SC_GRPC[$i]}" --dapr-listen-addresses 127.0.0.1 \
-      --scheduler-host-address "$all" --data-dir "$TMP/unused" --log-level warn $(e2e_metrics_flags)
+      --scheduler-host-address "$all" --data-dir "$TMP/unused" --log-level warn $(e2e_metrics_flags) \
+      --app-protocol "$APP_PROTOCOL"
     SC_PIDS[i]=$E2E_SPAWNED
   done
   for i in 0 1; do wait_healthz "${SC_HTTP[$i]}" "${SC_PIDS[$i]}"; done
@@ -185,7 +189,7 @@ embedded_up() {
   e2e_spawn "$TMP/embedded-$1.log" env -u APP_PORT -u APP_ID -u DAPR_API_TOKEN \
     -u DAPR_SCHEDULER_HOST_ADDRESS_DNS_A "$JOBSD" --app-id myapp --app-port "$APP_PORT" \
     --dapr-http-port "$EMB_HTTP" --dapr-grpc-port "$EMB_GRPC" --dapr-listen-addresses 127.0.0.1 \
-    --data-dir "$TMP/embedded-$1" --log-level warn $(e2e_metrics_flags)
+    --data-dir "$TMP/embedded-$1" --log-level warn $(e2e_metrics_flags) --app-protocol "$APP_PROTOCOL"
   EMB_PID=$E2E_SPAWNED
   wait_healthz "$EMB_HTTP" "$EMB_PID"
 }

@@ -21,8 +21,12 @@
 #   5. the job with jobsd's settings still shows them on both sidecars (kept in etcd through the
 #      kill and restart), then is deleted;
 #      GET /v1.0/jobs lists exactly the 200 @every jobs; all deleted; the list is empty on both
-#      sidecars and the jobs stop firing; every process still alive, no panic logged, sidecars
-#      and replicas exit 0 on SIGTERM.
+#      sidecars and the jobs stop firing;
+#   6. through sidecar 2, 24 `@every 1s` jobs that every replica owns some of are paused (they
+#      fire nowhere, the rest go on), resumed (they fire again), one is run now and backfilled
+#      (the executions arrive with the ids the calls answered): each call reaches the replica
+#      that fires the job; every process still alive, no panic logged, sidecars and replicas
+#      exit 0 on SIGTERM.
 #
 # Every wait is bounded; etcd, the replicas, the sidecars and the app are killed on exit.
 # Runnable from any directory; exits non-zero on any failure and closes with
@@ -196,6 +200,8 @@ if [ -s "$state" ]; then
 else
   skip_failed "setup (no state: the rest skipped)"
 fi
+# Last: its jobs would be strays to the phases above.
+run_phase steer steer "$events"
 
 # ---------------------------------------------------------------- processes
 shell_check etcd_alive e2e_alive "$ETCD_PID"

@@ -27,6 +27,12 @@ library only, except `serving` (grpcio, from the e2e venv). Phases:
                               (kept in etcd through the kill and restart), then is deleted; the
                               list shows exactly the @every jobs; delete them all; the list
                               is empty on both sidecars; deleted jobs stop firing
+  steer EVENTS                jobs owned by every replica, paused, resumed, run now and
+                              backfilled through the sidecar that was given one replica's
+                              address: each call reaches the replica that fires the job (the
+                              others name it); paused jobs fire nowhere, the rest go on;
+                              resumed ones fire again; a manual run and a backfill arrive with
+                              the execution ids the calls answered; then all are deleted
 
 Who fires what is read from etcd (JSON gateway, `POST /v3/kv/range`): the replicas keep
 `<prefix>/partitions/<p>` = the owning replica's id (src/engine/cluster/mod.rs), so the checks
@@ -781,6 +787,110 @@ def cleanup_phase(state_path: str, events_path: str) -> Suite:
 # ---------------------------------------------------------------- main
 
 
+# Jobs of the steer phase: enough that every replica owns some.
+N_STEER = 24
+
+
+def deliveries_with_ids(events_path: str, name: str) -> list:
+    """[(t, execution id, trigger kind)] of every delivery of `name` the app logged."""
+    out = []
+    with open(events_path, "rb") as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("name") == name:
+                h = {k.lower(): v for k, v in e.get("headers") or []}
+                out.append((e["t"], h.get("jobsd-execution-id"), h.get("jobsd-trigger")))
+    return out
+
+
+def steer_phase(events_path: str) -> Suite:
+    s = Suite("steer")
+    # The sidecar given only s1's address: it learned the others through WatchHosts, and its
+    # calls reach whichever replica fires each job by being told.
+    base = SIDECARS[-1]
+    names = [f"steer-{i:02d}" for i in range(N_STEER)]
+    paused, going = names[: N_STEER // 2], names[N_STEER // 2:]
+    ev = Events(events_path)
+    ctx = {}
+
+    def post(path, body=None, want=204):
+        status, data = http(base, "POST", path, body)
+        assert status == want, f"POST {base}{path} → {status} {data!r}"
+        return json.loads(data) if data else None
+
+    @s.check
+    def steered_jobs_are_fired_by_every_replica():
+        for name in names:
+            post(job_url(name), {"schedule": "@every 1s"})
+        owners = settled_owners()
+        who = {n: owners.get(partition_of(n, len(owners))) for n in names}
+        ctx["who"] = who
+        by = {o: sum(1 for w in who.values() if w == o) for o in set(who.values())}
+        print(f"# steer jobs per owner: {dict(sorted(by.items()))}", flush=True)
+        assert len(by) == 3, f"steer jobs' owners: {by}"
+        assert wait_until(lambda: all(len(ev.poll().times(n)) >= 2 for n in names), 10), \
+            "not every steer job fired twice within 10 s"
+
+    @s.check
+    def paused_jobs_fire_on_no_replica_and_the_others_go_on():
+        for name in paused:
+            post(f"/jobsd/v1/jobs/{name}/pause", {"note": "e2e"})
+        t_paused = time.time()
+        for name in paused:
+            status, body = http(base, "GET", f"/jobsd/v1/jobs/{name}")
+            state = json.loads(body)["status"]["state"] if status == 200 else None
+            assert state == "paused", f"{name}: {status} {state} {body!r}"
+        time.sleep(4)
+        ev.poll()
+        # A tick already handed to the app when the pause landed may still arrive.
+        late = {n: [round(t - t_paused, 2) for t in ev.times(n) if t > t_paused + 0.5]
+                for n in paused}
+        late = {n: t for n, t in late.items() if t}
+        assert not late, f"paused jobs fired (s after the pause): {some(late)}"
+        slow = {n: len([t for t in ev.times(n) if t > t_paused]) for n in going}
+        slow = {n: c for n, c in slow.items() if c < 2}
+        assert not slow, f"jobs not paused stopped firing: {some(slow)}"
+
+    @s.check
+    def resumed_jobs_fire_again():
+        for name in paused:
+            post(f"/jobsd/v1/jobs/{name}/resume")
+        t_resumed = time.time()
+        assert wait_until(lambda: all(any(t > t_resumed for t in ev.poll().times(n))
+                                      for n in paused), 10), \
+            f"resumed jobs silent 10 s on: {some([n for n in paused if not any(t > t_resumed for t in ev.times(n))])}"
+
+    @s.check
+    def run_now_and_backfill_arrive_with_their_execution_ids():
+        # Daily at midnight UTC: the last three midnights are backfilled.
+        post(job_url("steer-daily"), {"schedule": "0 0 0 * * *"})
+        answer = post("/jobsd/v1/jobs/steer-daily/trigger", want=202)
+        manual = answer["executionId"]
+        today = int(time.time()) // 86400 * 86400
+        day = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+        answer = post("/jobsd/v1/jobs/steer-daily/backfill",
+                      {"start": day(today - 3 * 86400), "end": day(today)}, want=202)
+        backfilled = [e["executionId"] for e in answer["executions"]]
+        assert len(backfilled) == 3, f"backfill of 3 days answered {answer}"
+        want = {(manual, "manual")} | {(i, "backfill") for i in backfilled}
+
+        def arrived():
+            got = {(i, k) for _, i, k in deliveries_with_ids(events_path, "steer-daily")}
+            return want <= got
+
+        assert wait_until(arrived, 10), \
+            f"wanted {want}, the app got {deliveries_with_ids(events_path, 'steer-daily')}"
+        print(f"# steer-daily: manual {manual}, backfilled {backfilled}", flush=True)
+
+    @s.check
+    def steer_jobs_are_deleted():
+        for name in names + ["steer-daily"]:
+            status, body = http(base, "DELETE", job_url(name))
+            assert status == 204, f"DELETE {job_url(name)} → {status} {body!r}"
+
+    return s
+
+
 def main(argv) -> int:
     phase = argv[1] if len(argv) > 1 else ""
     args = argv[2:]
@@ -796,6 +906,8 @@ def main(argv) -> int:
         return after_restart_phase(args[0], args[1], float(args[2]), float(args[3])).run()
     if phase == "cleanup" and len(args) == 2:
         return cleanup_phase(args[0], args[1]).run()
+    if phase == "steer" and len(args) == 1:
+        return steer_phase(args[0]).run()
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use super::cluster::{Directory, Owner};
 use super::pool::{Pool, job_type};
 use super::server;
 use crate::engine::guard::IfMatch;
@@ -15,7 +16,15 @@ use crate::engine::{Engine, JobExtras, MAX_PAGE_SIZE, MAX_RUNS, MAX_SCHEDULE_BAT
 use crate::observe::JobType;
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_server::JobsServer};
-use crate::scheduler::{guarded_wire, views_wire};
+use crate::proto::scheduler as sv1;
+use crate::scheduler::{guarded_wire, steer_wire, views_wire};
+use crate::trigger::keys;
+
+/// How long a call only a job's owner applies waits while the job's partition changes hands
+/// (a member died: up to its lease TTL), polling every [`OWNER_POLL`].
+const OWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// See [`OWNER_WAIT`].
+const OWNER_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// jobsd's service over the replica's engine.
 #[derive(Clone)]
@@ -24,13 +33,24 @@ pub struct JobsService {
     engine: Engine,
     /// Where creates are counted (the Dapr Scheduler's metrics), as on the Scheduler service.
     pool: Arc<Pool>,
+    /// Who fires which job in a cluster; `None` alone (this replica fires every job).
+    directory: Option<Directory>,
 }
 
-/// The `Jobs` server for `engine`, counting creates in `pool`'s metrics.
-pub fn server(engine: Engine, pool: Arc<Pool>) -> JobsServer<JobsService> {
-    JobsServer::new(JobsService { engine, pool })
-        .max_decoding_message_size(server::MAX_MESSAGE_SIZE)
-        .max_encoding_message_size(server::MAX_MESSAGE_SIZE)
+/// The `Jobs` server for `engine`, counting creates in `pool`'s metrics; in a cluster,
+/// `directory` says which member applies what only a job's owner may.
+pub fn server(
+    engine: Engine,
+    pool: Arc<Pool>,
+    directory: Option<Directory>,
+) -> JobsServer<JobsService> {
+    JobsServer::new(JobsService {
+        engine,
+        pool,
+        directory,
+    })
+    .max_decoding_message_size(server::MAX_MESSAGE_SIZE)
+    .max_encoding_message_size(server::MAX_MESSAGE_SIZE)
 }
 
 fn invalid(message: String) -> Status {
@@ -45,6 +65,50 @@ fn extras_of(req: &jsv1::ScheduleJobRequest) -> JobExtras {
         policy: req.policy.clone(),
         failure_policy: req.failure_policy.clone(),
     }
+}
+
+impl JobsService {
+    /// The address of the member that fires job `name` of `metadata`'s owner when it is not
+    /// this one; `None` when this one does (or the key is malformed: the engine refuses it
+    /// then, as it would here). While nobody fires the job's partition (it is changing hands)
+    /// it waits for the next owner, up to [`OWNER_WAIT`].
+    async fn owner_elsewhere(
+        &self,
+        metadata: &sv1::JobMetadata,
+        name: &str,
+    ) -> Result<Option<String>, Status> {
+        let Some(directory) = &self.directory else {
+            return Ok(None);
+        };
+        let Ok(key) = keys::check_metadata(Some(metadata)).and_then(|m| keys::job_key(m, name))
+        else {
+            return Ok(None);
+        };
+        let deadline = tokio::time::Instant::now() + OWNER_WAIT;
+        loop {
+            match directory.owner_of(&key) {
+                Owner::Me => return Ok(None),
+                Owner::At(address) => return Ok(Some(address)),
+                Owner::Nobody if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(OWNER_POLL).await;
+                }
+                Owner::Nobody => {
+                    return Err(Status::unavailable(format!(
+                        "no scheduler replica fires job {name:?} right now (its partition is \
+                         changing hands); try again"
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// The answer of a call sent to a member that does not fire the job: the one that does.
+fn elsewhere(owner: String) -> Response<jsv1::SteerResponse> {
+    Response::new(jsv1::SteerResponse {
+        owner,
+        ..Default::default()
+    })
 }
 
 #[tonic::async_trait]
@@ -184,5 +248,76 @@ impl jsv1::jobs_server::Jobs for JobsService {
         filter.page_size = filter.page_size.min(MAX_PAGE_SIZE);
         let page = self.engine.list_views(&metadata, &filter).await?;
         Ok(Response::new(views_wire::page_to_wire(page)))
+    }
+    async fn pause_job(
+        &self,
+        request: Request<jsv1::PauseJobRequest>,
+    ) -> Result<Response<jsv1::SteerResponse>, Status> {
+        let req = request.into_inner();
+        let metadata = req.metadata.unwrap_or_default();
+        let pause = req.pause.unwrap_or_default();
+        if let Some(owner) = self.owner_elsewhere(&metadata, &pause.name).await? {
+            return Ok(elsewhere(owner));
+        }
+        self.engine
+            .pause_job(&metadata, &pause.name, &pause.note)
+            .await?;
+        Ok(Response::new(jsv1::SteerResponse::default()))
+    }
+
+    async fn resume_job(
+        &self,
+        request: Request<jsv1::ResumeJobRequest>,
+    ) -> Result<Response<jsv1::SteerResponse>, Status> {
+        let req = request.into_inner();
+        let metadata = req.metadata.unwrap_or_default();
+        let name = req.resume.unwrap_or_default().name;
+        if let Some(owner) = self.owner_elsewhere(&metadata, &name).await? {
+            return Ok(elsewhere(owner));
+        }
+        self.engine.resume_job(&metadata, &name).await?;
+        Ok(Response::new(jsv1::SteerResponse::default()))
+    }
+
+    async fn trigger_job(
+        &self,
+        request: Request<jsv1::TriggerJobRequest>,
+    ) -> Result<Response<jsv1::SteerResponse>, Status> {
+        let req = request.into_inner();
+        let metadata = req.metadata.unwrap_or_default();
+        let trigger = req.trigger.unwrap_or_default();
+        let overlap = steer_wire::overlap_from_wire(&trigger.overlap).map_err(invalid)?;
+        if let Some(owner) = self.owner_elsewhere(&metadata, &trigger.name).await? {
+            return Ok(elsewhere(owner));
+        }
+        let id = self
+            .engine
+            .trigger_job(&metadata, &trigger.name, overlap)
+            .await?;
+        Ok(Response::new(steer_wire::triggered(id)))
+    }
+
+    async fn backfill_job(
+        &self,
+        request: Request<jsv1::BackfillJobRequest>,
+    ) -> Result<Response<jsv1::SteerResponse>, Status> {
+        let req = request.into_inner();
+        let metadata = req.metadata.unwrap_or_default();
+        let backfill = req.backfill.unwrap_or_default();
+        let time = |field: &str, t| steer_wire::instant_from_wire(field, t).map_err(invalid);
+        let range = (time("start", backfill.start)?, time("end", backfill.end)?);
+        let overlap = steer_wire::overlap_from_wire(&backfill.overlap).map_err(invalid)?;
+        if let Some(owner) = self.owner_elsewhere(&metadata, &backfill.name).await? {
+            return Ok(elsewhere(owner));
+        }
+        let limit = (req.limit as usize).max(1);
+        let runs = self
+            .engine
+            .backfill_job(&metadata, &backfill.name, range, overlap, limit)
+            .await?;
+        Ok(Response::new(jsv1::SteerResponse {
+            backfill: Some(steer_wire::backfill_to_wire(runs)),
+            ..Default::default()
+        }))
     }
 }

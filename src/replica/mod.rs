@@ -181,6 +181,8 @@ impl Replica {
             Box::pin(std::future::ready(()))
         }));
 
+        // Who fires a job: where calls only its owner may apply go (alone: this replica).
+        let directory = cluster.as_ref().map(Cluster::directory);
         let shutdown = CancellationToken::new();
         let extras = server::health_and_reflection().await?;
         let service =
@@ -210,7 +212,7 @@ impl Replica {
             &shutdown,
             &mut metrics_server,
         );
-        let jobsd = jobs::server(engine.clone(), pool.clone());
+        let jobsd = jobs::server(engine.clone(), pool.clone(), directory);
         let stop = shutdown.clone();
         let tls = cfg.tls.clone();
         let server = tokio::spawn(async move {

@@ -9,6 +9,7 @@
 mod embedded;
 pub mod guarded_wire;
 pub mod remote;
+pub mod steer_wire;
 pub mod views_wire;
 
 use std::fmt;

@@ -223,26 +223,15 @@ impl jv1::jobs_server::Jobs for JobsApi {
     ) -> Result<Response<jv1::BackfillJobResponse>, Status> {
         authorize(&self.state, &request)?;
         let req = request.into_inner();
-        let time = |field: &str, t: Option<prost_types::Timestamp>| {
-            t.and_then(|t| {
-                chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?)
-            })
-            .ok_or_else(|| bad_request(format!("{field}: a valid timestamp is required")))
+        let time = |field: &str, t| {
+            crate::scheduler::steer_wire::instant_from_wire(field, t).map_err(bad_request)
         };
         let range = (time("start", req.start)?, time("end", req.end)?);
         let overlap = steer::overlap_of(&req.overlap)?;
         let runs = self.state.backfill_job(req.name, range, overlap).await?;
-        let executions = runs
-            .into_iter()
-            .map(|(tick, id)| jv1::BackfillExecution {
-                scheduled_time: Some(prost_types::Timestamp {
-                    seconds: tick.timestamp(),
-                    nanos: i32::try_from(tick.timestamp_subsec_nanos()).unwrap_or(0),
-                }),
-                execution_id: id.to_string(),
-            })
-            .collect();
-        Ok(Response::new(jv1::BackfillJobResponse { executions }))
+        Ok(Response::new(
+            crate::scheduler::steer_wire::backfill_to_wire(runs),
+        ))
     }
 
     async fn heartbeat(

@@ -12,20 +12,7 @@ use crate::trigger::ExecutionId;
 
 /// The `overlap` of a run-now or backfill request: empty is the job's own policy.
 pub fn overlap_of(text: &str) -> Result<Option<Overlap>, ApiError> {
-    Ok(Some(match text {
-        "" => return Ok(None),
-        "serial" => Overlap::Serial,
-        "skip" => Overlap::Skip,
-        "bufferOne" => Overlap::BufferOne,
-        // How many at once does not apply: hand-started executions of a job run one at a
-        // time; `allow` only lets them run beside the scheduled ones.
-        "allow" => Overlap::Allow(1),
-        other => {
-            return Err(bad_request(format!(
-                "overlap: {other:?} is not one of serial, skip, bufferOne, allow"
-            )));
-        }
-    }))
+    crate::scheduler::steer_wire::overlap_from_wire(text).map_err(bad_request)
 }
 
 /// An RFC 3339 time of a backfill request, named `field` in errors.

@@ -29,9 +29,11 @@
 //! only); after that, the jobs watch feeds it every put and delete of an
 //! owned partition newer than the revision the partition was read at.
 
+mod directory;
 mod far;
 mod lease;
 
+pub use self::directory::{Directory, Owner};
 pub use self::lease::Standing;
 mod partition;
 mod wake;
@@ -84,6 +86,8 @@ pub struct ClusterConfig {
 pub struct Cluster {
     /// Whether the member holds a live lease (see [`Standing`]).
     standing: Standing,
+    /// Who fires which partition.
+    directory: Directory,
     /// Stops the member loop.
     stop: CancellationToken,
     /// The member loop; it leaves the cluster before it ends.
@@ -101,9 +105,12 @@ impl Cluster {
     ) -> Cluster {
         let stop = CancellationToken::new();
         let standing = Standing::default();
+        let directory = Directory::new(cfg.partitions, &cfg.address);
         let ns = cfg.namespace.trim_end_matches('/');
         let member = Member {
             standing: standing.clone(),
+            directory: directory.clone(),
+            holders: HashMap::new(),
             client: store.client(),
             members_prefix: format!("{ns}/members/"),
             partitions_prefix: format!("{ns}/partitions/"),
@@ -122,9 +129,16 @@ impl Cluster {
         let task = tokio::spawn(member.run(stop.clone()));
         Cluster {
             standing,
+            directory,
             stop,
             task,
         }
+    }
+
+    /// Who fires which partition, kept current by the member (each round, and whenever it
+    /// takes or lets go of partitions).
+    pub fn directory(&self) -> Directory {
+        self.directory.clone()
     }
 
     /// Whether this member holds a live lease right now: a trigger sink checks it before
@@ -150,6 +164,10 @@ type Changes = Pin<Box<dyn Stream<Item = Change> + Send>>;
 struct Member {
     /// Follows `lease` for the trigger sink.
     standing: Standing,
+    /// Published from `owned` and `holders`.
+    directory: Directory,
+    /// Partition → the address of its holder, as the last round read them.
+    holders: HashMap<u32, String>,
     cfg: ClusterConfig,
     client: Client,
     store: Arc<Etcd>,
@@ -221,11 +239,13 @@ impl Member {
                 },
                 _ = tick.tick() => {
                     self.reconcile().await;
+                    self.publish();
                     self.read_in_due().await;
                 }
                 // A partition was freed: take our share now, not at the next round.
                 () = freed.notified() => {
                     self.reconcile().await;
+                    self.publish();
                     tick.reset();
                 }
             }
@@ -248,9 +268,15 @@ impl Member {
         Some(Box::pin(self.store.watch_jobs(revision + 1)))
     }
 
+    /// Tells the directory what this member fires and who holds the rest.
+    fn publish(&self) {
+        self.directory.set(&self.owned, self.holders.clone());
+    }
+
     /// Reads every owned partition again and watches from now on.
     async fn resync(&mut self, stop: &CancellationToken) -> Option<Changes> {
         let owned = std::mem::take(&mut self.owned);
+        self.directory.set_own(&self.owned);
         self.disown(&owned, true).await;
         let changes = self.watch_from_now(stop).await?;
         let revision = self.store.revision().await.ok()?;
@@ -456,7 +482,7 @@ impl Member {
 
     /// Live members (id → address, sorted by id) and partition holders (partition → lease),
     /// read at one revision.
-    async fn read_cluster(&self) -> Option<(BTreeMap<String, String>, HashMap<u32, i64>)> {
+    async fn read_cluster(&mut self) -> Option<(BTreeMap<String, String>, HashMap<u32, i64>)> {
         let txn = etcd::txn(
             Vec::new(),
             vec![
@@ -474,6 +500,7 @@ impl Member {
         };
         let mut members = BTreeMap::new();
         let mut holders = HashMap::new();
+        let mut holder_ids = HashMap::new();
         for kv in resp.responses.into_iter().flat_map(etcd::range_kvs) {
             let Ok(key) = std::str::from_utf8(&kv.key) else {
                 continue;
@@ -486,8 +513,13 @@ impl Member {
                 .and_then(|p| p.parse::<u32>().ok())
             {
                 holders.insert(p, kv.lease);
+                holder_ids.insert(p, String::from_utf8_lossy(&kv.value).into_owned());
             }
         }
+        self.holders = holder_ids
+            .into_iter()
+            .filter_map(|(p, id)| Some((p, members.get(&id)?.clone())))
+            .collect();
         Some((members, holders))
     }
 
@@ -665,6 +697,7 @@ impl Member {
     /// revokes the lease, which deletes our keys at once.
     async fn leave(mut self) {
         let owned = std::mem::take(&mut self.owned);
+        self.directory.set_own(&self.owned);
         self.disown(&owned, true).await;
         if let Some(lease) = self.lease.take()
             && !lease.revoke(&self.client).await

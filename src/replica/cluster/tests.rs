@@ -322,6 +322,77 @@ async fn each_one_shot_fires_once_across_members() {
     stop_all(nodes).await;
 }
 
+/// The member each member's directory names as the owner of job `name`: the one that says
+/// "me" while every other names its address; `None` while they disagree.
+fn agreed_owner(dirs: &[Directory], name: &str) -> Option<usize> {
+    let metadata = request(name, sv1::Job::default()).metadata.unwrap();
+    let key = crate::trigger::keys::job_key(&metadata, name).unwrap();
+    let owners: Vec<Owner> = dirs.iter().map(|d| d.owner_of(&key)).collect();
+    let me = owners.iter().position(|o| *o == Owner::Me)?;
+    let address = format!("127.0.0.1:{}", 50_000 + me);
+    owners
+        .iter()
+        .enumerate()
+        .all(|(m, o)| m == me || *o == Owner::At(address.clone()))
+        .then_some(me)
+}
+
+/// Every member's directory names the same owner of each job, and that owner is the member
+/// that fires it: a job paused there (as a replica's `PauseJob` does once routed to it)
+/// fires on no member, while the others go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directories_agree_on_the_owner_and_a_pause_there_holds() {
+    let (log, nodes) = three_members().await;
+    let names = every_second(&nodes[0].engine, 12, &log).await;
+    let dirs: Vec<Directory> = nodes
+        .iter()
+        .map(|n| n.cluster.as_ref().unwrap().directory())
+        .collect();
+    wait_for("one agreed owner per job", || {
+        names.iter().all(|n| agreed_owner(&dirs, n).is_some())
+    })
+    .await;
+    let mut firing = std::collections::BTreeSet::new();
+    for name in &names {
+        let owner = agreed_owner(&dirs, name).unwrap();
+        let seen = log.0.lock().unwrap()[name].clone();
+        firing.insert(owner);
+        assert_eq!(
+            seen.last().map(|(m, _)| *m),
+            Some(owner),
+            "{name}: the directories' owner fires it"
+        );
+    }
+    assert!(firing.len() > 1, "the jobs are spread: {firing:?}");
+    let (paused, going) = names.split_at(6);
+    let metadata = request("x", sv1::Job::default()).metadata.unwrap();
+    for name in paused {
+        let owner = agreed_owner(&dirs, name).unwrap();
+        nodes[owner]
+            .engine
+            .pause_job(&metadata, name, "by the owner")
+            .await
+            .unwrap();
+    }
+    let before = log.snapshot();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = log.snapshot();
+    for name in paused {
+        assert_eq!(
+            after[name].len(),
+            before[name].len(),
+            "{name} fired while paused"
+        );
+    }
+    for name in going {
+        assert!(
+            after[name].len() >= before[name].len() + 2,
+            "{name} stopped"
+        );
+    }
+    stop_all(nodes).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_members_share_moves_when_it_leaves_or_dies() {
     let (log, mut nodes) = three_members().await;

@@ -4,7 +4,9 @@
 //! answers WatchHosts. On jobsd's side (`jobsd.scheduler.v1.Jobs`) it counts `ScheduleJobs`
 //! calls and the jobs in them and answers every job of one OK, but `AlreadyExists` for a name
 //! starting with `exists` (or, programmed so, the whole call Unimplemented as a Dapr
-//! Scheduler); its other rpcs are `Unimplemented`.
+//! Scheduler). It counts `PauseJob` and `TriggerJob` calls and answers them as applied, or
+//! naming `owner` as the replica that fires the job, or (`no_steer`) Unimplemented as a Dapr
+//! Scheduler; its other rpcs are `Unimplemented`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -43,6 +45,29 @@ pub(super) struct Fake {
     pub on_get: Answer<sv1::Job>,
     /// `ListJobs`' answer.
     pub on_list: Answer<Vec<sv1::NamedJob>>,
+    /// `PauseJob` and `TriggerJob` calls so far.
+    pub steers: AtomicUsize,
+    /// Answer them naming this replica as the job's owner instead of applying them.
+    pub owner: std::sync::Mutex<Option<String>>,
+    /// Answer them with Unimplemented, as a Dapr Scheduler does.
+    pub no_steer: bool,
+}
+
+impl Fake {
+    /// `PauseJob`'s and `TriggerJob`'s answer when applied here (`applied`).
+    fn steer(&self, applied: jsv1::SteerResponse) -> Result<Response<jsv1::SteerResponse>, Status> {
+        self.steers.fetch_add(1, Ordering::SeqCst);
+        if self.no_steer {
+            return Err(Status::unimplemented(""));
+        }
+        Ok(Response::new(match self.owner.lock().unwrap().clone() {
+            Some(owner) => jsv1::SteerResponse {
+                owner,
+                ..Default::default()
+            },
+            None => applied,
+        }))
+    }
 }
 
 /// A running fake: its address, and how to stop it.
@@ -227,6 +252,32 @@ impl jsv1::jobs_server::Jobs for Arc<Fake> {
         &self,
         _: Request<jsv1::ListJobsRequest>,
     ) -> Result<Response<jsv1::ListJobsResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+    async fn pause_job(
+        &self,
+        _: Request<jsv1::PauseJobRequest>,
+    ) -> Result<Response<jsv1::SteerResponse>, Status> {
+        self.steer(jsv1::SteerResponse::default())
+    }
+    async fn resume_job(
+        &self,
+        _: Request<jsv1::ResumeJobRequest>,
+    ) -> Result<Response<jsv1::SteerResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+    async fn trigger_job(
+        &self,
+        request: Request<jsv1::TriggerJobRequest>,
+    ) -> Result<Response<jsv1::SteerResponse>, Status> {
+        let name = request.into_inner().trigger.unwrap_or_default().name;
+        let id = crate::trigger::ExecutionId::for_tick(&name, chrono::DateTime::UNIX_EPOCH);
+        self.steer(crate::scheduler::steer_wire::triggered(id))
+    }
+    async fn backfill_job(
+        &self,
+        _: Request<jsv1::BackfillJobRequest>,
+    ) -> Result<Response<jsv1::SteerResponse>, Status> {
         Err(Status::unimplemented(""))
     }
 }

@@ -21,6 +21,7 @@ mod coalesce;
 #[cfg(test)]
 mod fake;
 mod hosts;
+mod steer;
 mod watch;
 
 pub use watch::CONTEXT_METADATA;
@@ -39,15 +40,17 @@ use tonic::transport::Channel;
 
 use super::{
     Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
-    guard, guarded_wire, untravelled, untravelled_field, views_wire,
+    guard, guarded_wire, steer_wire, untravelled, untravelled_field, views_wire,
 };
 use crate::clock::Clock;
+use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_client::SchedulerClient;
 use crate::resiliency::backoff::{connect_backoff, jittered};
-use crate::trigger::Sink;
+use crate::trigger::{ExecutionId, Sink};
 use hosts::{Host, HostSet, Publisher};
+use steer::Steer;
 
 /// How long one call may take, waiting for replicas included (daprd's `rpcTimeout`).
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
@@ -640,6 +643,81 @@ impl Scheduler for Remote {
         })
         .await
         .map(drop)
+    }
+
+    async fn pause_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        note: String,
+    ) -> Result<(), Error> {
+        let req = jsv1::PauseJobRequest {
+            metadata: Some(metadata),
+            pause: Some(jv1::PauseJobRequest { name, note }),
+        };
+        self.steer(Steer::Pause, req, steer::pause())
+            .await
+            .map(drop)
+    }
+
+    async fn resume_job(&self, metadata: sv1::JobMetadata, name: String) -> Result<(), Error> {
+        let req = jsv1::ResumeJobRequest {
+            metadata: Some(metadata),
+            resume: Some(jv1::ResumeJobRequest { name }),
+        };
+        self.steer(Steer::Pause, req, steer::resume())
+            .await
+            .map(drop)
+    }
+
+    async fn trigger_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        overlap: Option<crate::schedule::Overlap>,
+    ) -> Result<ExecutionId, Error> {
+        let req = jsv1::TriggerJobRequest {
+            metadata: Some(metadata),
+            trigger: Some(jv1::TriggerJobRequest {
+                name,
+                overlap: steer_wire::overlap_to_wire(overlap),
+            }),
+        };
+        let answer = self.steer(Steer::ByHand, req, steer::trigger()).await?;
+        let id = answer.trigger.unwrap_or_default().execution_id;
+        ExecutionId::parse(&id).ok_or_else(|| {
+            Error::new(
+                tonic::Code::Internal,
+                format!("the scheduler replica answered {id:?}, not an execution id"),
+            )
+        })
+    }
+
+    async fn backfill_job(
+        &self,
+        metadata: sv1::JobMetadata,
+        name: String,
+        range: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+        overlap: Option<crate::schedule::Overlap>,
+        limit: usize,
+    ) -> Result<Vec<(chrono::DateTime<chrono::Utc>, ExecutionId)>, Error> {
+        let req = jsv1::BackfillJobRequest {
+            metadata: Some(metadata),
+            backfill: Some(jv1::BackfillJobRequest {
+                name,
+                start: views_wire::stamp(Some(range.0)),
+                end: views_wire::stamp(Some(range.1)),
+                overlap: steer_wire::overlap_to_wire(overlap),
+            }),
+            limit: u32::try_from(limit).unwrap_or(u32::MAX),
+        };
+        let answer = self.steer(Steer::ByHand, req, steer::backfill()).await?;
+        steer_wire::backfill_from_wire(answer.backfill.unwrap_or_default()).map_err(|why| {
+            Error::new(
+                tonic::Code::Internal,
+                format!("the scheduler replica's backfill answer is malformed: {why}"),
+            )
+        })
     }
 }
 

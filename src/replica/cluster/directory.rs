@@ -1,0 +1,120 @@
+//! Who fires which partition, as the member's last round read it from etcd: where a replica
+//! sends a call that only a job's owner may apply (pause, resume, run by hand), since a change
+//! written beside the owner's trigger loop would reach it only when it next reads the job.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, RwLock};
+
+use super::partition_of;
+
+/// The owner of a job, as [`Directory::owner_of`] tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// This member fires the job's partition.
+    Me,
+    /// The member at this address does.
+    At(String),
+    /// Nobody does right now (a member died or gave it back, and the next has not taken it).
+    Nobody,
+}
+
+/// A shared, cheap-to-clone view of the partition owners; the member loop keeps it current.
+#[derive(Debug, Clone)]
+pub struct Directory {
+    partitions: u32,
+    /// This member's address: a partition etcd still shows under it but that it no longer
+    /// fires is changing hands.
+    me: String,
+    state: Arc<RwLock<State>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Partitions this member fires.
+    own: BTreeSet<u32>,
+    /// Partition → the address of the member holding it (this one's included).
+    holders: HashMap<u32, String>,
+}
+
+impl Directory {
+    /// An empty directory of the member at `me` in a cluster of `partitions` partitions:
+    /// nobody owns anything yet.
+    pub fn new(partitions: u32, me: &str) -> Directory {
+        Directory {
+            partitions,
+            me: me.to_owned(),
+            state: Arc::default(),
+        }
+    }
+
+    /// Who fires the job under the composed key `key`.
+    pub fn owner_of(&self, key: &str) -> Owner {
+        let p = partition_of(key, self.partitions);
+        let state = self
+            .state
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.own.contains(&p) {
+            return Owner::Me;
+        }
+        match state.holders.get(&p) {
+            Some(address) if *address != self.me => Owner::At(address.clone()),
+            _ => Owner::Nobody,
+        }
+    }
+
+    /// What the member fires now (`own`), and who holds each partition (`holders`: partition
+    /// → address), from one read of etcd.
+    pub(super) fn set(&self, own: &BTreeSet<u32>, holders: HashMap<u32, String>) {
+        let mut state = self
+            .state
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.own.clone_from(own);
+        state.holders = holders;
+    }
+
+    /// What the member fires now, the holders unchanged (it took or let go of partitions).
+    pub(super) fn set_own(&self, own: &BTreeSet<u32>) {
+        let mut state = self
+            .state
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.own.clone_from(own);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_mine_held_elsewhere_or_nobodys() {
+        let d = Directory::new(4, "me:1");
+        let keys: Vec<String> = (0..64)
+            .map(|i| format!("app||default||myapp||j{i}"))
+            .collect();
+        let part = |k: &str| partition_of(k, 4);
+        assert!(keys.iter().all(|k| d.owner_of(k) == Owner::Nobody));
+        let own: BTreeSet<u32> = [0, 1].into();
+        let holders = HashMap::from([
+            (0, "me:1".to_owned()),
+            (1, "me:1".to_owned()),
+            (2, "other:2".to_owned()),
+        ]);
+        d.set(&own, holders);
+        for k in &keys {
+            let expected = match part(k) {
+                0 | 1 => Owner::Me,
+                2 => Owner::At("other:2".into()),
+                _ => Owner::Nobody,
+            };
+            assert_eq!(d.owner_of(k), expected, "{k}");
+        }
+        // Letting go of partition 1: etcd still shows this member's key on it, but nothing
+        // fires it here any more, so it is changing hands (not sent back to this member).
+        d.set_own(&[0].into());
+        let in_one = keys.iter().find(|k| part(k) == 1).unwrap();
+        assert_eq!(d.owner_of(in_one), Owner::Nobody);
+    }
+}

@@ -812,11 +812,17 @@ def steer_phase(events_path: str) -> Suite:
     paused, going = names[: N_STEER // 2], names[N_STEER // 2:]
     ev = Events(events_path)
     ctx = {}
+    took = {"pause": [], "resume": []}
 
     def post(path, body=None, want=204):
         status, data = http(base, "POST", path, body)
         assert status == want, f"POST {base}{path} → {status} {data!r}"
         return json.loads(data) if data else None
+
+    def timed(kind, name, body=None):
+        t = time.monotonic()
+        post(f"/jobsd/v1/jobs/{name}/{kind}", body)
+        took[kind].append((time.monotonic() - t) * 1000)
 
     @s.check
     def steered_jobs_are_fired_by_every_replica():
@@ -834,7 +840,7 @@ def steer_phase(events_path: str) -> Suite:
     @s.check
     def paused_jobs_fire_on_no_replica_and_the_others_go_on():
         for name in paused:
-            post(f"/jobsd/v1/jobs/{name}/pause", {"note": "e2e"})
+            timed("pause", name, {"note": "e2e"})
         t_paused = time.time()
         for name in paused:
             status, body = http(base, "GET", f"/jobsd/v1/jobs/{name}")
@@ -854,8 +860,11 @@ def steer_phase(events_path: str) -> Suite:
     @s.check
     def resumed_jobs_fire_again():
         for name in paused:
-            post(f"/jobsd/v1/jobs/{name}/resume")
+            timed("resume", name)
         t_resumed = time.time()
+        for kind, ms in took.items():
+            print(f"# {kind} calls through sidecar 2: {len(ms)}, p50 {pct(ms, 0.5):.1f} ms, "
+                  f"max {max(ms):.1f} ms", flush=True)
         assert wait_until(lambda: all(any(t > t_resumed for t in ev.poll().times(n))
                                       for n in paused), 10), \
             f"resumed jobs silent 10 s on: {some([n for n in paused if not any(t > t_resumed for t in ev.times(n))])}"

@@ -69,9 +69,10 @@ fn extras_of(req: &jsv1::ScheduleJobRequest) -> JobExtras {
 
 impl JobsService {
     /// The address of the member that fires job `name` of `metadata`'s owner when it is not
-    /// this one; `None` when this one does (or the key is malformed: the engine refuses it
-    /// then, as it would here). While nobody fires the job's partition (it is changing hands)
-    /// it waits for the next owner, up to [`OWNER_WAIT`].
+    /// this one; `None` when this one does, once its trigger loop holds the job (or the key
+    /// is malformed: the engine refuses it then, as it would here). While nobody fires the
+    /// job's partition (it is changing hands) it waits for the next owner, up to
+    /// [`OWNER_WAIT`].
     async fn owner_elsewhere(
         &self,
         metadata: &sv1::JobMetadata,
@@ -87,15 +88,17 @@ impl JobsService {
         let deadline = tokio::time::Instant::now() + OWNER_WAIT;
         loop {
             match directory.owner_of(&key) {
-                Owner::Me => return Ok(None),
+                // Read in first: the trigger loop may not hold the job yet.
+                Owner::Me if directory.bring_in(&key).await => return Ok(None),
                 Owner::At(address) => return Ok(Some(address)),
-                Owner::Nobody if tokio::time::Instant::now() < deadline => {
+                _ if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(OWNER_POLL).await;
                 }
-                Owner::Nobody => {
+                _ => {
                     return Err(Status::unavailable(format!(
-                        "no scheduler replica fires job {name:?} right now (its partition is \
-                         changing hands); try again"
+                        "no scheduler replica took job {name:?} in hand within {}s (its \
+                         partition is changing hands, or etcd does not answer); try again",
+                        OWNER_WAIT.as_secs()
                     )));
                 }
             }

@@ -1,11 +1,28 @@
 //! Who fires which partition, as the member's last round read it from etcd: where a replica
 //! sends a call that only a job's owner may apply (pause, resume, run by hand), since a change
 //! written beside the owner's trigger loop would reach it only when it next reads the job.
+//!
+//! The owner then has the job read in first ([`Directory::bring_in`]): its trigger loop may
+//! not hold it yet, because the job fires past the horizon (the member keeps it by key and
+//! time only) or because the watch has not brought its create yet (a pause right after it).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
 
 use super::partition_of;
+
+/// How long [`Directory::bring_in`] waits for the member loop.
+const BRING_IN_WAIT: Duration = Duration::from_secs(10);
+
+/// A request to the member loop: read job `key` in now if this member fires it, answering
+/// whether it does and the job is in the trigger loop's hands.
+pub(super) struct BringIn {
+    pub key: String,
+    pub reply: oneshot::Sender<bool>,
+}
 
 /// The owner of a job, as [`Directory::owner_of`] tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +43,8 @@ pub struct Directory {
     /// fires is changing hands.
     me: String,
     state: Arc<RwLock<State>>,
+    /// To the member loop.
+    bring_in: mpsc::Sender<BringIn>,
 }
 
 #[derive(Debug, Default)]
@@ -37,14 +56,35 @@ struct State {
 }
 
 impl Directory {
-    /// An empty directory of the member at `me` in a cluster of `partitions` partitions:
-    /// nobody owns anything yet.
-    pub fn new(partitions: u32, me: &str) -> Directory {
-        Directory {
+    /// An empty directory of the member at `me` in a cluster of `partitions` partitions
+    /// (nobody owns anything yet), and where its member loop takes [`BringIn`] requests.
+    pub(super) fn new(partitions: u32, me: &str) -> (Directory, mpsc::Receiver<BringIn>) {
+        let (bring_in, requests) = mpsc::channel(64);
+        let directory = Directory {
             partitions,
             me: me.to_owned(),
             state: Arc::default(),
+            bring_in,
+        };
+        (directory, requests)
+    }
+
+    /// Has the member read job `key` in now, with its progress as stored, unless its trigger
+    /// loop holds it already; later watched changes up to that read are skipped. `false`
+    /// when this member does not fire the job (any more), cannot read it, or has stopped.
+    pub async fn bring_in(&self, key: &str) -> bool {
+        let (reply, answer) = oneshot::channel();
+        let request = BringIn {
+            key: key.to_owned(),
+            reply,
+        };
+        if self.bring_in.send(request).await.is_err() {
+            return false;
         }
+        matches!(
+            tokio::time::timeout(BRING_IN_WAIT, answer).await,
+            Ok(Ok(true))
+        )
     }
 
     /// Who fires the job under the composed key `key`.
@@ -90,7 +130,7 @@ mod tests {
 
     #[test]
     fn a_key_is_mine_held_elsewhere_or_nobodys() {
-        let d = Directory::new(4, "me:1");
+        let (d, _requests) = Directory::new(4, "me:1");
         let keys: Vec<String> = (0..64)
             .map(|i| format!("app||default||myapp||j{i}"))
             .collect();

@@ -105,12 +105,13 @@ impl Cluster {
     ) -> Cluster {
         let stop = CancellationToken::new();
         let standing = Standing::default();
-        let directory = Directory::new(cfg.partitions, &cfg.address);
+        let (directory, bring_in) = Directory::new(cfg.partitions, &cfg.address);
         let ns = cfg.namespace.trim_end_matches('/');
         let member = Member {
             standing: standing.clone(),
             directory: directory.clone(),
             holders: HashMap::new(),
+            bring_in: Some(bring_in),
             client: store.client(),
             members_prefix: format!("{ns}/members/"),
             partitions_prefix: format!("{ns}/partitions/"),
@@ -168,6 +169,8 @@ struct Member {
     directory: Directory,
     /// Partition → the address of its holder, as the last round read them.
     holders: HashMap<u32, String>,
+    /// Requests to read a job in now (taken by the loop when it starts).
+    bring_in: Option<tokio::sync::mpsc::Receiver<directory::BringIn>>,
     cfg: ClusterConfig,
     client: Client,
     store: Arc<Etcd>,
@@ -212,10 +215,12 @@ impl Member {
             watching.clone(),
         ));
         let _stop_watching = watching.drop_guard();
+        let mut bring_in = self.bring_in.take().expect("the loop starts once");
         loop {
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
+                Some(request) = bring_in.recv() => self.bring_in(request).await,
                 change = changes.next() => match change {
                     Some(Change::Resync { compact_revision }) => {
                         tracing::warn!(compact_revision, "jobs watch fell behind etcd's history; reloading owned partitions");
@@ -266,6 +271,34 @@ impl Member {
             },
         };
         Some(Box::pin(self.store.watch_jobs(revision + 1)))
+    }
+
+    /// Reads job `request.key` in for a call only its owner applies (see `directory.rs`).
+    async fn bring_in(&mut self, request: directory::BringIn) {
+        let key = request.key;
+        if !self
+            .owned
+            .contains(&partition_of(&key, self.cfg.partitions))
+        {
+            let _ = request.reply.send(false);
+            return;
+        }
+        let read = match self.store.read_jobs(vec![key.clone()]).await {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(job = %key, error = %e, "cannot read a job in for a call by hand");
+                let _ = request.reply.send(false);
+                return;
+            }
+        };
+        let (jobs, revision) = read;
+        self.far.remove(&key);
+        self.far.read_in([key], revision);
+        if !jobs.is_empty() {
+            // Queued before the caller's own command reaches the trigger loop.
+            self.engine.adopt_untracked(jobs);
+        }
+        let _ = request.reply.send(true);
     }
 
     /// Tells the directory what this member fires and who holds the rest.

@@ -393,6 +393,65 @@ async fn directories_agree_on_the_owner_and_a_pause_there_holds() {
     stop_all(nodes).await;
 }
 
+/// A call by hand on the owner finds the job in its trigger loop once the member brought it
+/// in: one far past the horizon (kept by key and time only; without the bring-in the loop
+/// does not know it) runs now, and one paused right after its create (the watch may not have
+/// brought it yet) never fires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_brings_a_far_or_just_created_job_in_for_a_call_by_hand() {
+    let namespace = testing::fresh_namespace();
+    let log = Arc::new(Log::default());
+    let endpoint = testing::shared().endpoint();
+    let node = node_with(endpoint, 0, &namespace, &log, Some(Duration::from_secs(60))).await;
+    let dir = node.cluster.as_ref().unwrap().directory();
+    let metadata = request("x", sv1::Job::default()).metadata.unwrap();
+    let key = |name: &str| crate::trigger::keys::job_key(&metadata, name).unwrap();
+    wait_for("the member to own every partition", || {
+        dir.owner_of(&key("probe")) == Owner::Me
+    })
+    .await;
+    let far = sv1::Job {
+        schedule: Some("@every 1h".into()),
+        due_time: Some("2h".into()),
+        ..Default::default()
+    };
+    node.engine.schedule_job(request("far", far)).await.unwrap();
+    // Let the watch bring it: kept far, not in the trigger loop.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let refused = node.engine.trigger_job(&metadata, "far", None).await;
+    assert!(
+        matches!(refused, Err(crate::engine::Error::NotFound(_))),
+        "a far job is not in the loop: {refused:?}"
+    );
+    assert!(dir.bring_in(&key("far")).await);
+    node.engine
+        .trigger_job(&metadata, "far", None)
+        .await
+        .unwrap();
+    wait_for("the far job's run now", || log.count("far") == 1).await;
+
+    let every = sv1::Job {
+        schedule: Some("@every 1s".into()),
+        ..Default::default()
+    };
+    node.engine
+        .schedule_job(request("fresh", every))
+        .await
+        .unwrap();
+    assert!(dir.bring_in(&key("fresh")).await);
+    node.engine
+        .pause_job(&metadata, "fresh", "at once")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        log.count("fresh"),
+        0,
+        "a job paused right after its create fired"
+    );
+    stop_all(vec![node]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_members_share_moves_when_it_leaves_or_dies() {
     let (log, mut nodes) = three_members().await;

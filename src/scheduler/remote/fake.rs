@@ -4,9 +4,9 @@
 //! answers WatchHosts. On jobsd's side (`jobsd.scheduler.v1.Jobs`) it counts `ScheduleJobs`
 //! calls and the jobs in them and answers every job of one OK, but `AlreadyExists` for a name
 //! starting with `exists` (or, programmed so, the whole call Unimplemented as a Dapr
-//! Scheduler). It counts `PauseJob` and `TriggerJob` calls and answers them as applied, or
-//! naming `owner` as the replica that fires the job, or (`no_steer`) Unimplemented as a Dapr
-//! Scheduler; its other rpcs are `Unimplemented`.
+//! Scheduler). It counts `PauseJob` and `TriggerJob` calls and answers them Unimplemented as
+//! a Dapr Scheduler, or (`steers_jobs`, as a jobsd replica) as applied or naming `owner` as
+//! the replica that fires the job; its other rpcs are `Unimplemented`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,15 +49,15 @@ pub(super) struct Fake {
     pub steers: AtomicUsize,
     /// Answer them naming this replica as the job's owner instead of applying them.
     pub owner: std::sync::Mutex<Option<String>>,
-    /// Answer them with Unimplemented, as a Dapr Scheduler does.
-    pub no_steer: bool,
+    /// Answer them as a jobsd replica does (else Unimplemented, as a Dapr Scheduler).
+    pub steers_jobs: bool,
 }
 
 impl Fake {
     /// `PauseJob`'s and `TriggerJob`'s answer when applied here (`applied`).
     fn steer(&self, applied: jsv1::SteerResponse) -> Result<Response<jsv1::SteerResponse>, Status> {
         self.steers.fetch_add(1, Ordering::SeqCst);
-        if self.no_steer {
+        if !self.steers_jobs {
             return Err(Status::unimplemented(""));
         }
         Ok(Response::new(match self.owner.lock().unwrap().clone() {

@@ -1015,7 +1015,7 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.code, tonic::Code::FailedPrecondition);
-        assert!(err.message.contains("embedded scheduler"), "{err}");
+        assert!(err.message.contains("needs jobsd's scheduler"), "{err}");
         let err = remote
             .resume_job(sv1::JobMetadata::default(), "x".into())
             .await

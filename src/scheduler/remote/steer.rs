@@ -152,7 +152,14 @@ mod tests {
     }
 
     async fn pair() -> Pair {
-        let fakes: Vec<Arc<fake::Fake>> = (0..2).map(|_| Arc::default()).collect();
+        let fakes: Vec<Arc<fake::Fake>> = (0..2)
+            .map(|_| {
+                Arc::new(fake::Fake {
+                    steers_jobs: true,
+                    ..Default::default()
+                })
+            })
+            .collect();
         let mut served = Vec::new();
         for f in &fakes {
             served.push(fake::serve(f.clone()).await);
@@ -230,10 +237,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dapr_scheduler_refuses_them_saying_what_they_need() {
-        let fake = Arc::new(fake::Fake {
-            no_steer: true,
-            ..Default::default()
-        });
+        let fake = Arc::new(fake::Fake::default());
         let served = fake::serve(fake.clone()).await;
         let (remote, _connections) = undeliverable(vec![served.address.clone()]);
         let err = remote

@@ -742,10 +742,12 @@ def restart_verify(state_path: str, events: str, t_stopped: str, t_launch: str) 
         last_before = ns(before[-1]["nominalTime"])
         after = [r for r in rs if ns(r["started"]) >= launch]
         skips = [r for r in after if r["outcome"] == "skipped"]
-        assert [r["error"] for r in skips] == ["catch_up"], (
+        # One record, or on a slow start a second one: the latest missed tick was due again
+        # behind a newer one before it could go, and `latest` passed it over too.
+        assert skips and all(r["error"] == "catch_up" for r in skips) and len(skips) <= 2, (
             f"want one skipped record (catch_up) after the restart: {summary(after)}")
-        skipped_to = ns(skips[0]["nominalTime"])
-        # The record stands for every tick from the one after the last run to its nominal time.
+        skipped_to = max(ns(r["nominalTime"]) for r in skips)
+        # The records stand for every tick from the one after the last run to the last one.
         missed = (skipped_to - last_before) // SECOND
         counted = view(name)["status"]["counters"]["skipped"].get("catch_up", 0) - \
             state["catch_up_before"]
@@ -757,7 +759,7 @@ def restart_verify(state_path: str, events: str, t_stopped: str, t_launch: str) 
         # the schedule went on second by second.
         assert not [t for t in ran if last_before < t <= skipped_to], summary(after)
         assert ran[0] == skipped_to + SECOND and contiguous(ran), summary(after)
-        print(f"  {name}: {missed} missed ticks passed over in one record, the latest ran once")
+        print(f"  {name}: {missed} missed ticks passed over in {len(skips)} record(s), the latest ran once")
 
     @s.check
     def dapr_default_replays_every_missed_tick():

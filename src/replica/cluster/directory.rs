@@ -124,6 +124,41 @@ impl Directory {
     }
 }
 
+impl super::Member {
+    /// Reads job `request.key` in for a call only its owner applies (see the module doc).
+    pub(super) async fn bring_in(&mut self, request: BringIn) {
+        let key = request.key;
+        if !self
+            .owned
+            .contains(&partition_of(&key, self.cfg.partitions))
+        {
+            let _ = request.reply.send(false);
+            return;
+        }
+        let read = match self.store.read_jobs(vec![key.clone()]).await {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(job = %key, error = %e, "cannot read a job in for a call by hand");
+                let _ = request.reply.send(false);
+                return;
+            }
+        };
+        let (jobs, revision) = read;
+        self.far.remove(&key);
+        self.far.read_in([key], revision);
+        if !jobs.is_empty() {
+            // Queued before the caller's own command reaches the trigger loop.
+            self.engine.adopt_untracked(jobs);
+        }
+        let _ = request.reply.send(true);
+    }
+
+    /// Tells the directory what this member fires and who holds the rest.
+    pub(super) fn publish(&self) {
+        self.directory.set(&self.owned, self.holders.clone());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

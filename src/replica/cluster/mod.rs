@@ -273,39 +273,6 @@ impl Member {
         Some(Box::pin(self.store.watch_jobs(revision + 1)))
     }
 
-    /// Reads job `request.key` in for a call only its owner applies (see `directory.rs`).
-    async fn bring_in(&mut self, request: directory::BringIn) {
-        let key = request.key;
-        if !self
-            .owned
-            .contains(&partition_of(&key, self.cfg.partitions))
-        {
-            let _ = request.reply.send(false);
-            return;
-        }
-        let read = match self.store.read_jobs(vec![key.clone()]).await {
-            Ok(read) => read,
-            Err(e) => {
-                tracing::warn!(job = %key, error = %e, "cannot read a job in for a call by hand");
-                let _ = request.reply.send(false);
-                return;
-            }
-        };
-        let (jobs, revision) = read;
-        self.far.remove(&key);
-        self.far.read_in([key], revision);
-        if !jobs.is_empty() {
-            // Queued before the caller's own command reaches the trigger loop.
-            self.engine.adopt_untracked(jobs);
-        }
-        let _ = request.reply.send(true);
-    }
-
-    /// Tells the directory what this member fires and who holds the rest.
-    fn publish(&self) {
-        self.directory.set(&self.owned, self.holders.clone());
-    }
-
     /// Reads every owned partition again and watches from now on.
     async fn resync(&mut self, stop: &CancellationToken) -> Option<Changes> {
         let owned = std::mem::take(&mut self.owned);

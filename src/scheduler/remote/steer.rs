@@ -127,8 +127,9 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::super::tests::undeliverable;
-    use super::super::{Connections, Remote, Scheduler, fake};
+    use super::super::{Connections, Remote, fake};
     use crate::proto::scheduler as sv1;
+    use crate::scheduler::Scheduler;
     use crate::trigger::ExecutionId;
 
     fn metadata() -> sv1::JobMetadata {

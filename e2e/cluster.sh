@@ -23,7 +23,8 @@
 #      GET /v1.0/jobs lists exactly the 200 @every jobs; all deleted; the list is empty on both
 #      sidecars and the jobs stop firing;
 #   6. through sidecar 2, 24 `@every 1s` jobs that every replica owns some of are paused (they
-#      fire nowhere, the rest go on), resumed (they fire again), one is run now and backfilled
+#      fire nowhere, the rest go on), resumed (they fire again), all 24 are paused and resumed
+#      by one bulk call each (by prefix), one is run now and backfilled
 #      (the executions arrive with the ids the calls answered): each call reaches the replica
 #      that fires the job; every process still alive, no panic logged, sidecars and replicas
 #      exit 0 on SIGTERM.

@@ -162,3 +162,63 @@ async fn run_now_and_backfill_reach_the_app_through_the_replica() {
     assert_eq!(status, 404, "{answer}");
     stop(rep, side).await;
 }
+
+#[tokio::test]
+async fn a_bulk_pause_by_selection_holds_the_selected_jobs_until_a_bulk_resume() {
+    let (rep, app, side) = started("a-1", r#"{"schedule":"@every 10s"}"#).await;
+    for name in ["a-2", "b-1"] {
+        let (status, answer) = call(
+            &side,
+            "POST",
+            &format!("/v1.0/jobs/{name}"),
+            r#"{"schedule":"@every 10s"}"#,
+        )
+        .await;
+        assert_eq!(status, 204, "{answer}");
+    }
+    // Already paused: left as it is (its note kept), not counted again.
+    let (status, answer) = call(
+        &side,
+        "POST",
+        "/jobsd/v1/jobs/a-2/pause",
+        r#"{"note":"first"}"#,
+    )
+    .await;
+    assert_eq!(status, 204, "{answer}");
+
+    let (status, answer) = call(
+        &side,
+        "POST",
+        "/jobsd/v1/jobs:pause",
+        r#"{"prefix":"a-","note":"bulk"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["count"], 1, "{answer}");
+    assert_eq!(answer["names"], serde_json::json!(["a-1"]), "{answer}");
+    assert_eq!(answer["truncated"], false, "{answer}");
+    let (_, view) = call(&side, "GET", "/jobsd/v1/jobs/a-2", "").await;
+    assert_eq!(view["status"]["pausedNote"], "first", "{view}");
+    let (_, view) = call(&side, "GET", "/jobsd/v1/jobs/a-1", "").await;
+    assert_eq!(view["status"]["pausedNote"], "bulk", "{view}");
+
+    rep.run_for(TimeDelta::seconds(25)).await;
+    eventually("b-1's two ticks", async || app.count("b-1") == 2).await;
+    assert_eq!((app.count("a-1"), app.count("a-2")), (0, 0), "a paused job fired");
+
+    // Everything needs "all": true; then only the paused ones resume.
+    let (status, answer) = call(&side, "POST", "/jobsd/v1/jobs:resume", "").await;
+    assert_eq!(status, 400, "{answer}");
+    let (status, answer) = call(&side, "POST", "/jobsd/v1/jobs:resume", r#"{"all":true}"#).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["count"], 2, "{answer}");
+    assert_eq!(answer["names"], serde_json::json!(["a-1", "a-2"]), "{answer}");
+    rep.run_for(TimeDelta::seconds(10)).await;
+    eventually("a tick of each resumed job", async || {
+        app.count("a-1") == 1 && app.count("a-2") == 1
+    })
+    .await;
+    let (_, list) = call(&side, "GET", "/jobsd/v1/jobs?state=paused", "").await;
+    assert_eq!(list["jobs"], serde_json::json!([]), "{list}");
+    stop(rep, side).await;
+}

@@ -870,6 +870,34 @@ def steer_phase(events_path: str) -> Suite:
             f"resumed jobs silent 10 s on: {some([n for n in paused if not any(t > t_resumed for t in ev.times(n))])}"
 
     @s.check
+    def a_bulk_pause_holds_every_owners_jobs_until_a_bulk_resume():
+        # One selection, jobs of all three owners: each is paused where it fires.
+        t = time.monotonic()
+        answer = post("/jobsd/v1/jobs:pause", {"prefix": "steer-", "note": "bulk"}, want=200)
+        ms = (time.monotonic() - t) * 1000
+        assert answer["count"] == len(names), f"bulk pause answered {answer}"
+        assert answer["names"] == sorted(names)[:100], f"bulk pause answered {answer}"
+        t_paused = time.time()
+        time.sleep(3)
+        ev.poll()
+        late = {n: [round(t - t_paused, 2) for t in ev.times(n) if t > t_paused + 0.5]
+                for n in names}
+        late = {n: t for n, t in late.items() if t}
+        assert not late, f"bulk-paused jobs fired (s after the pause): {some(late)}"
+        again = post("/jobsd/v1/jobs:pause", {"prefix": "steer-"}, want=200)
+        assert again["count"] == 0, f"a second bulk pause changed {again}"
+        t = time.monotonic()
+        answer = post("/jobsd/v1/jobs:resume", {"prefix": "steer-"}, want=200)
+        ms_resume = (time.monotonic() - t) * 1000
+        assert answer["count"] == len(names), f"bulk resume answered {answer}"
+        t_resumed = time.time()
+        print(f"# bulk pause of {len(names)} jobs over 3 owners: {ms:.1f} ms, bulk resume "
+              f"{ms_resume:.1f} ms", flush=True)
+        assert wait_until(lambda: all(any(t > t_resumed for t in ev.poll().times(n))
+                                      for n in names), 10), \
+            f"bulk-resumed jobs silent 10 s on: {some([n for n in names if not any(t > t_resumed for t in ev.times(n))])}"
+
+    @s.check
     def run_now_and_backfill_arrive_with_their_execution_ids():
         # Daily at midnight UTC: the last three midnights are backfilled.
         post(job_url("steer-daily"), {"schedule": "0 0 0 * * *"})

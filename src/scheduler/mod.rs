@@ -31,7 +31,7 @@ pub use crate::engine::{
 };
 pub use crate::engine::{
     Ending, ExecutionCall, HeldExecution, JobExtras, JobState, JobStatus, JobView, ListFilter,
-    ListPage, MAX_RUNS, Run, RunOutcome,
+    ListPage, MAX_PAGE_SIZE, MAX_RUNS, Run, RunOutcome,
 };
 use crate::proto::scheduler as sv1;
 

@@ -9,7 +9,9 @@
 //!
 //! Both answer `{"count", "names" (the first 100, in name order), "truncated"}`. A selection
 //! with neither prefix nor label would take every job of the app: it is refused unless
-//! `"all": true` says so. Remote mode refuses both (412), as it refuses a pause by name.
+//! `"all": true` says so. In remote mode each selected job is paused or resumed by the
+//! replica that fires it; in front of a Dapr Scheduler both are refused (412), as a pause by
+//! name is.
 
 use std::collections::BTreeMap;
 

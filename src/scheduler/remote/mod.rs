@@ -17,6 +17,7 @@
 //! - `watch`: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
 //!   deliverable; every trigger is delivered to the app and acknowledged on its stream.
 
+mod bulk;
 mod coalesce;
 #[cfg(test)]
 mod fake;
@@ -749,6 +750,7 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.code, tonic::Code::FailedPrecondition);
+        assert!(err.message.starts_with("pausing and resuming jobs needs"), "{err}");
         let err = remote
             .resume_jobs(sv1::JobMetadata::default(), some)
             .await

@@ -13,7 +13,8 @@ use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica as jsv1;
 use crate::proto::scheduler as sv1;
 use crate::scheduler::{
-    Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run, Scheduler,
+    Bulk, Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run,
+    Scheduler, Selection,
     guard, guarded_wire, steer_wire, untravelled, untravelled_field, views_wire,
 };
 use crate::trigger::ExecutionId;
@@ -148,17 +149,7 @@ impl Scheduler for Remote {
         metadata: sv1::JobMetadata,
         filter: ListFilter,
     ) -> Result<ListPage, Error> {
-        let req = jsv1::ListJobsRequest {
-            metadata: Some(metadata),
-            filter: Some(views_wire::filter_to_wire(filter)),
-        };
-        let page = self
-            .call(req, |ch, r| {
-                async move { jobsd_client(ch).list_jobs(r).await }.boxed()
-            })
-            .await
-            .map_err(views_error)?;
-        Ok(views_wire::page_from_wire(page))
+        self.list_page(metadata, filter).await.map_err(views_error)
     }
 
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
@@ -221,6 +212,23 @@ impl Scheduler for Remote {
             .map(drop)
     }
 
+    async fn pause_jobs(
+        &self,
+        metadata: sv1::JobMetadata,
+        selection: Selection,
+        note: String,
+    ) -> Result<Bulk, Error> {
+        self.bulk(metadata, selection, Some(note)).await
+    }
+
+    async fn resume_jobs(
+        &self,
+        metadata: sv1::JobMetadata,
+        selection: Selection,
+    ) -> Result<Bulk, Error> {
+        self.bulk(metadata, selection, None).await
+    }
+
     async fn trigger_job(
         &self,
         metadata: sv1::JobMetadata,
@@ -269,6 +277,26 @@ impl Scheduler for Remote {
                 format!("the scheduler replica's backfill answer is malformed: {why}"),
             )
         })
+    }
+}
+
+impl Remote {
+    /// One page of jobsd's list of the owner's jobs, as the replica answers it.
+    pub(super) async fn list_page(
+        &self,
+        metadata: sv1::JobMetadata,
+        filter: ListFilter,
+    ) -> Result<ListPage, Error> {
+        let req = jsv1::ListJobsRequest {
+            metadata: Some(metadata),
+            filter: Some(views_wire::filter_to_wire(filter)),
+        };
+        let page = self
+            .call(req, |ch, r| {
+                async move { jobsd_client(ch).list_jobs(r).await }.boxed()
+            })
+            .await?;
+        Ok(views_wire::page_from_wire(page))
     }
 }
 

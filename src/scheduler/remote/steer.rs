@@ -40,6 +40,16 @@ impl Steer {
             Steer::ByHand => needs_jobsd("running a job by hand (trigger, backfill)"),
         }
     }
+
+    /// A replica without the call (a Dapr Scheduler answers `Unimplemented`: it ran
+    /// nothing) refuses it, saying why; every other error is the replica's answer.
+    pub(super) fn unless_served(self, err: Error) -> Error {
+        if err.code == tonic::Code::Unimplemented {
+            self.refusal()
+        } else {
+            err
+        }
+    }
 }
 
 impl Remote {
@@ -60,13 +70,7 @@ impl Remote {
             let answer = self
                 .call_on(offset, request.clone(), rpc)
                 .await
-                .map_err(|e| {
-                    if e.code == tonic::Code::Unimplemented {
-                        kind.refusal()
-                    } else {
-                        e
-                    }
-                })?;
+                .map_err(|e| kind.unless_served(e))?;
             if answer.owner.is_empty() {
                 return Ok(answer);
             }

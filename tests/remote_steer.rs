@@ -204,7 +204,11 @@ async fn a_bulk_pause_by_selection_holds_the_selected_jobs_until_a_bulk_resume()
 
     rep.run_for(TimeDelta::seconds(25)).await;
     eventually("b-1's two ticks", async || app.count("b-1") == 2).await;
-    assert_eq!((app.count("a-1"), app.count("a-2")), (0, 0), "a paused job fired");
+    assert_eq!(
+        (app.count("a-1"), app.count("a-2")),
+        (0, 0),
+        "a paused job fired"
+    );
 
     // Everything needs "all": true; then only the paused ones resume.
     let (status, answer) = call(&side, "POST", "/jobsd/v1/jobs:resume", "").await;
@@ -212,7 +216,11 @@ async fn a_bulk_pause_by_selection_holds_the_selected_jobs_until_a_bulk_resume()
     let (status, answer) = call(&side, "POST", "/jobsd/v1/jobs:resume", r#"{"all":true}"#).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["count"], 2, "{answer}");
-    assert_eq!(answer["names"], serde_json::json!(["a-1", "a-2"]), "{answer}");
+    assert_eq!(
+        answer["names"],
+        serde_json::json!(["a-1", "a-2"]),
+        "{answer}"
+    );
     rep.run_for(TimeDelta::seconds(10)).await;
     eventually("a tick of each resumed job", async || {
         app.count("a-1") == 1 && app.count("a-2") == 1

@@ -25,13 +25,16 @@
 #   (d) batch creates: RUNS runs of BATCH_CREATES one-shots (due in 48 h) through one sidecar's
 #       `jobsd.v1.Jobs/ScheduleJobs`, BATCH jobs per call, BATCH_C calls in flight
 #       (examples/bench_triggers fill --batch): creates/s, cluster and embedded alternating.
+#   (e) bulk pause: RUNS runs of BULK_N one-shots (due in 48 h, filled as in (d)), then one
+#       `POST /jobsd/v1/jobs:pause` by their prefix and one `jobs:resume` through sidecar 1
+#       (cluster: each job paused at the replica that fires it): jobs changed, seconds, jobs/s.
 # Each part runs on a fresh cluster (fresh etcd) and a fresh embedded data dir.
 #
 # Settings (environment): CREATES=20000 RUNS=3 CLIENTS=16 BURST_N=20000 BURST_RUNS=2
 #   FAILOVER_JOBS=300 FAILOVER_RUNS=3 FAILOVER_WINDOW=12 (s observed after a kill)
 #   FAILOVER_STORED=0 (jobs stored far ahead before the failover runs, e.g. 1000000)
 #   HANDBACK_WINDOW=10 (s observed after the restart) LEASE_TTL=3s PARTITIONS= (--partitions
-#   for the replicas; empty: their default) PARTS=abcd BATCH_CREATES=200000 BATCH=256 BATCH_C=8 QUIET=0.5 QUIET_WAIT=60 (before each timed
+#   for the replicas; empty: their default) PARTS=abcde BULK_N=10000 BATCH_CREATES=200000 BATCH=256 BATCH_C=8 QUIET=0.5 QUIET_WAIT=60 (before each timed
 #   run, wait up to QUIET_WAIT s for other processes to use under QUIET cores) ETCD_BIN
 #   JOBSD_BIN (another jobsd build to measure) BUILD=1 (0: use the binaries in target/ as they
 #   are) ETCD_FLAGS="--max-txn-ops 10000" (Dapr 1.18's own etcd setting; "" for etcd's default,
@@ -57,11 +60,12 @@ FAILOVER_STORED=${FAILOVER_STORED:-0}
 BATCH_CREATES=${BATCH_CREATES:-200000}
 BATCH=${BATCH:-256}
 BATCH_C=${BATCH_C:-8}
+BULK_N=${BULK_N:-10000}
 export ETCD_FLAGS=${ETCD_FLAGS---max-txn-ops 10000}
 HANDBACK_WINDOW=${HANDBACK_WINDOW:-10}
 LEASE_TTL=${LEASE_TTL:-3s}
 PARTITIONS=${PARTITIONS:-}
-PARTS=${PARTS:-abcd}
+PARTS=${PARTS:-abcde}
 MODES=${MODES:-cluster embedded}
 APP_PROTOCOL=${APP_PROTOCOL:-http}
 QUIET=${QUIET:-0.5}
@@ -397,6 +401,38 @@ if has d; then
   cluster_down
 fi
 
+# ---------------------------------------------------------------- (e) bulk pause
+# bulk_call PORT ROUTE PREFIX: one bulk call, as "RESULT label=<route> count=… secs=…".
+bulk_call() {
+  local out
+  out=$(curl -sS -o "$TMP/bulk.json" -w '%{http_code} %{time_total}' -X POST \
+    "http://127.0.0.1:$1/jobsd/v1/jobs:$2" -d "{\"prefix\":\"$3\"}")
+  [ "${out%% *}" = 200 ] || { echo "jobs:$2 answered $out: $(cat "$TMP/bulk.json")"; exit 1; }
+  echo "RESULT label=$2 count=$(grep -o '"count":[0-9]*' "$TMP/bulk.json" | cut -d: -f2) secs=${out#* }"
+}
+if has e; then
+  echo "== (e) bulk pause: $RUNS runs of $BULK_N jobs paused and resumed by one call each, cluster vs embedded"
+  cluster_up e
+  embedded_up e
+  for r in $(seq 1 "$RUNS"); do
+    for mode in $MODES; do
+      echo "-- run $r, $mode"
+      # shellcheck disable=SC2046
+      set -- $(bench_trig_target "$mode")
+      "$BENCH_TRIG" fill -n "$BULK_N" --run-id "e${mode:0:1}$r" --app "$APP" \
+        --batch "$BATCH" --concurrency "$BATCH_C" "$@" | grep -v '^RESULT'
+      if [ "$mode" = cluster ]; then http=${SC_HTTP[0]}; else http=$EMB_HTTP; fi
+      bench_wait_quiet
+      for route in pause resume; do
+        bulk_call "$http" "$route" "fe${mode:0:1}$r-" | tee "$TMP/last.log"
+        tag "$mode" <"$TMP/last.log" >>"$RESULTS"
+      done
+    done
+  done
+  embedded_down e
+  cluster_down
+fi
+
 # ---------------------------------------------------------------- summary
 {
   echo
@@ -450,6 +486,24 @@ fi
         "$(paste -d/ <(echo "$lines" | field call_p50_ms) <(echo "$lines" | field call_p99_ms) | xargs | sed 's/ /, /g')" \
         "$(echo "$lines" | field errors | xargs | sed 's/ /, /g')" \
         "$(echo "$lines" | field busy_before | xargs | sed 's/ /, /g')"
+    done
+  fi
+  if has e; then
+    echo
+    echo "(e) bulk pause and resume of $BULK_N jobs by one call each (by prefix), through one sidecar:"
+    echo
+    echo "| mode | call | jobs changed per run | seconds per run | jobs/s (median) |"
+    echo "|---|---|---|---|---|"
+    for mode in $MODES; do
+      for route in pause resume; do
+        lines=$(grep "^RESULT label=$route .* mode=$mode " "$RESULTS" || true)
+        printf '| %s | %s | %s | %s | %s |\n' \
+          "$([ "$mode" = cluster ] && echo "3-replica etcd cluster" || echo "embedded (redb)")" \
+          "jobs:$route" \
+          "$(echo "$lines" | field count | xargs | sed 's/ /, /g')" \
+          "$(echo "$lines" | field secs | xargs | sed 's/ /, /g')" \
+          "$(echo "$lines" | awk '{for(i=1;i<=NF;i++){split($i,a,"=");v[a[1]]=a[2]} if(v["secs"]>0) print int(v["count"]/v["secs"])}' | median)"
+      done
     done
   fi
   if has c; then

@@ -63,21 +63,10 @@ impl Engine {
     /// [`Engine::set_paused`] in the caller's task.
     async fn write_paused(&self, key: String, paused: Option<Paused>) -> Result<Option<()>, Error> {
         let _guard = self.lock(&key).await;
-        let Some(job) = self.inner.store.get_job(&key).await? else {
+        let Some(loaded) = self.inner.store.get_loaded(&key).await? else {
             return Ok(None);
         };
-        let generation = job.generation;
-        let counter = self
-            .inner
-            .store
-            .get_counter(&key)
-            .await?
-            .filter(|c| c.generation == generation);
-        let loaded = crate::store::LoadedJob {
-            key: key.clone(),
-            job: job.clone(),
-            counter,
-        };
+        let (job, generation) = (loaded.job.clone(), loaded.job.generation);
         let result = match self
             .pause_through_loop(&key, generation, paused.clone(), loaded)
             .await

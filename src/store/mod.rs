@@ -476,6 +476,24 @@ pub trait Store: Send + Sync + 'static {
     /// The counter stored under `key` (whatever its generation).
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error>;
 
+    /// The job stored under `key` with its counter when that is of the job's generation:
+    /// [`Store::get_job`] and [`Store::get_counter`] together, read as one (one round trip
+    /// where the store is remote).
+    async fn get_loaded(&self, key: &str) -> Result<Option<LoadedJob>, Error> {
+        let Some(job) = self.get_job(key).await? else {
+            return Ok(None);
+        };
+        let counter = self
+            .get_counter(key)
+            .await?
+            .filter(|c| c.generation == job.generation);
+        Ok(Some(LoadedJob {
+            key: key.to_owned(),
+            job,
+            counter,
+        }))
+    }
+
     /// Jobs whose key starts with `prefix` (byte-wise), in key order. Loads them all: meant for
     /// one owner's jobs (ListJobs); use [`Store::scan`] for everything.
     async fn list_jobs(&self, prefix: &str) -> Result<Vec<(String, StoredJob)>, Error>;

@@ -16,6 +16,8 @@ use super::partition_of;
 
 /// How long [`Directory::bring_in`] waits for the member loop.
 const BRING_IN_WAIT: Duration = Duration::from_secs(10);
+/// Most jobs the member loop reads in by one read of etcd.
+const MAX_BRING_IN: usize = 512;
 
 /// A request to the member loop: read job `key` in now if this member fires it, answering
 /// whether it does and the job is in the trigger loop's hands.
@@ -59,7 +61,7 @@ impl Directory {
     /// An empty directory of the member at `me` in a cluster of `partitions` partitions
     /// (nobody owns anything yet), and where its member loop takes [`BringIn`] requests.
     pub(super) fn new(partitions: u32, me: &str) -> (Directory, mpsc::Receiver<BringIn>) {
-        let (bring_in, requests) = mpsc::channel(64);
+        let (bring_in, requests) = mpsc::channel(MAX_BRING_IN);
         let directory = Directory {
             partitions,
             me: me.to_owned(),
@@ -125,32 +127,51 @@ impl Directory {
 }
 
 impl super::Member {
-    /// Reads job `request.key` in for a call only its owner applies (see the module doc).
-    pub(super) async fn bring_in(&mut self, request: BringIn) {
-        let key = request.key;
-        if !self
-            .owned
-            .contains(&partition_of(&key, self.cfg.partitions))
-        {
+    /// Reads the jobs of `first` and of the requests queued behind it (up to
+    /// [`MAX_BRING_IN`] in all) in for calls only their owner applies (see the module doc),
+    /// by one read of etcd: a bulk pause sends its calls many at a time, and the member loop
+    /// takes them one batch after another.
+    pub(super) async fn bring_in(&mut self, first: BringIn, queued: &mut mpsc::Receiver<BringIn>) {
+        let mut requests = vec![first];
+        while requests.len() < MAX_BRING_IN {
+            match queued.try_recv() {
+                Ok(request) => requests.push(request),
+                Err(_) => break,
+            }
+        }
+        let partitions = self.cfg.partitions;
+        let (mine, others): (Vec<BringIn>, Vec<BringIn>) = requests
+            .into_iter()
+            .partition(|r| self.owned.contains(&partition_of(&r.key, partitions)));
+        for request in others {
             let _ = request.reply.send(false);
+        }
+        if mine.is_empty() {
             return;
         }
-        let read = match self.store.read_jobs(vec![key.clone()]).await {
+        let keys: Vec<String> = mine.iter().map(|r| r.key.clone()).collect();
+        let (jobs, revision) = match self.store.read_jobs(keys.clone()).await {
             Ok(read) => read,
             Err(e) => {
-                tracing::warn!(job = %key, error = %e, "cannot read a job in for a call by hand");
-                let _ = request.reply.send(false);
+                tracing::warn!(jobs = keys.len(), first = %keys[0], error = %e,
+                    "cannot read jobs in for calls by hand");
+                for request in mine {
+                    let _ = request.reply.send(false);
+                }
                 return;
             }
         };
-        let (jobs, revision) = read;
-        self.far.remove(&key);
-        self.far.read_in([key], revision);
+        for key in &keys {
+            self.far.remove(key);
+        }
+        self.far.read_in(keys, revision);
         if !jobs.is_empty() {
-            // Queued before the caller's own command reaches the trigger loop.
+            // Queued before the callers' own commands reach the trigger loop.
             self.engine.adopt_untracked(jobs);
         }
-        let _ = request.reply.send(true);
+        for request in mine {
+            let _ = request.reply.send(true);
+        }
     }
 
     /// Tells the directory what this member fires and who holds the rest.

@@ -220,7 +220,7 @@ impl Member {
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
-                Some(request) = bring_in.recv() => self.bring_in(request).await,
+                Some(request) = bring_in.recv() => self.bring_in(request, &mut bring_in).await,
                 change = changes.next() => match change {
                     Some(Change::Resync { compact_revision }) => {
                         tracing::warn!(compact_revision, "jobs watch fell behind etcd's history; reloading owned partitions");

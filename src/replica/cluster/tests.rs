@@ -449,6 +449,30 @@ async fn the_owner_brings_a_far_or_just_created_job_in_for_a_call_by_hand() {
         0,
         "a job paused right after its create fired"
     );
+
+    // Many at once (a bulk pause): read in by batches, every one answered and then in hand.
+    let names: Vec<String> = (0..300).map(|i| format!("many-{i}")).collect();
+    for name in &names {
+        let far = sv1::Job {
+            schedule: Some("@every 1h".into()),
+            due_time: Some("2h".into()),
+            ..Default::default()
+        };
+        node.engine.schedule_job(request(name, far)).await.unwrap();
+    }
+    let keys: Vec<String> = names.iter().map(|n| key(n)).collect();
+    let brought = futures_util::future::join_all(keys.iter().map(|k| dir.bring_in(k)));
+    assert!(brought.await.into_iter().all(|b| b), "a job not brought in");
+    for name in &names {
+        node.engine
+            .trigger_job(&metadata, name, None)
+            .await
+            .unwrap();
+    }
+    wait_for("a run now of each", || {
+        names.iter().all(|n| log.count(n) == 1)
+    })
+    .await;
     stop_all(vec![node]).await;
 }
 

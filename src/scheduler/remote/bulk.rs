@@ -15,7 +15,7 @@ use crate::scheduler::{
 
 /// Jobs paused or resumed at once: enough to hide a call's round trip, few enough not to
 /// crowd out the app's own calls.
-const PARALLEL: usize = 64;
+const PARALLEL: usize = 256;
 
 /// Which way a bulk call goes.
 #[derive(Debug, Clone)]

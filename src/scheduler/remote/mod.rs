@@ -750,7 +750,10 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.code, tonic::Code::FailedPrecondition);
-        assert!(err.message.starts_with("pausing and resuming jobs needs"), "{err}");
+        assert!(
+            err.message.starts_with("pausing and resuming jobs needs"),
+            "{err}"
+        );
         let err = remote
             .resume_jobs(sv1::JobMetadata::default(), some)
             .await

@@ -14,8 +14,8 @@ use crate::proto::jobsd_replica as jsv1;
 use crate::proto::scheduler as sv1;
 use crate::scheduler::{
     Bulk, Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run,
-    Scheduler, Selection,
-    guard, guarded_wire, steer_wire, untravelled, untravelled_field, views_wire,
+    Scheduler, Selection, guard, guarded_wire, steer_wire, untravelled, untravelled_field,
+    views_wire,
 };
 use crate::trigger::ExecutionId;
 

@@ -54,6 +54,7 @@ pub use watch::Change;
 
 pub(crate) mod client;
 mod creates;
+mod gather;
 mod history;
 mod known;
 mod overlay;
@@ -100,6 +101,8 @@ pub struct Etcd {
     tx: Mutex<Option<mpsc::Sender<WriteReq>>>,
     /// The writer task, awaited by `close`.
     writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Queue to the task that gathers reads of one job (`gather.rs`).
+    gather: mpsc::UnboundedSender<gather::Ask>,
 }
 
 /// State shared by the writer, the reads and the watches.
@@ -187,10 +190,13 @@ impl Etcd {
         });
         let (tx, rx) = mpsc::channel(QUEUE);
         let writer = tokio::spawn(Writer::new(Arc::clone(&inner)).run(rx));
+        let (gather, asks) = mpsc::unbounded_channel();
+        tokio::spawn(gather::run(Arc::clone(&inner), asks));
         Ok(Etcd {
             inner,
             tx: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
+            gather,
         })
     }
 
@@ -332,6 +338,17 @@ impl Store for Etcd {
         let full = format!("{}{key}", self.inner.counters_prefix);
         let value = self.inner.get_value(full).await?;
         value.map(|v| apply::decode_counter(key, &v)).transpose()
+    }
+
+    async fn get_loaded(&self, key: &str) -> Result<Option<LoadedJob>, Error> {
+        self.check_open()?;
+        let (reply, answer) = oneshot::channel();
+        let ask = gather::Ask {
+            key: key.to_owned(),
+            reply,
+        };
+        self.gather.send(ask).map_err(|_| Error::Closed)?;
+        answer.await.map_err(|_| Error::Closed)?
     }
 
     async fn list_jobs(&self, prefix: &str) -> Result<Vec<(String, StoredJob)>, Error> {

@@ -414,3 +414,57 @@ async fn concurrent_creates_get_each_their_own_answer() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_of_one_job_made_at_once_are_answered_each_with_its_own_job() {
+    let ns = fresh_namespace();
+    let s = Arc::new(store(&ns).await);
+    let keys: Vec<String> = (0..300).map(|i| format!("app||ns||a||g-{i}")).collect();
+    for (i, key) in keys.iter().enumerate() {
+        s.write(vec![put(key, i as u64 + 1, true)]).await.unwrap();
+    }
+    // Even keys carry progress of their job's generation, key 1 of an older one.
+    for (i, key) in keys.iter().enumerate() {
+        let generation = match i {
+            1 => 1,
+            _ if i % 2 == 0 => i as u64 + 1,
+            _ => continue,
+        };
+        let counter = StoredCounter {
+            generation,
+            count: 7,
+            ..StoredCounter::default()
+        };
+        let op = Op::PutCounter {
+            key: key.clone(),
+            counter,
+        };
+        s.write(vec![op]).await.unwrap();
+    }
+    // Every key twice, and some that have no job, all at once.
+    let asked: Vec<String> = keys
+        .iter()
+        .chain(keys.iter())
+        .cloned()
+        .chain((0..20).map(|i| format!("app||ns||a||none-{i}")))
+        .collect();
+    let reads = asked.iter().map(|key| {
+        let s = Arc::clone(&s);
+        let key = key.clone();
+        tokio::spawn(async move { s.get_loaded(&key).await })
+    });
+    let answers = futures_util::future::join_all(reads).await;
+    for (key, answer) in asked.iter().zip(answers) {
+        let answer = answer.unwrap().unwrap();
+        let Some(i) = keys.iter().position(|k| k == key) else {
+            assert!(answer.is_none(), "{key} has no job: {answer:?}");
+            continue;
+        };
+        let loaded = answer.unwrap_or_else(|| panic!("{key}: no job"));
+        assert_eq!(loaded.key, *key);
+        assert_eq!(loaded.job.generation, i as u64 + 1, "{key}");
+        let count = loaded.counter.map(|c| c.count);
+        let want = (i % 2 == 0).then_some(7);
+        assert_eq!(count, want, "{key}: the counter of its own generation only");
+    }
+}

@@ -61,12 +61,13 @@ impl Engine {
     ) -> Result<Vec<(DateTime<Utc>, ExecutionId)>, Error> {
         let key = keys::job_key(keys::check_metadata(Some(metadata))?, name)?;
         let not_found = || Error::NotFound(name.to_owned());
-        let job = self
+        let loaded = self
             .inner
             .store
-            .get_job(&key)
+            .get_loaded(&key)
             .await?
             .ok_or_else(not_found)?;
+        let job = loaded.job.clone();
         let plan = convert::plan_of(&key, &job).map_err(|e| Error::BadRequest(e.to_string()))?;
         let ticks = ticks(&plan)?;
         if ticks.is_empty() {
@@ -76,17 +77,6 @@ impl Engine {
             Error::Unavailable("this scheduler does not fire jobs here".to_owned())
         })?;
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let counter = self
-            .inner
-            .store
-            .get_counter(&key)
-            .await?
-            .filter(|c| c.generation == job.generation);
-        let loaded = crate::store::LoadedJob {
-            key: key.clone(),
-            job: job.clone(),
-            counter,
-        };
         let request = ExtraRequest {
             loaded: Some(Box::new(loaded)),
             key: key.into(),

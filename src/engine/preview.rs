@@ -67,7 +67,7 @@ impl super::Engine {
     ) -> Result<NextFireTimes, Error> {
         let key = keys::job_key(keys::check_metadata(Some(metadata))?, name)?;
         let store = &self.inner.store;
-        let Some(job) = store.get_job(&key).await? else {
+        let Some(loaded) = store.get_loaded(&key).await? else {
             return match store.get_finished(&key).await? {
                 Some(_) => Ok(NextFireTimes {
                     preview: Preview {
@@ -79,11 +79,7 @@ impl super::Engine {
                 None => Err(Error::NotFound(name.to_owned())),
             };
         };
-        let counter = store
-            .get_counter(&key)
-            .await?
-            .filter(|c| c.generation == job.generation)
-            .unwrap_or_default();
+        let (job, counter) = (loaded.job, loaded.counter.unwrap_or_default());
         let plan = convert::plan_of(&key, &job).map_err(|e| Error::BadRequest(e.to_string()))?;
         let progress = convert::counter_of(&counter);
         let mut preview = preview::next_ticks(&plan, &progress, self.inner.clock.now(), count);

@@ -174,15 +174,11 @@ impl Engine {
     ) -> Result<JobView, Error> {
         let key = keys::job_key(keys::check_metadata(Some(metadata))?, name)?;
         let store = &self.inner.store;
-        if let Some(job) = store.get_job(&key).await? {
-            let counter = store
-                .get_counter(&key)
-                .await?
-                .filter(|c| c.generation == job.generation);
+        if let Some(loaded) = store.get_loaded(&key).await? {
             let item = PageItem {
                 key: key.clone(),
-                job,
-                counter,
+                job: loaded.job,
+                counter: loaded.counter,
                 finished_at: None,
             };
             let live = self.inspect(&key).await;
@@ -235,14 +231,7 @@ impl Engine {
     /// the next run's number on (the one the first of them is recorded under once it ends).
     async fn running(&self, key: &str) -> Result<Vec<Run>, Error> {
         let store = &self.inner.store;
-        let Some(job) = store.get_job(key).await? else {
-            return Ok(Vec::new());
-        };
-        let Some(counter) = store
-            .get_counter(key)
-            .await?
-            .filter(|c| c.generation == job.generation)
-        else {
+        let Some(counter) = store.get_loaded(key).await?.and_then(|l| l.counter) else {
             return Ok(Vec::new());
         };
         let mut runs: Vec<Run> = counter

@@ -88,8 +88,8 @@ jobsd_start "$crash_data" "$crash_log" --app-port "$http_app_port"
 run_phase crash-setup crash-setup "$crash_state"
 if [ -f "$crash_state" ]; then
   sleep 3
-  t_kill="$(e2e_now)"
   jobsd_kill9
+  t_kill="$(e2e_now)" # after the reap: nothing the old jobsd sends can start later
   sleep 0.5
   jobsd_start "$crash_data" "$crash_log" --app-port "$http_app_port"
   t_restart="$(e2e_now)"

@@ -141,6 +141,11 @@ struct Create {
     /// jobsd's `jobsd.v1.Jobs/ScheduleJobs` (each of the `concurrency` calls in flight).
     #[arg(long, default_value_t = 0)]
     batch: u64,
+    /// Jobs per second to offer (0: each call as soon as the one before it answers). Paced,
+    /// each call is sent at its own time and its latency counts from that time, so a call
+    /// held back because every sender waits on a slow server counts as late.
+    #[arg(long, default_value_t = 0)]
+    pace: u64,
 }
 
 #[derive(Debug, Args)]
@@ -606,6 +611,9 @@ struct Created {
     errors: u64,
     /// How long each call took (one job, or one batch of them), in ns.
     calls_ns: Vec<i64>,
+    /// For each call, in the order of `calls_ns`: when it was sent (paced: due), in ns after
+    /// the start.
+    sent_ns: Vec<i64>,
 }
 
 impl Created {
@@ -669,8 +677,8 @@ where
     let start = Instant::now();
     let at_90 = Arc::new(Mutex::new(None::<f64>));
     let n_90 = n * 9 / 10;
-    let mut tasks = tokio::task::JoinSet::<Vec<i64>>::new();
-    let batch = create.batch;
+    let mut tasks = tokio::task::JoinSet::<Vec<(i64, i64)>>::new();
+    let (batch, pace) = (create.batch, create.pace);
     for t in 0..create.concurrency.max(1) {
         let channel = channels[t % channels.len()].clone();
         let mut client = DaprClient::new(channel.clone());
@@ -693,7 +701,13 @@ where
                     return calls_ns;
                 }
                 let to = (from + step).min(n);
-                let sent = Instant::now();
+                let sent = if pace > 0 {
+                    let at = start + Duration::from_secs_f64(from as f64 / pace as f64);
+                    tokio::time::sleep_until(at.into()).await;
+                    at
+                } else {
+                    Instant::now()
+                };
                 // Per job: `None` when created, else why not.
                 let answers: Vec<Option<String>> = if batch == 0 {
                     match client.schedule_job(make(from)).await {
@@ -727,7 +741,10 @@ where
                         }
                     }
                 };
-                calls_ns.push(sent.elapsed().as_nanos() as i64);
+                calls_ns.push((
+                    (sent - start).as_nanos() as i64,
+                    sent.elapsed().as_nanos() as i64,
+                ));
                 for answer in answers {
                     match answer {
                         None => {
@@ -762,9 +779,12 @@ where
             }
         })
     });
-    let mut calls_ns = Vec::new();
+    let (mut sent_ns, mut calls_ns) = (Vec::new(), Vec::new());
     while let Some(joined) = tasks.join_next().await {
-        calls_ns.extend(joined.unwrap_or_default());
+        for (sent, took) in joined.unwrap_or_default() {
+            sent_ns.push(sent);
+            calls_ns.push(took);
+        }
     }
     if let Some(t) = ticker {
         t.abort();
@@ -789,6 +809,7 @@ where
         secs_at_90,
         errors,
         calls_ns,
+        sent_ns,
     })
 }
 
@@ -1281,6 +1302,9 @@ async fn fill(args: FillArgs) -> Result<()> {
     })
     .await?;
     let (cpu, _) = CpuSnap::take(target).since(&before);
+    if args.create.pace > 0 {
+        println!("   {}", slowest_seconds(&created));
+    }
     let calls = &mut created.calls_ns;
     calls.sort_unstable();
     let (call_p50, call_p99) = (pct(calls, 50.0), pct(calls, 99.0));
@@ -1300,6 +1324,38 @@ async fn fill(args: FillArgs) -> Result<()> {
         rss(target.jobsd_pid)
     );
     Ok(())
+}
+
+/// The five seconds of sending whose calls took longest, each with its p99 and most, and the
+/// share of calls over 20 ms: where a paced run's tail comes from.
+fn slowest_seconds(created: &Created) -> String {
+    let mut by_second: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for (&sent, &took) in created.sent_ns.iter().zip(&created.calls_ns) {
+        by_second
+            .entry(sent / 1_000_000_000)
+            .or_default()
+            .push(took);
+    }
+    let mut seconds: Vec<(i64, f64, f64)> = by_second
+        .into_iter()
+        .map(|(s, mut took)| {
+            took.sort_unstable();
+            (s, pct(&took, 99.0), pct(&took, 100.0))
+        })
+        .collect();
+    seconds.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let over = created.calls_ns.iter().filter(|&&t| t > 20_000_000).count();
+    let worst: Vec<String> = seconds
+        .iter()
+        .take(5)
+        .map(|(s, p99, max)| format!("+{s}s p99 {p99:.0} max {max:.0} ms"))
+        .collect();
+    format!(
+        "calls over 20 ms: {over} of {} ({:.2} %); slowest seconds of sending: {}",
+        created.calls_ns.len(),
+        100.0 * over as f64 / created.calls_ns.len().max(1) as f64,
+        worst.join(", ")
+    )
 }
 
 async fn probe(args: ProbeArgs) -> Result<()> {

@@ -25,6 +25,9 @@
 #   (d) batch creates: RUNS runs of BATCH_CREATES one-shots (due in 48 h) through one sidecar's
 #       `jobsd.v1.Jobs/ScheduleJobs`, BATCH jobs per call, BATCH_C calls in flight
 #       (examples/bench_triggers fill --batch): creates/s, cluster and embedded alternating.
+#       BATCH=0 sends one Dapr `ScheduleJob` per call instead; BATCH_PACE=N offers N jobs/s
+#       (each call sent at its own time, its latency counted from then) instead of sending
+#       each call as soon as the one before it answers.
 #   (e) bulk pause: RUNS runs of BULK_N one-shots (due in 48 h, filled as in (d)), then one
 #       `POST /jobsd/v1/jobs:pause` by their prefix and one `jobs:resume` through sidecar 1
 #       (cluster: each job paused at the replica that fires it): jobs changed, seconds, jobs/s.
@@ -34,7 +37,7 @@
 #   FAILOVER_JOBS=300 FAILOVER_RUNS=3 FAILOVER_WINDOW=12 (s observed after a kill)
 #   FAILOVER_STORED=0 (jobs stored far ahead before the failover runs, e.g. 1000000)
 #   HANDBACK_WINDOW=10 (s observed after the restart) LEASE_TTL=3s PARTITIONS= (--partitions
-#   for the replicas; empty: their default) PARTS=abcde BULK_N=10000 BATCH_CREATES=200000 BATCH=256 BATCH_C=8 QUIET=0.5 QUIET_WAIT=60 (before each timed
+#   for the replicas; empty: their default) PARTS=abcde BULK_N=10000 BATCH_CREATES=200000 BATCH=256 BATCH_C=8 BATCH_PACE=0 QUIET=0.5 QUIET_WAIT=60 (before each timed
 #   run, wait up to QUIET_WAIT s for other processes to use under QUIET cores) ETCD_BIN
 #   JOBSD_BIN (another jobsd build to measure) BUILD=1 (0: use the binaries in target/ as they
 #   are) ETCD_FLAGS="--max-txn-ops 10000" (Dapr 1.18's own etcd setting; "" for etcd's default,
@@ -60,6 +63,7 @@ FAILOVER_STORED=${FAILOVER_STORED:-0}
 BATCH_CREATES=${BATCH_CREATES:-200000}
 BATCH=${BATCH:-256}
 BATCH_C=${BATCH_C:-8}
+BATCH_PACE=${BATCH_PACE:-0}
 BULK_N=${BULK_N:-10000}
 export ETCD_FLAGS=${ETCD_FLAGS---max-txn-ops 10000}
 HANDBACK_WINDOW=${HANDBACK_WINDOW:-10}
@@ -383,7 +387,7 @@ fi
 
 # ---------------------------------------------------------------- (d) batch creates
 if has d; then
-  echo "== (d) batch creates: $RUNS runs of $BATCH_CREATES, $BATCH per call, $BATCH_C calls in flight, cluster vs embedded"
+  echo "== (d) batch creates: $RUNS runs of $BATCH_CREATES, $BATCH per call (0: one ScheduleJob each), $BATCH_C calls in flight, paced at $BATCH_PACE/s (0: unpaced), cluster vs embedded"
   cluster_up d
   embedded_up d
   for r in $(seq 1 "$RUNS"); do
@@ -393,7 +397,7 @@ if has d; then
       # shellcheck disable=SC2046
       set -- $(bench_trig_target "$mode")
       "$BENCH_TRIG" fill -n "$BATCH_CREATES" --run-id "${mode:0:1}$r" --app "$APP" \
-        --batch "$BATCH" --concurrency "$BATCH_C" "$@" | tee "$TMP/last.log" | grep -v '^RESULT'
+        --batch "$BATCH" --concurrency "$BATCH_C" --pace "$BATCH_PACE" "$@" | tee "$TMP/last.log" | grep -v '^RESULT'
       grep '^RESULT' "$TMP/last.log" | tag "$mode" >>"$RESULTS"
     done
   done

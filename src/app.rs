@@ -19,6 +19,7 @@ use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::{self, AppProtocol};
 use crate::delivery::{self, CallTimeout, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use crate::engine::{self, Engine};
+use crate::delivery::ready::{AppStart, app_started};
 use crate::observe::otlp::{self, Spans};
 use crate::observe::{self, LoopSample, Metrics};
 use crate::resiliency::{self, Resiliency};
@@ -191,7 +192,14 @@ impl Sidecar {
             engine_stop.clone(),
         );
         spawn_release_reminders(&actors, engine.clone(), &cfg.namespace, engine_stop.clone());
-        let mut state = api_state(&cfg, Arc::new(engine.clone()), "embedded", None, actors);
+        let mut state = api_state(
+            &cfg,
+            Arc::new(engine.clone()),
+            "embedded",
+            None,
+            actors,
+            &engine_stop,
+        );
         state.clock = clock;
         state.test_clock = test_clock.map(api::jobsd::TestClock::new);
         let backend = Backend::Embedded {
@@ -253,6 +261,7 @@ impl Sidecar {
             "remote",
             Some(remote.hosts()),
             actors,
+            &delivery_stop,
         );
         state.clock = api_clock;
         let backend = Backend::Remote {
@@ -575,8 +584,17 @@ fn api_state(
     mode: &'static str,
     scheduler_hosts: Option<watch::Receiver<Vec<String>>>,
     actors: ActorRuntime,
+    stop: &CancellationToken,
 ) -> ApiState {
+    let start = match (cfg.app_address, cfg.app_protocol) {
+        (None, _) => AppStart::Nothing,
+        (Some(_), AppProtocol::Http | AppProtocol::H2c) if cfg.health_check.is_none() => {
+            AppStart::Config(actors.ready())
+        }
+        (Some(addr), _) => AppStart::Port(addr),
+    };
     ApiState {
+        app_started: app_started(start, stop.clone()),
         scheduler,
         app_id: cfg.app_id.clone(),
         namespace: cfg.namespace.clone(),

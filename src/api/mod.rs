@@ -48,6 +48,10 @@ pub struct ApiState {
     /// (`/v1.0/healthz` is not ready until then; `/v1.0/metadata` lists them). `None` in
     /// embedded mode.
     pub scheduler_hosts: Option<tokio::sync::watch::Receiver<Vec<String>>>,
+    /// `true` once the app side has started (daprd's runtime readiness: the app listens and,
+    /// for an HTTP app without health checks, its `/dapr/config` has been read):
+    /// `/v1.0/healthz` is not ready until then. See [`crate::delivery::ready`].
+    pub app_started: tokio::sync::watch::Receiver<bool>,
     /// The actor runtime: reminders, timers and method calls of the app's actors.
     pub actors: crate::actors::ActorRuntime,
     /// The sidecar's clock: "now" for previews (the engine's own clock in embedded mode).
@@ -81,12 +85,15 @@ impl ApiState {
         self.api_token.as_deref().filter(|t| !t.is_empty())
     }
 
-    /// Whether the sidecar can serve jobs calls: always in embedded mode; in remote mode
-    /// once WatchHosts has named the replicas (daprd's `scheduler-watch-hosts` readiness).
+    /// Whether the sidecar is ready (`/v1.0/healthz`): the app side has started and, in
+    /// remote mode, WatchHosts has named the replicas (daprd's `scheduler-watch-hosts`
+    /// readiness).
     pub fn ready(&self) -> bool {
-        self.scheduler_hosts
-            .as_ref()
-            .is_none_or(|hosts| !hosts.borrow().is_empty())
+        *self.app_started.borrow()
+            && self
+                .scheduler_hosts
+                .as_ref()
+                .is_none_or(|hosts| !hosts.borrow().is_empty())
     }
 
     /// The Scheduler replicas in use (empty in embedded mode).

@@ -178,6 +178,7 @@ async fn preview_locally(
         max_backfill_ticks: crate::engine::DEFAULT_MAX_BACKFILL_TICKS,
         mode: "embedded",
         scheduler_hosts: None,
+        app_started: tokio::sync::watch::channel(true).1,
         actors: crate::actors::ActorRuntime::without_app(
             Arc::new(crate::actors::SchedulerReminders::new(
                 scheduler.clone(),

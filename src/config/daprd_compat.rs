@@ -91,8 +91,8 @@
 //! | `--etcd-metrics` | string (`basic`) | ignored |
 //! | `--etcd-snapshot-count` | uint (10000) | ignored |
 //! | `--etcd-space-quota` | quantity (`9.2E`) | ignored |
-//! | `--healthz-listen-address` | string | ignored |
-//! | `--healthz-port` | int (8080) | ignored |
+//! | `--healthz-listen-address` | string | acts (with `--healthz-port`) |
+//! | `--healthz-port` | int (8080) | acts: `GET /healthz` answers 200 once serving; no server unless given (replicas on one machine would all take 8080; gRPC health on `--port` says the same) |
 //! | `--id` | string (`dapr-scheduler-server-0`) | acts |
 //! | `--identity-directory-write` | string | ignored |
 //! | `--kubeconfig` | string | ignored |
@@ -344,12 +344,6 @@ pub struct DaprdIgnored {
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = IGNORED)]
 pub struct SchedulerIgnored {
-    /// Port of the Scheduler's HTTP healthz server.
-    #[arg(long)]
-    pub healthz_port: Option<i64>,
-    /// Listen address of the healthz server.
-    #[arg(long)]
-    pub healthz_listen_address: Option<String>,
     /// TLS (Dapr mTLS) on the Scheduler API.
     #[arg(long)]
     pub tls_enabled: Option<bool>,
@@ -919,10 +913,10 @@ mod tests {
             "--enable-metrics=true",
             "--metrics-port=9090",
             "--metrics-listen-address=0.0.0.0",
+            "--healthz-port=0",
+            "--healthz-listen-address=127.0.0.1",
         ];
         let not_acted_on: &[&str] = &[
-            "--healthz-port=8080",
-            "--healthz-listen-address=0.0.0.0",
             "--tls-enabled=false",
             "--trust-domain=localhost",
             "--trust-anchors-file=/var/run/secrets/dapr.io/tls/ca.crt",

@@ -28,6 +28,14 @@ pub struct SchedulerArgs {
     /// and port, or 127.0.0.1 and the port when listening on all interfaces).
     #[arg(long)]
     pub override_broadcast_host_port: Option<String>,
+    /// Port of an HTTP server answering `GET /healthz` (200 once the replica serves), as the
+    /// Dapr Scheduler's. None unless given: the Scheduler's default, 8080, would make
+    /// replicas on one machine collide; gRPC health on `--port` answers the same.
+    #[arg(long)]
+    pub healthz_port: Option<u16>,
+    /// The IP address the healthz server listens on (default: all interfaces).
+    #[arg(long, default_value = "")]
+    pub healthz_listen_address: String,
     /// Where the embedded store keeps its data.
     #[arg(long, visible_alias = "etcd-data-dir", default_value = "./data")]
     pub data_dir: PathBuf,
@@ -98,6 +106,8 @@ pub struct Replica {
     pub horizon: Option<std::time::Duration>,
     /// How a single replica's store is opened (`--store-check`, `--store-cache-size`).
     pub store: crate::store::RedbOptions,
+    /// Where `GET /healthz` is served (`--healthz-port`); `None`: not served.
+    pub healthz: Option<SocketAddr>,
 }
 
 /// How a replica joins a cluster on etcd.
@@ -118,14 +128,13 @@ pub struct ClusterSettings {
 impl SchedulerArgs {
     /// Validates the flags into replica settings.
     pub fn validate(&self) -> Result<Replica, Error> {
-        let given = self.listen_address.trim();
-        let bare = given.trim_start_matches('[').trim_end_matches(']');
-        let ip: IpAddr = match bare {
-            "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            other => other
-                .parse()
-                .map_err(|e| Error::ListenAddress(self.listen_address.clone(), e))?,
+        let ip = listen_ip(&self.listen_address)?;
+        let healthz = match self.healthz_port {
+            Some(port) => Some(SocketAddr::new(
+                listen_ip(&self.healthz_listen_address)?,
+                port,
+            )),
+            None => None,
         };
         let endpoints: Vec<String> = self
             .etcd_endpoints
@@ -172,7 +181,20 @@ impl SchedulerArgs {
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned),
             data_dir: self.data_dir.clone(),
+            healthz,
         })
+    }
+}
+
+/// A listen address flag: empty = all interfaces, `localhost` = loopback, else an IP.
+fn listen_ip(given: &str) -> Result<IpAddr, Error> {
+    let bare = given.trim().trim_start_matches('[').trim_end_matches(']');
+    match bare {
+        "" => Ok(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        "localhost" => Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        other => other
+            .parse()
+            .map_err(|e| Error::ListenAddress(given.to_owned(), e)),
     }
 }
 

@@ -11,6 +11,7 @@ mod conns;
 pub mod grpc;
 pub mod health;
 pub mod http;
+pub mod ready;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

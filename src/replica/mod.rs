@@ -46,7 +46,7 @@ pub struct Replica {
     shutdown: CancellationToken,
     /// The gRPC server task.
     server: JoinHandle<Result<(), Error>>,
-    /// The metrics server, stopped with the gRPC server.
+    /// The metrics server (and the healthz server), stopped with the gRPC server.
     metrics_server: JoinSet<Result<(), Error>>,
     /// The host list WatchHosts streams (the live members in a cluster).
     hosts: watch::Sender<Vec<String>>,
@@ -124,6 +124,10 @@ impl Replica {
             source,
         })?;
         let metrics_listener = bind_metrics(cfg.metrics).await?;
+        let healthz_listener = match cfg.healthz {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
         let broadcast_address = cfg.broadcast_address(addr);
 
         let pool = Arc::new(Pool::with_metrics(metrics.scheduler()));
@@ -212,6 +216,20 @@ impl Replica {
             &shutdown,
             &mut metrics_server,
         );
+        if let Some(listener) = healthz_listener {
+            // The Dapr Scheduler's `GET /healthz` (`--healthz-port`): 200 from the moment the
+            // replica serves, which is now (its store is loaded, its ports bound).
+            let router = axum::Router::new().route(
+                "/healthz",
+                axum::routing::get(|| async { axum::http::StatusCode::OK }),
+            );
+            let stop = shutdown.clone();
+            metrics_server.spawn(async move {
+                crate::serve::http(listener, router, stop)
+                    .await
+                    .map_err(|e| Error::Serve(format!("healthz: {e}")))
+            });
+        }
         let jobsd = jobs::server(engine.clone(), pool.clone(), directory);
         let stop = shutdown.clone();
         let tls = cfg.tls.clone();

@@ -156,6 +156,7 @@ pub fn state(scheduler: Arc<dyn Scheduler>, app_id: &str, namespace: &str) -> Ap
         max_backfill_ticks: jobsd::engine::DEFAULT_MAX_BACKFILL_TICKS,
         mode: "embedded",
         scheduler_hosts: None,
+        app_started: tokio::sync::watch::channel(true).1,
         actors: jobsd::actors::ActorRuntime::without_app(
             Arc::new(jobsd::actors::SchedulerReminders::new(
                 scheduler.clone(),

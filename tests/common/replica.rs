@@ -28,6 +28,7 @@ fn cfg(listen: SocketAddr, metrics: Option<SocketAddr>) -> config::Replica {
         history: jobsd::engine::history::Options::default(),
         horizon: Some(std::time::Duration::from_secs(300)),
         store: jobsd::store::RedbOptions::default(),
+        healthz: None,
     }
 }
 

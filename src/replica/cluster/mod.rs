@@ -6,6 +6,9 @@
 //! - `members/<id>` = the replica's broadcast address, attached to its lease: the live
 //!   members, and the host list WatchHosts streams to sidecars.
 //! - `partitions/<p>` = the owning member's id, attached to the owner's lease.
+//! - `leadership/<id>` = go-etcd-cron's leadership record (member count, a uid, the address),
+//!   attached to the lease, written for tools made for the Dapr Scheduler's etcd; jobsd does
+//!   not read it.
 //!
 //! # Ownership
 //!
@@ -116,6 +119,9 @@ impl Cluster {
             members_prefix: format!("{ns}/members/"),
             partitions_prefix: format!("{ns}/partitions/"),
             member_key: format!("{ns}/members/{}", cfg.id),
+            leadership_key: format!("{ns}/leadership/{}", cfg.id),
+            uid: fastrand::u64(..),
+            leadership_total: 0,
             cfg,
             store,
             engine,
@@ -182,6 +188,12 @@ struct Member {
     partitions_prefix: String,
     /// `<ns>/members/<id>`.
     member_key: String,
+    /// `<ns>/leadership/<id>`.
+    leadership_key: String,
+    /// This member's uid in its leadership record, drawn at start.
+    uid: u64,
+    /// The member count the leadership record holds (0: not written under this lease).
+    leadership_total: u64,
     /// The lease everything of this member hangs on; `None` until granted (again).
     lease: Option<Lease>,
     /// The member key is ours under the current lease.
@@ -396,6 +408,7 @@ impl Member {
             return;
         }
         let addresses: Vec<String> = members.values().cloned().collect();
+        self.update_leadership(addresses.len() as u64, lease_id).await;
         self.hosts.send_if_modified(|hosts| {
             if *hosts == addresses {
                 return false;
@@ -448,11 +461,14 @@ impl Member {
                 self.member_key.clone(),
                 CompareWith::CreateRevision(0),
             )],
-            vec![etcd::put(
-                self.member_key.clone(),
-                self.cfg.address.clone(),
-                lease_id,
-            )],
+            vec![
+                etcd::put(self.member_key.clone(), self.cfg.address.clone(), lease_id),
+                etcd::put(
+                    self.leadership_key.clone(),
+                    self.leadership(1),
+                    lease_id,
+                ),
+            ],
             vec![etcd::get(self.member_key.clone())],
         );
         let resp = match self.client.txn(txn).await {
@@ -477,7 +493,44 @@ impl Member {
         }
         tracing::info!(id = %self.cfg.id, address = %self.cfg.address, "joined the cluster");
         self.registered = true;
+        self.leadership_total = 1;
         true
+    }
+
+    /// The encoded leadership record counting `total` members.
+    fn leadership(&self, total: u64) -> Vec<u8> {
+        let host = crate::proto::scheduler::Host {
+            address: self.cfg.address.clone(),
+        };
+        prost::Message::encode_to_vec(&crate::proto::store::Leadership {
+            total,
+            uid: self.uid,
+            replica_data: Some(prost_types::Any {
+                type_url: "type.googleapis.com/dapr.proto.scheduler.v1.Host".to_owned(),
+                value: prost::Message::encode_to_vec(&host),
+            }),
+        })
+    }
+
+    /// Keeps the leadership record's member count current (best effort: nothing of jobsd
+    /// depends on it).
+    async fn update_leadership(&mut self, total: u64, lease_id: i64) {
+        if total == self.leadership_total {
+            return;
+        }
+        let put = etcd::txn(
+            vec![],
+            vec![etcd::put(
+                self.leadership_key.clone(),
+                self.leadership(total),
+                lease_id,
+            )],
+            vec![],
+        );
+        match self.client.txn(put).await {
+            Ok(_) => self.leadership_total = total,
+            Err(e) => tracing::debug!(error = %e, "leadership record not updated"),
+        }
     }
 
     /// Live members (id → address, sorted by id) and partition holders (partition → lease),

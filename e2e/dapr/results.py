@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Turns the test2json events of one run of Dapr's integration suite into a results file.
+
+    results.py EVENTS.json RESULTS.tsv LOG
+
+RESULTS.tsv: one line per test case of the suite (`daprd/jobs/get`, ...): name, status
+(pass, fail, skip), seconds. Sub-tests are folded into their case. LOG gets the output of every
+failed case, in full, for reading. Prints the counts.
+"""
+
+import json
+import sys
+
+PREFIX = "Test_Integration/"
+
+
+def case_of(test):
+    """The suite's case of a go test name (`Test_Integration/daprd/jobs/get/run` ->
+    `daprd/jobs/get`), or None for the run's own steps."""
+    if not test or not test.startswith(PREFIX):
+        return None
+    name = test[len(PREFIX):]
+    if name.startswith("build binaries"):
+        return None
+    return name
+
+
+def main():
+    events_path, results_path, log_path = sys.argv[1:4]
+    status = {}
+    elapsed = {}
+    output = {}
+    top = set()
+    with open(events_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            name = case_of(ev.get("Test"))
+            if name is None:
+                continue
+            action = ev.get("Action")
+            if action == "run":
+                top.add(name)
+            output.setdefault(name, []).append(ev.get("Output", "") or "")
+            if action in ("pass", "fail", "skip"):
+                status[name] = action
+                if "Elapsed" in ev:
+                    elapsed[name] = ev["Elapsed"]
+    # A case's name has slashes of its own, but no prefix of it is a test: a sub-test's parent
+    # always started before it.
+    cases = sorted(n for n in top if n.rsplit("/", 1)[0] not in top)
+    rows = []
+    for c in cases:
+        st = status.get(c, "fail")  # a case the run's timeout cut short never reported
+        # A case fails if any of its steps failed (the framework fails the parent then).
+        rows.append((c, st, elapsed.get(c, 0.0)))
+    with open(results_path, "w", encoding="utf-8") as f:
+        f.write("# test\tstatus\tseconds\n")
+        for c, st, s in rows:
+            f.write(f"{c}\t{st}\t{s:.1f}\n")
+    with open(log_path, "w", encoding="utf-8") as f:
+        for c, st, _ in rows:
+            if st == "fail":
+                f.write(f"===== {c}\n")
+                for n in sorted(output):
+                    if n == c or n.startswith(c + "/"):
+                        f.write("".join(output[n]))
+    counts = {}
+    for _, st, _ in rows:
+        counts[st] = counts.get(st, 0) + 1
+    print(
+        f"{len(rows)} cases: {counts.get('pass', 0)} passed, {counts.get('fail', 0)} failed, "
+        f"{counts.get('skip', 0)} skipped"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Dapr's own integration suite (tests/integration of github.com/dapr/dapr, at DAPR_VERSION of
+# versions.env) run against jobsd, in one of two directions:
+#
+#   bash e2e/dapr/suite.sh sidecar   [FOCUS]   jobsd as daprd, the real Dapr Scheduler behind it
+#   bash e2e/dapr/suite.sh scheduler [FOCUS]   the real daprd, `jobsd scheduler` as the Scheduler
+#   bash e2e/dapr/suite.sh dapr      [FOCUS]   the real daprd and Scheduler: the baseline
+#
+# FOCUS is the suite's own `-focus` regex over test names (`daprd/jobs/get`, ...); the default
+# is this direction's part of the suite (below). Results, one line per test, go to
+# e2e/dapr/results/<direction>.tsv (test, status, seconds); the whole log to
+# target/dapr-suite/<direction>.log. `bash e2e/dapr/table.sh` makes docs/dapr-suites.md of them.
+#
+# JOBSD_BIN: the jobsd binary (default target/release/jobsd, built if missing).
+# The framework builds the binaries it is not given: every one is given here (Dapr's real
+# daprd, scheduler and placement from e2e/dapr/build.sh, jobsd, and /bin/false for sentry,
+# operator, injector and the suite's helper binaries, which the parts run here do not start:
+# a test that needs one fails at once and is listed as not applicable).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+# shellcheck source=versions.env
+. "$here/versions.env"
+
+direction=${1:?usage: suite.sh sidecar|scheduler|dapr [FOCUS]}
+workflow='daprd/workflow/((basic|timer|retries|raise|externalevent|purge)/|(activity|fanout|fanoutthree|raise|parallel|order)$)'
+case "$direction" in
+  sidecar) focus_default='^(daprd/jobs/|actors/reminders/)' ;;
+  scheduler | dapr) focus_default="^(scheduler/|daprd/jobs/|actors/reminders/|$workflow)" ;;
+  *) echo "suite.sh: direction must be sidecar, scheduler or dapr" >&2; exit 2 ;;
+esac
+focus=${2:-$focus_default}
+
+eval "$(bash "$here/build.sh" | sed 's/^/export /')"
+cache="$(dirname "$DAPR_BIN_DIR")"
+src="$cache/src/dapr-$DAPR_VERSION"
+suite_bin="$DAPR_BIN_DIR/integration.test"
+if [ ! -x "$suite_bin" ]; then
+  echo "dapr suite: compiling Dapr's integration suite ($DAPR_VERSION) ..." >&2
+  t0=$SECONDS
+  (cd "$src" && CGO_ENABLED=0 go test -c -tags integration -o "$suite_bin.tmp" ./tests/integration)
+  mv "$suite_bin.tmp" "$suite_bin"
+  echo "dapr suite: compiled in $((SECONDS - t0)) s" >&2
+fi
+
+if [ -z "${JOBSD_BIN:-}" ]; then
+  JOBSD_BIN="$root/target/release/jobsd"
+  (cd "$root" && cargo build --release --locked --bin jobsd)
+fi
+export JOBSD_BIN
+command -v etcd >/dev/null || { echo "suite.sh: etcd not found (bash e2e/setup.sh installs it)" >&2; exit 1; }
+
+export DAPR_INTEGRATION_DAPRD_PATH="$DAPR_BIN_DIR/daprd"
+export DAPR_INTEGRATION_SCHEDULER_PATH="$DAPR_BIN_DIR/scheduler"
+export DAPR_INTEGRATION_PLACEMENT_PATH="$DAPR_BIN_DIR/placement"
+case "$direction" in
+  sidecar) export DAPR_INTEGRATION_DAPRD_PATH="$JOBSD_BIN" ;;
+  scheduler) export DAPR_INTEGRATION_SCHEDULER_PATH="$here/scheduler_on_etcd.py" ;;
+esac
+for b in SENTRY OPERATOR INJECTOR HELMTEMPLATE MCPSTDIOSERVER CONTROLLERGEN; do
+  export "DAPR_INTEGRATION_${b}_PATH=/bin/false"
+done
+
+out="$root/target/dapr-suite"
+mkdir -p "$out" "$here/results"
+log="$out/$direction.log"
+echo "dapr suite: $direction, focus $focus (log: $log)" >&2
+t0=$SECONDS
+# The suite's tests run in parallel (t.Parallel), -test.parallel at a time; each starts its own
+# processes, so on a small machine fewer at once means fewer timeouts that are only load.
+set +e
+(cd "$src/tests/integration" && go tool test2json -t "$suite_bin" -test.v=test2json \
+  -test.timeout "${DAPR_SUITE_TIMEOUT:-90m}" -test.parallel "${DAPR_SUITE_PARALLEL:-2}" \
+  -focus "$focus") >"$out/$direction.json" 2>"$log.stderr"
+code=$?
+set -e
+python3 "$here/results.py" "$out/$direction.json" "$here/results/$direction.tsv" "$log"
+echo "dapr suite: $direction done in $((SECONDS - t0)) s (exit $code)" >&2

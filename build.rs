@@ -13,6 +13,7 @@ const PROTOS: &[&str] = &[
     "dapr/proto/common/v1/common.proto",
     "dapr/proto/runtime/v1/jobs.proto",
     "dapr/proto/runtime/v1/actors.proto",
+    "dapr/proto/runtime/v1/metadata.proto",
     "dapr/proto/runtime/v1/dapr.proto",
     "dapr/proto/runtime/v1/appcallback.proto",
     "dapr/proto/internals/v1/jobs.proto",

@@ -254,6 +254,8 @@ impl Sidecar {
             &cfg.app_id,
             &cfg.namespace,
         )));
+        // daprd's words, which tools and Dapr's own tests look for.
+        tracing::info!("Using Scheduler service for reminders.");
         actors.start(delivery_stop.clone());
         let mut state = api_state(
             &cfg,
@@ -468,7 +470,11 @@ fn span_exporter(cfg: &config::Sidecar, clock: &Arc<dyn Clock>) -> Result<Option
 /// embedded scheduler; disabled with `--enable-metrics=false`.
 fn metrics_of(cfg: &config::Sidecar) -> Metrics {
     match cfg.metrics {
-        Some(_) => Metrics::sidecar(&cfg.app_id, &cfg.namespace, cfg.scheduler_hosts.is_empty()),
+        Some(_) => Metrics::sidecar(
+            &cfg.app_id,
+            &cfg.metrics_namespace,
+            cfg.scheduler_hosts.is_empty(),
+        ),
         None => Metrics::disabled(),
     }
 }

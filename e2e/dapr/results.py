@@ -51,9 +51,13 @@ def main():
                 status[name] = action
                 if "Elapsed" in ev:
                     elapsed[name] = ev["Elapsed"]
-    # A case's name has slashes of its own, but no prefix of it is a test: a sub-test's parent
-    # always started before it.
-    cases = sorted(n for n in top if n.rsplit("/", 1)[0] not in top)
+    # Sub-test names may hold slashes of their own (`run/id/backslash`), so a case is a test
+    # none of whose slash-prefixes is a test.
+    def is_case(n):
+        parts = n.split("/")
+        return not any("/".join(parts[:k]) in top for k in range(1, len(parts)))
+
+    cases = sorted(n for n in top if is_case(n))
     rows = []
     for c in cases:
         st = status.get(c, "fail")  # a case the run's timeout cut short never reported

@@ -274,12 +274,13 @@ pub fn data_from_json(raw: &[u8]) -> Option<prost_types::Any> {
 }
 
 /// The JSON daprd writes for a reminder's `data` (in the app call and on GET): a
-/// BytesValue's raw bytes inline (the JSON the caller sent); other types as protojson when
-/// they have a JSON form this crate writes, else `null`.
+/// BytesValue's raw bytes inline (the JSON the caller sent, compacted as Go's `json.Marshal`
+/// compacts a `json.RawMessage`); other types as protojson when they have a JSON form this
+/// crate writes, else `null`.
 pub fn data_to_json(data: &prost_types::Any) -> Vec<u8> {
     if data.type_url == BYTES_VALUE_TYPE_URL {
         if let Ok(raw) = Vec::<u8>::decode(data.value.as_slice()) {
-            return raw;
+            return crate::go::json::compact(&raw).unwrap_or(raw);
         }
     } else if data.type_url == "type.googleapis.com/google.protobuf.Value"
         && let Ok(value) = prost_types::Value::decode(data.value.as_slice())

@@ -248,6 +248,21 @@ impl ActorRuntime {
         lock(&self.inner.actors).len()
     }
 
+    /// Active actors of each hosted type (every hosted type listed, 0 included), by type name.
+    pub fn active_by_type(&self) -> Vec<(String, usize)> {
+        let mut counts: std::collections::BTreeMap<String, usize> = self
+            .inner
+            .types
+            .borrow()
+            .iter()
+            .map(|t| (t.clone(), 0))
+            .collect();
+        for actor in lock(&self.inner.actors).keys() {
+            *counts.entry(actor.actor_type.to_string()).or_default() += 1;
+        }
+        counts.into_iter().collect()
+    }
+
     /// Hosts exactly `hosted` (tests; the app's `/dapr/config` otherwise).
     pub fn set_hosted(&self, hosted: Hosted) {
         self.publish_hosted(hosted);

@@ -1,5 +1,6 @@
 //! daprd's gRPC Jobs API: the jobs rpcs of `dapr.proto.runtime.v1.Dapr` (stable and
-//! `*Alpha1`, one implementation each), plus gRPC health and reflection.
+//! `*Alpha1`, one implementation each), the actor rpcs and `GetMetadata`, plus gRPC health
+//! and reflection.
 //!
 //! Every other `Dapr` method answers Unimplemented (the generated server does that for paths
 //! it does not know), which is what SDKs probe for before falling back to an Alpha1 rpc.
@@ -190,6 +191,14 @@ impl rv1::dapr_server::Dapr for DaprApi {
     ) -> Result<Response<rv1::ListJobsResponseAlpha1>, Status> {
         let jobs = self.list(request).await?;
         Ok(Response::new(rv1::ListJobsResponseAlpha1 { jobs }))
+    }
+
+    async fn get_metadata(
+        &self,
+        request: Request<rv1::GetMetadataRequest>,
+    ) -> Result<Response<rv1::GetMetadataResponse>, Status> {
+        self.authorize(&request)?;
+        Ok(Response::new(self.state.metadata()))
     }
 
     async fn schedule_job(

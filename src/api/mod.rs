@@ -104,6 +104,43 @@ impl ApiState {
             .unwrap_or_default()
     }
 
+    /// daprd's `GetMetadata` answer, as far as it applies to jobsd: the app id, version, actor
+    /// runtime and Scheduler connection (`scheduler` only with Scheduler addresses, as daprd).
+    pub fn metadata(&self) -> rv1::GetMetadataResponse {
+        use rv1::actor_runtime::ActorRuntimeStatus;
+        let active: Vec<rv1::ActiveActorsCount> = self
+            .actors
+            .active_by_type()
+            .into_iter()
+            .map(|(r#type, count)| rv1::ActiveActorsCount {
+                r#type,
+                count: i32::try_from(count).unwrap_or(i32::MAX),
+            })
+            .collect();
+        let hosts_actors = !active.is_empty();
+        #[allow(deprecated)]
+        rv1::GetMetadataResponse {
+            id: self.app_id.clone(),
+            active_actors_count: active.clone(),
+            extended_metadata: [("schedulerMode".to_owned(), self.mode.to_owned())].into(),
+            app_connection_properties: None,
+            runtime_version: env!("CARGO_PKG_VERSION").to_owned(),
+            enabled_features: Vec::new(),
+            actor_runtime: Some(rv1::ActorRuntime {
+                runtime_status: ActorRuntimeStatus::Running as i32,
+                active_actors: active,
+                host_ready: hosts_actors,
+                placement: String::new(),
+            }),
+            scheduler: self
+                .scheduler_hosts
+                .as_ref()
+                .map(|_| rv1::MetadataScheduler {
+                    connected_addresses: self.connected_scheduler_hosts(),
+                }),
+        }
+    }
+
     /// The body and message size limit in bytes (`usize::MAX` when unlimited).
     pub fn body_limit(&self) -> usize {
         match self.max_body_size {

@@ -329,6 +329,9 @@ pub struct Sidecar {
     pub app_id: String,
     /// The namespace (env `NAMESPACE`, default `default`).
     pub namespace: String,
+    /// The `namespace` label of the metrics: env `NAMESPACE` as given, empty when unset, as
+    /// daprd labels them (its jobs still live under `default`).
+    pub metrics_namespace: String,
     /// Address of the app's port, if any.
     pub app_address: Option<SocketAddr>,
     /// Protocol of the app's port.
@@ -537,6 +540,7 @@ impl SidecarArgs {
         let metrics = self.metrics.listen()?;
         Ok(Sidecar {
             app_id: app_id.to_owned(),
+            metrics_namespace: env.namespace.clone().unwrap_or_default(),
             namespace: env.namespace.unwrap_or_else(|| "default".to_owned()),
             app_address,
             app_protocol: self.app_protocol,
@@ -692,6 +696,7 @@ mod tests {
             .unwrap();
         assert_eq!(s.app_id, "myapp");
         assert_eq!(s.namespace, "default");
+        assert_eq!(s.metrics_namespace, "", "daprd's metrics label without NAMESPACE");
         assert_eq!(s.http_addrs, ["0.0.0.0:3500".parse().unwrap()]);
         assert_eq!(s.grpc_addrs, ["0.0.0.0:50001".parse().unwrap()]);
         assert_eq!(s.max_body_size, 4 << 20);
@@ -831,6 +836,7 @@ mod tests {
             ]
         );
         assert_eq!(s.namespace, "prod");
+        assert_eq!(s.metrics_namespace, "prod");
         assert_eq!(s.api_token.as_deref(), Some("t"));
         assert_eq!(s.max_body_size, 512 << 10);
     }

@@ -271,6 +271,21 @@ impl Metrics {
         };
         // Writing to a String cannot fail, and our metrics encode without error.
         encoded.ok()?;
+        if format == Format::Prometheus {
+            // The only `unknown` families are [`Tally`] counts (Dapr's counters whose names do
+            // not end in `_total`). The Prometheus text format allows such a counter, and daprd
+            // types them `counter`: clients that read only typed samples (Go's expfmt users,
+            // Dapr's own tests among them) find them only so.
+            out = out
+                .split_inclusive('\n')
+                .map(|line| match line.strip_prefix("# TYPE ") {
+                    Some(rest) if rest.ends_with(" untyped\n") => {
+                        format!("# TYPE {} counter\n", &rest[..rest.len() - " untyped\n".len()])
+                    }
+                    _ => line.to_owned(),
+                })
+                .collect();
+        }
         Some(out)
     }
 }
@@ -1008,6 +1023,9 @@ mod tests {
         ));
         assert!(text.contains("jobsd_jobs{app_id=\"myapp\",namespace=\"prod\"} 0\n"));
         assert!(!text.contains("dapr_scheduler"));
+        // Typed as daprd types them: Go's expfmt readers skip untyped samples.
+        assert!(text.contains("# TYPE dapr_component_job_success_count counter\n"), "{text}");
+        assert!(!text.contains(" untyped\n"), "{text}");
 
         let open = m.render(Format::OpenMetrics).await.unwrap();
         assert!(open.ends_with("# EOF\n"));

@@ -100,6 +100,7 @@ pub fn sidecar_config(
     config::Sidecar {
         app_id: "myapp".into(),
         namespace: "default".into(),
+        metrics_namespace: "default".into(),
         app_address: app,
         app_protocol: protocol,
         http_addrs: vec!["127.0.0.1:0".parse().unwrap()],

@@ -87,6 +87,17 @@ pub fn bad_request(detail: impl std::fmt::Display) -> ApiError {
     )
 }
 
+/// gRPC `InvalidArgument` with `message` and no error details (daprd's `status.Errorf` on
+/// a bad actor type or id of `InvokeActor`); 400 over HTTP.
+pub fn invalid_argument(message: String) -> ApiError {
+    legacy(
+        StatusCode::BAD_REQUEST,
+        tonic::Code::InvalidArgument,
+        code::BAD_REQUEST,
+        message,
+    )
+}
+
 /// Which reminder operation failed: each has its own code and message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReminderOp {

@@ -6,7 +6,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::errors;
+use super::{errors, names};
 use crate::actors::reminders::data_from_json;
 use crate::actors::{ActorRef, MethodCall, NewReminder, NewTimer, Reminder};
 use crate::api::{ApiError, ApiState};
@@ -163,6 +163,9 @@ pub async fn invoke(
     state: &ApiState,
     req: rv1::InvokeActorRequest,
 ) -> Result<rv1::InvokeActorResponse, ApiError> {
+    for (param, value) in [("actorType", &req.actor_type), ("actorId", &req.actor_id)] {
+        names::validate(value).map_err(|e| errors::invalid_argument(format!("invalid {param}: {e}")))?;
+    }
     let mut headers = HeaderMap::new();
     for (k, v) in &req.metadata {
         if let (Ok(name), Ok(value)) = (

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderMap, StatusCode, Uri};
 
-use super::{body, errors, reminder_json};
+use super::{body, errors, names, reminder_json};
 use crate::actors::reminders::data_from_json;
 use crate::actors::{ActorRef, MethodCall, NewReminder, NewTimer};
 use crate::api::http_parts::{API_TOKEN_HEADER, Shared, json_response, read_body};
@@ -185,6 +185,10 @@ async fn invoke(
 ) -> Response {
     respond(
         async {
+            for (param, value) in [("actorType", &actor_type), ("actorId", &actor_id)] {
+                names::validate(value)
+                    .map_err(|e| errors::bad_request(format!("invalid {param}: {e}")))?;
+            }
             let body = read_body(body, state.body_limit()).await?;
             for name in NOT_FORWARDED {
                 headers.remove(name);

@@ -8,6 +8,7 @@ pub mod body;
 pub mod errors;
 pub mod grpc;
 pub mod http;
+pub mod names;
 
 use crate::actors::reminders::data_to_json;
 use crate::actors::{
@@ -26,6 +27,7 @@ impl ApiState {
         if reminder.name.is_empty() {
             return Err(errors::bad_request("reminder name cannot be empty"));
         }
+        names::validate(&reminder.name).map_err(errors::bad_request)?;
         let name = reminder.name.clone();
         self.actors
             .create_reminder(reminder)
@@ -79,6 +81,7 @@ impl ApiState {
         if timer.name.is_empty() {
             return Err(errors::bad_request("timer name cannot be empty"));
         }
+        names::validate(&timer.name).map_err(errors::bad_request)?;
         self.actors
             .create_timer(timer)
             .map_err(|e| errors::timer_create(&e))

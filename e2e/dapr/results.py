@@ -20,7 +20,7 @@ def case_of(test):
     if not test or not test.startswith(PREFIX):
         return None
     name = test[len(PREFIX):]
-    if name.startswith("build binaries"):
+    if name.startswith(("build binaries", "build_binaries")):
         return None
     return name
 

@@ -50,19 +50,27 @@ fi
 export JOBSD_BIN
 command -v etcd >/dev/null || { echo "suite.sh: etcd not found (bash e2e/setup.sh installs it)" >&2; exit 1; }
 
+out="$root/target/dapr-suite"
+mkdir -p "$out" "$here/results"
+# The framework starts its binaries with an environment of its own choosing: the wrapper gets
+# jobsd's path baked into a launcher instead of through JOBSD_BIN.
+cat >"$out/scheduler" <<LAUNCH
+#!/bin/sh
+JOBSD_BIN='$JOBSD_BIN' exec '$here/scheduler_on_etcd.py' "\$@"
+LAUNCH
+chmod +x "$out/scheduler"
+
 export DAPR_INTEGRATION_DAPRD_PATH="$DAPR_BIN_DIR/daprd"
 export DAPR_INTEGRATION_SCHEDULER_PATH="$DAPR_BIN_DIR/scheduler"
 export DAPR_INTEGRATION_PLACEMENT_PATH="$DAPR_BIN_DIR/placement"
 case "$direction" in
   sidecar) export DAPR_INTEGRATION_DAPRD_PATH="$JOBSD_BIN" ;;
-  scheduler) export DAPR_INTEGRATION_SCHEDULER_PATH="$here/scheduler_on_etcd.py" ;;
+  scheduler) export DAPR_INTEGRATION_SCHEDULER_PATH="$out/scheduler" ;;
 esac
 for b in SENTRY OPERATOR INJECTOR HELMTEMPLATE MCPSTDIOSERVER CONTROLLERGEN; do
   export "DAPR_INTEGRATION_${b}_PATH=/bin/false"
 done
 
-out="$root/target/dapr-suite"
-mkdir -p "$out" "$here/results"
 log="$out/$direction.log"
 echo "dapr suite: $direction, focus $focus (log: $log)" >&2
 t0=$SECONDS

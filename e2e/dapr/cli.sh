@@ -24,6 +24,10 @@
 # imported jobs on the last one. After each part an embedded jobsd sidecar imports that part's
 # export with `jobsd jobs import`.
 #
+# CLI_UPDATE_FIXTURE=1 also copies the Dapr part's export file to
+# tests/data/dapr_export/dapr-cli-<cli version>-scheduler-<dapr version>.bin, the fixture of
+# tests/dapr_cli_export.rs (tests/data/dapr_export/README.md).
+#
 # Results: one row per check in e2e/dapr/results/cli.tsv (command, against, pass|fail, note);
 # the closing line is `N passed, M failed`; exit 0 only when nothing failed.
 # Settings: JOBSD_BIN (a prebuilt jobsd), ETCD_BIN (/usr/bin/etcd), E2E_KEEP_TMP=1 (keep the
@@ -40,6 +44,9 @@ CLI_PORT=2379
 START_TIMEOUT=30
 PHASE_TIMEOUT=300
 results_file="$here/results/cli.tsv"
+# CLI_UPDATE_FIXTURE=1: the Dapr part's export (the real CLI's file from the real Scheduler)
+# becomes the fixture of tests/dapr_cli_export.rs.
+fixture="$here/../../tests/data/dapr_export/dapr-cli-$DAPR_CLI_VERSION-scheduler-$DAPR_VERSION.bin"
 t_begin=$SECONDS
 
 # ---------------------------------------------------------------- port 2379
@@ -240,7 +247,17 @@ fi
 stop "Dapr scheduler" "$dapr_sched_pid"
 if [ -s "$pdir/export.bin" ]; then
   jobsd_import_part "$pdir/export.bin" "the real Scheduler"
+  if [ "${CLI_UPDATE_FIXTURE:-0}" = 1 ]; then
+    cp "$pdir/export.bin" "$fixture"
+    e2e_log "wrote ${fixture#"$E2E_ROOT/"}"
+  fi
 fi
+# The real Scheduler (go-etcd-cron) after the CLI's raw etcd deletes: a trigger that carries
+# another job's metadata is dropped as malformed (a Dapr bug, not jobsd's; recorded, not hidden).
+malformed=$(grep -c 'Job name is malformed' "$pdir/scheduler.log" || true)
+srow "real Scheduler logs no 'Job name is malformed' (after delete/delete-all/import)" Dapr \
+  "$([ "$malformed" -eq 0 ] && echo 0 || echo 1)" \
+  "$malformed such lines: $(grep -m1 -o 'key \\"[^\\]*\\" does not match expected prefix \\"[^\\]*\\"' "$pdir/scheduler.log" || true)"
 e2e_log "Dapr part took $((SECONDS - t_part))s"
 wait_port_free "$CLI_PORT" || {
   e2e_fail "port $CLI_PORT still taken after the Dapr scheduler stopped"

@@ -108,7 +108,7 @@ _dump_log() {
 
 # jobsd_start DATA_DIR LOG [EXTRA_ARGS...]: start jobsd (app id `myapp`) on three fresh free
 # loopback ports (HTTP, gRPC, metrics), with its store in DATA_DIR, appending its output to
-# LOG; wait until `GET /v1.0/healthz` answers 204. Sets JOBSD_PID, JOBSD_HTTP_PORT,
+# LOG; wait until it serves (see _jobsd_launch). Sets JOBSD_PID, JOBSD_HTTP_PORT,
 # JOBSD_GRPC_PORT, JOBSD_METRICS_PORT, JOBSD_LOG.
 # If the ports were taken meanwhile (a race with another process), it retries with new ones.
 # The environment does not leak into it: DAPR_API_TOKEN is unset, unless E2E_JOBSD_TOKEN is set
@@ -184,10 +184,21 @@ _jobsd_launch() {
   JOBSD_PID=$!
   e2e_log "jobsd pid $JOBSD_PID on http $JOBSD_HTTP_PORT / grpc $JOBSD_GRPC_PORT"
 
+  # Serving means: the API answers (`/v1.0/healthz/outbound`, what the SDKs wait on) and, in
+  # remote mode, the Scheduler replicas are known (`/v1.0/metadata`). Not `/v1.0/healthz`: as
+  # daprd's, it also waits for the app's port and `/dapr/config`, and suites start their apps
+  # after jobsd, or keep them down on purpose.
+  local remote=""
+  case " $* " in *" --scheduler-host-address "*) remote=1 ;; esac
   local deadline=$((SECONDS + E2E_HEALTH_TIMEOUT)) status=""
   while :; do
-    status="$(_http_status "http://127.0.0.1:$JOBSD_HTTP_PORT/v1.0/healthz")"
-    [ "$status" = 204 ] && return 0
+    status="$(_http_status "http://127.0.0.1:$JOBSD_HTTP_PORT/v1.0/healthz/outbound")"
+    if [ "$status" = 204 ]; then
+      [ -z "$remote" ] && return 0
+      curl -s --max-time 2 "http://127.0.0.1:$JOBSD_HTTP_PORT/v1.0/metadata" |
+        grep -q '"connected_addresses":\["' && return 0
+      status="204 (outbound; no Scheduler replica known yet)"
+    fi
     if _proc_gone "$JOBSD_PID"; then
       local rc=0
       wait "$JOBSD_PID" || rc=$?
@@ -202,7 +213,7 @@ _jobsd_launch() {
     fi
     if [ "$SECONDS" -ge "$deadline" ]; then
       _dump_log
-      e2e_fail "jobsd not healthy after ${E2E_HEALTH_TIMEOUT}s (last GET /v1.0/healthz status: ${status:-none})"
+      e2e_fail "jobsd not serving after ${E2E_HEALTH_TIMEOUT}s (last GET /v1.0/healthz/outbound status: ${status:-none})"
       return 1
     fi
     sleep 0.1

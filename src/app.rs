@@ -17,9 +17,9 @@ use crate::api::{self, ApiState};
 use crate::cli;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::config::{self, AppProtocol};
+use crate::delivery::ready::{AppStart, app_started};
 use crate::delivery::{self, CallTimeout, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use crate::engine::{self, Engine};
-use crate::delivery::ready::{AppStart, app_started};
 use crate::observe::otlp::{self, Spans};
 use crate::observe::{self, LoopSample, Metrics};
 use crate::resiliency::{self, Resiliency};
@@ -326,6 +326,17 @@ impl Sidecar {
                 crate::serve::http(listener, router, stop)
                     .await
                     .map_err(|e| Error::Serve(format!("http: {e}")))
+            });
+        }
+
+        if let Some(addr) = cfg.public_addr {
+            let listener = bind(addr).await?;
+            let router = api::http::public_router(state.clone());
+            let stop = shutdown.clone();
+            servers.spawn(async move {
+                crate::serve::http(listener, router, stop)
+                    .await
+                    .map_err(|e| Error::Serve(format!("public: {e}")))
             });
         }
 

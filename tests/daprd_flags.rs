@@ -104,6 +104,36 @@ impl Jobsd {
     }
 }
 
+/// An app on `port` answering every request 404 (an app with no actors and no jobs routes),
+/// from now on; the paths it was asked for.
+fn app_answering_404(port: u16) -> Arc<Mutex<Vec<String>>> {
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let paths = Arc::new(Mutex::new(Vec::new()));
+    let seen = paths.clone();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            if reader.read_line(&mut head).is_err() {
+                continue;
+            }
+            if let Some(path) = head.split(' ').nth(1) {
+                seen.lock().unwrap().push(path.to_owned());
+            }
+            // The rest of the head; these requests carry no body.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    paths
+}
+
 fn args(line: &[&str]) -> Vec<String> {
     line.iter().map(|s| s.to_string()).collect()
 }
@@ -140,15 +170,21 @@ fn the_docker_compose_sidecar_from_daprs_docs_runs() {
     )
     .unwrap();
     let (http_port, grpc_port, metrics_port) = (free_port(), free_port(), free_port());
+    let (app_port, public_port) = (free_port(), free_port());
     let http_addr: SocketAddr = ([127, 0, 0, 1], http_port).into();
     let metrics_addr: SocketAddr = ([127, 0, 0, 1], metrics_port).into();
+    let public_addr: SocketAddr = ([127, 0, 0, 1], public_port).into();
     let (http_port, grpc_port) = (http_port.to_string(), grpc_port.to_string());
     let metrics_port = metrics_port.to_string();
     let mut line = args(&[
         "--app-id",
         "nodeapp",
         "--app-port",
-        "3000",
+        &app_port.to_string(),
+        "--dapr-public-port",
+        &public_port.to_string(),
+        "--dapr-public-listen-address",
+        "127.0.0.1",
         "--placement-host-address",
         "placement:50006",
         "--resources-path",
@@ -182,7 +218,31 @@ fn the_docker_compose_sidecar_from_daprs_docs_runs() {
     ]));
 
     let mut jobsd = Jobsd::start(&line);
-    assert_eq!(jobsd.healthz(http_addr), 204);
+    // As daprd: not ready while the app does not listen (the API serves all the same), ready
+    // once it does and its /dapr/config has been read; the public port says the same.
+    assert_eq!(jobsd.healthz(http_addr), 500);
+    assert_eq!(
+        http(http_addr, "GET", "/v1.0/healthz/outbound", "").map(|(s, _)| s),
+        Some(204)
+    );
+    assert_eq!(
+        http(public_addr, "GET", "/v1.0/healthz", "").map(|(s, _)| s),
+        Some(500)
+    );
+    let config_reads = app_answering_404(app_port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http(http_addr, "GET", "/v1.0/healthz", "").map(|(s, _)| s) != Some(204) {
+        assert!(Instant::now() < deadline, "not ready once the app listens");
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        config_reads.lock().unwrap().iter().any(|p| p == "/dapr/config"),
+        "ready before /dapr/config was read"
+    );
+    assert_eq!(
+        http(public_addr, "GET", "/v1.0/healthz", "").map(|(s, _)| s),
+        Some(204)
+    );
     let job = r#"{"schedule": "@every 1h", "data": "x"}"#;
     let created = http(http_addr, "POST", "/v1.0-alpha1/jobs/docs", job).unwrap();
     assert_eq!(created.0, 204, "{created:?}");
@@ -231,11 +291,13 @@ fn the_single_dash_command_line_from_daprs_docs_runs() {
     let dir = tempfile::tempdir().unwrap();
     let http_port = free_port();
     let http_addr: SocketAddr = ([127, 0, 0, 1], http_port).into();
+    let app_port = free_port();
+    app_answering_404(app_port);
     let line = args(&[
         "-app-id",
         "myapp",
         "-app-port",
-        "3000",
+        &app_port.to_string(),
         &format!("-dapr-http-port={http_port}"),
         "-dapr-grpc-port",
         &free_port().to_string(),

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Turns the test2json events of one run of Dapr's integration suite into a results file.
 
-    results.py EVENTS.json RESULTS.tsv LOG
+    results.py EVENTS RESULTS.tsv LOG [CASES]
+
+EVENTS is one file of test2json events, or a folder of them (one run per case).
 
 RESULTS.tsv: one line per test case of the suite (`daprd/jobs/get`, ...): name, status
 (pass, fail, skip), seconds. Sub-tests are folded into their case. LOG gets the output of every
@@ -9,6 +11,7 @@ failed case, in full, for reading. Prints the counts.
 """
 
 import json
+import os
 import sys
 
 PREFIX = "Test_Integration/"
@@ -31,26 +34,30 @@ def main():
     elapsed = {}
     output = {}
     top = set()
-    with open(events_path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            name = case_of(ev.get("Test"))
-            if name is None:
-                continue
-            action = ev.get("Action")
-            if action == "run":
-                top.add(name)
-            output.setdefault(name, []).append(ev.get("Output", "") or "")
-            if action in ("pass", "fail", "skip"):
-                status[name] = action
-                if "Elapsed" in ev:
-                    elapsed[name] = ev["Elapsed"]
+    paths = (
+        [os.path.join(events_path, n) for n in sorted(os.listdir(events_path))]
+        if os.path.isdir(events_path)
+        else [events_path]
+    )
+    for line in (l for p in paths for l in open(p, encoding="utf-8", errors="replace")):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        name = case_of(ev.get("Test"))
+        if name is None:
+            continue
+        action = ev.get("Action")
+        if action == "run":
+            top.add(name)
+        output.setdefault(name, []).append(ev.get("Output", "") or "")
+        if action in ("pass", "fail", "skip"):
+            status[name] = action
+            if "Elapsed" in ev:
+                elapsed[name] = ev["Elapsed"]
     # Sub-test names may hold slashes of their own (`run/id/backslash`), so a case is a test
     # none of whose slash-prefixes is a test.
     def is_case(n):
@@ -58,6 +65,10 @@ def main():
         return not any("/".join(parts[:k]) in top for k in range(1, len(parts)))
 
     cases = sorted(n for n in top if is_case(n))
+    if len(sys.argv) > 4:
+        # The cases that were run: one that left no result (its process timed out or died
+        # before the suite started it) fails.
+        cases = [c.strip() for c in open(sys.argv[4], encoding="utf-8") if c.strip()]
     rows = []
     for c in cases:
         st = status.get(c, "fail")  # a case the run's timeout cut short never reported

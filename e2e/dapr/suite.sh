@@ -72,15 +72,25 @@ for b in SENTRY OPERATOR INJECTOR HELMTEMPLATE MCPSTDIOSERVER CONTROLLERGEN; do
 done
 
 log="$out/$direction.log"
-echo "dapr suite: $direction, focus $focus (log: $log)" >&2
+cases_dir="$out/$direction"
+rm -rf "$cases_dir"
+mkdir -p "$cases_dir"
+# Each case runs in a process of its own: a test that panics in a goroutine kills its whole
+# test binary, and would take every case still running with it.
+python3 "$here/cases.py" "$src/tests/integration/suite" "$focus" >"$out/$direction.cases"
+echo "dapr suite: $direction, $(wc -l <"$out/$direction.cases") cases, focus $focus (log: $log)" >&2
 t0=$SECONDS
-# The suite's tests run in parallel (t.Parallel), -test.parallel at a time; each starts its own
-# processes, so on a small machine fewer at once means fewer timeouts that are only load.
-set +e
-(cd "$src/tests/integration" && go tool test2json -t "$suite_bin" -test.v=test2json \
-  -test.timeout "${DAPR_SUITE_TIMEOUT:-90m}" -test.parallel "${DAPR_SUITE_PARALLEL:-2}" \
-  -focus "$focus") >"$out/$direction.json" 2>"$log.stderr"
-code=$?
-set -e
-python3 "$here/results.py" "$out/$direction.json" "$here/results/$direction.tsv" "$log"
-echo "dapr suite: $direction done in $((SECONDS - t0)) s (exit $code)" >&2
+run_case() {
+  local name=$1 file
+  file="$cases_dir/$(printf '%s' "$name" | tr '/' '_').json"
+  (cd "$src/tests/integration" && timeout -k 10 "${DAPR_CASE_TIMEOUT:-240}" \
+    go tool test2json -t "$suite_bin" -test.v=test2json -test.parallel 1 \
+    -focus "^$(printf '%s' "$name" | sed 's/[][\.*^$+?(){}|]/\\&/g')\$") >"$file" 2>&1 || true
+}
+export -f run_case
+export suite_bin src cases_dir
+# -P: cases at once; each starts its own processes, so on a small machine fewer at once means
+# fewer timeouts that are only load.
+xargs -a "$out/$direction.cases" -d '\n' -P "${DAPR_SUITE_PARALLEL:-2}" -I{} bash -c 'run_case "$1"' _ {}
+python3 "$here/results.py" "$cases_dir" "$here/results/$direction.tsv" "$log" "$out/$direction.cases"
+echo "dapr suite: $direction done in $((SECONDS - t0)) s" >&2

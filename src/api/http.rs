@@ -63,6 +63,15 @@ pub fn router(state: ApiState) -> Router {
     }
 }
 
+/// daprd's public port (`--dapr-public-port`): only the health routes, never behind the
+/// API token (as on the API port, where they are exempt).
+pub fn public_router(state: ApiState) -> Router {
+    Router::new()
+        .route("/v1.0/healthz", get(healthz))
+        .route("/v1.0/healthz/outbound", get(healthz_outbound))
+        .with_state(Arc::new(state))
+}
+
 /// daprd's `APITokenAuthMiddleware`: with a token configured, every request but
 /// `GET /v1.0/healthz[/outbound]` must carry it.
 async fn authenticate(State(state): State<Shared>, req: Request, next: Next) -> Response {

@@ -43,8 +43,8 @@
 //! | `--dapr-internal-grpc-listen-address` | string | ignored |
 //! | `--dapr-internal-grpc-port` | string | ignored |
 //! | `--dapr-listen-addresses` | string | acts |
-//! | `--dapr-public-listen-address` | string | ignored |
-//! | `--dapr-public-port` | string | ignored |
+//! | `--dapr-public-listen-address` | string | acts (with `--dapr-public-port`) |
+//! | `--dapr-public-port` | string | acts: `/v1.0/healthz` and `/v1.0/healthz/outbound` served there too |
 //! | `--disable-builtin-k8s-secret-store` | bool | ignored |
 //! | `--enable-api-logging` | bool | ignored |
 //! | `--enable-app-health-check` | bool (false) | acts |
@@ -267,12 +267,6 @@ pub struct DaprdIgnored {
     /// Runtime mode: standalone or kubernetes (jobsd runs the same way in both).
     #[arg(long)]
     pub mode: Option<String>,
-    /// Port of daprd's public health and metadata server.
-    #[arg(long)]
-    pub dapr_public_port: Option<String>,
-    /// Listen address of daprd's public server.
-    #[arg(long)]
-    pub dapr_public_listen_address: Option<String>,
     /// Port of daprd's internal (daprd-to-daprd) gRPC API.
     #[arg(long)]
     pub dapr_internal_grpc_port: Option<String>,
@@ -850,6 +844,8 @@ mod tests {
             "--dapr-http-max-request-size=4",
             "--dapr-http-port=3500",
             "--dapr-listen-addresses=127.0.0.1",
+            "--dapr-public-port=0",
+            "--dapr-public-listen-address=127.0.0.1",
             "--enable-app-health-check=false",
             "--enable-metrics=true",
             "--log-as-json=false",
@@ -865,8 +861,6 @@ mod tests {
             "--config=./config.yaml",
             "--dapr-graceful-shutdown-seconds=5",
             "--mode=standalone",
-            "--dapr-public-port=3501",
-            "--dapr-public-listen-address=0.0.0.0",
             "--dapr-internal-grpc-port=50002",
             "--dapr-internal-grpc-listen-address=0.0.0.0",
             "--profile-port=7777",

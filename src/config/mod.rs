@@ -87,6 +87,13 @@ pub struct SidecarArgs {
     /// Comma-separated IP addresses the Dapr API listens on (default: all interfaces).
     #[arg(long, value_delimiter = ',')]
     pub dapr_listen_addresses: Vec<String>,
+    /// Port of a second HTTP server with only `/v1.0/healthz` and `/v1.0/healthz/outbound`
+    /// (daprd's public port, for probes kept apart from the API); none unless given.
+    #[arg(long)]
+    pub dapr_public_port: Option<u16>,
+    /// The IP address the public port listens on (default: all interfaces).
+    #[arg(long, default_value = "")]
+    pub dapr_public_listen_address: String,
     /// Where the embedded scheduler keeps its durable store.
     #[arg(long, default_value = "./data")]
     pub data_dir: PathBuf,
@@ -332,6 +339,8 @@ pub struct Sidecar {
     /// The `namespace` label of the metrics: env `NAMESPACE` as given, empty when unset, as
     /// daprd labels them (its jobs still live under `default`).
     pub metrics_namespace: String,
+    /// Where the public port serves the health routes (`--dapr-public-port`), if given.
+    pub public_addr: Option<SocketAddr>,
     /// Address of the app's port, if any.
     pub app_address: Option<SocketAddr>,
     /// Protocol of the app's port.
@@ -494,16 +503,18 @@ impl SidecarArgs {
         } else {
             self.dapr_listen_addresses
                 .iter()
-                .map(|a| {
-                    let bare = a.trim().trim_start_matches('[').trim_end_matches(']');
-                    let bare = if bare == "localhost" {
-                        "127.0.0.1"
-                    } else {
-                        bare
-                    };
-                    bare.parse().map_err(|e| Error::ListenAddress(a.clone(), e))
-                })
+                .map(|a| listen_ip(a))
                 .collect::<Result<_, _>>()?
+        };
+        let public_addr = match self.dapr_public_port {
+            Some(port) => Some(SocketAddr::new(
+                match self.dapr_public_listen_address.trim() {
+                    "" => IpAddr::from([0, 0, 0, 0]),
+                    a => listen_ip(a)?,
+                },
+                port,
+            )),
+            None => None,
         };
         let app_address = match self.app_port {
             Some(port) => {
@@ -552,6 +563,7 @@ impl SidecarArgs {
                 .iter()
                 .map(|ip| SocketAddr::new(*ip, self.dapr_grpc_port))
                 .collect(),
+            public_addr,
             data_dir: self.data_dir.clone(),
             max_body_size,
             api_token: env.api_token,
@@ -620,6 +632,18 @@ impl SidecarArgs {
 
 /// A `--otlp-endpoint` value: an `http://` URL with a host (jobsd exports OTLP over gRPC
 /// without TLS; an empty value is refused rather than read as "off").
+/// One of daprd's listen addresses: an IP (brackets allowed), or `localhost` for loopback.
+fn listen_ip(given: &str) -> Result<IpAddr, Error> {
+    let bare = given.trim().trim_start_matches('[').trim_end_matches(']');
+    let bare = if bare == "localhost" {
+        "127.0.0.1"
+    } else {
+        bare
+    };
+    bare.parse()
+        .map_err(|e| Error::ListenAddress(given.to_owned(), e))
+}
+
 fn otlp_endpoint(value: &str) -> Result<String, Error> {
     let value = value.trim();
     let uri: http::Uri = value
@@ -696,7 +720,10 @@ mod tests {
             .unwrap();
         assert_eq!(s.app_id, "myapp");
         assert_eq!(s.namespace, "default");
-        assert_eq!(s.metrics_namespace, "", "daprd's metrics label without NAMESPACE");
+        assert_eq!(
+            s.metrics_namespace, "",
+            "daprd's metrics label without NAMESPACE"
+        );
         assert_eq!(s.http_addrs, ["0.0.0.0:3500".parse().unwrap()]);
         assert_eq!(s.grpc_addrs, ["0.0.0.0:50001".parse().unwrap()]);
         assert_eq!(s.max_body_size, 4 << 20);

@@ -105,6 +105,7 @@ pub fn sidecar_config(
         app_protocol: protocol,
         http_addrs: vec!["127.0.0.1:0".parse().unwrap()],
         grpc_addrs: vec!["127.0.0.1:0".parse().unwrap()],
+        public_addr: None,
         data_dir: "unused".into(),
         max_body_size: 4 << 20,
         api_token: None,

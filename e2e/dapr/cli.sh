@@ -20,9 +20,10 @@
 # `daprdapp` (app jobs), and workflow/activity reminders made with Scheduler.ScheduleJob as
 # daprd makes them (no workflow app here); then e2e/dapr/cli_checks.py runs the CLI (see its
 # header for the 13 records and what each check asserts). The jobsd part also imports the real
-# Scheduler's export with `dapr scheduler import`, stops 2 of the 3 replicas and checks the
-# imported jobs on the last one. After each part an embedded jobsd sidecar imports that part's
-# export with `jobsd jobs import`.
+# Scheduler's export with `dapr scheduler import`. A third part imports the jobsd part's export
+# (written by the CLI) into a fresh jobsd cluster, stops 2 of its 3 replicas and checks the
+# imported jobs on the last one. After the first two parts an embedded jobsd sidecar imports
+# that part's export with `jobsd jobs import`.
 #
 # CLI_UPDATE_FIXTURE=1 also copies the Dapr part's export file to
 # tests/data/dapr_export/dapr-cli-<cli version>-scheduler-<dapr version>.bin, the fixture of
@@ -264,52 +265,107 @@ wait_port_free "$CLI_PORT" || {
   exit 1
 }
 
+# start_cluster: Debian's etcd on 127.0.0.1:2379 (data in $pdir/etcd) and 3 `jobsd scheduler`
+# replicas on it, SERVING. Sets ETCD_PID replica_pids replica_addrs schedulers.
+start_cluster() {
+  local jp i
+  mapfile -t jp < <(free_ports 4)
+  replica_pids=() replica_addrs=()
+  e2e_start_etcd "$pdir/etcd" "$pdir/etcd.log" "$CLI_PORT" "${jp[0]}" "$START_TIMEOUT" || return 1
+  for i in 1 2 3; do
+    replica_addrs+=("127.0.0.1:${jp[$i]}")
+    start_replica "$i"
+  done
+  schedulers="$(IFS=,; echo "${replica_addrs[*]}")"
+  e2e_wait_serving "$pdir/serving.out" "$START_TIMEOUT" "${replica_addrs[@]}"
+}
+
+# start_replica I: replica s<I> on replica_addrs[I-1] (again, after a stop: same id and port).
+start_replica() {
+  local i="$1"
+  echo "=== start $(date -u +%H:%M:%S.%N)" >>"$pdir/replica-s$i.log"
+  # shellcheck disable=SC2046
+  e2e_spawn "$pdir/replica-s$i.log" env NO_COLOR=1 "$JOBSD_BIN" scheduler \
+    --etcd-endpoints "$ETCD_URL" --id "s$i" --listen-address 127.0.0.1 \
+    --port "${replica_addrs[$((i - 1))]##*:}" --lease-ttl 3s --log-level info $(e2e_metrics_flags)
+  replica_pids[i - 1]=$E2E_SPAWNED
+}
+
+stop_cluster() {
+  local pid
+  for pid in "${replica_pids[@]}"; do [ -z "$pid" ] || stop replica "$pid"; done
+  srow "no panic in the jobsd logs ($label)" jobsd \
+    "$(no_panic_in_logs "$pdir"/*.log >/dev/null 2>&1 && echo 0 || echo 1)" ""
+  [ -z "${ETCD_PID:-}" ] || stop etcd "$ETCD_PID"
+  wait_port_free "$CLI_PORT" || {
+    e2e_fail "port $CLI_PORT still taken after etcd stopped"
+    exit 1
+  }
+}
+
 # ---------------------------------------------------------------- part 2: jobsd replicas
 target=jobsd label=jobsd pdir="$work/jobsd"
 mkdir -p "$pdir"
 t_part=$SECONDS
-mapfile -t jp < <(free_ports 4)
-replica_pids=() replica_addrs=()
-if e2e_start_etcd "$pdir/etcd" "$pdir/etcd.log" "$CLI_PORT" "${jp[0]}" "$START_TIMEOUT"; then
-  for i in 1 2 3; do
-    replica_addrs+=("127.0.0.1:${jp[$i]}")
-    # shellcheck disable=SC2046
-    e2e_spawn "$pdir/replica-s$i.log" env NO_COLOR=1 "$JOBSD_BIN" scheduler \
-      --etcd-endpoints "$ETCD_URL" --id "s$i" --listen-address 127.0.0.1 --port "${jp[$i]}" \
-      --lease-ttl 3s --log-level info $(e2e_metrics_flags)
-    replica_pids+=("$E2E_SPAWNED")
-  done
-  schedulers="$(IFS=,; echo "${replica_addrs[*]}")"
-  if e2e_wait_serving "$pdir/serving.out" "$START_TIMEOUT" "${replica_addrs[@]}" && start_edge; then
-    srow "start: etcd on :$CLI_PORT, 3 jobsd scheduler replicas, jobsd sidecar, real daprd" jobsd 0 ""
-    checks populate
-    checks cli
-    if [ -s "$work/dapr/export.bin" ]; then
-      checks dapr-import
-      # s2 and s3 go: s1 takes their partitions over (lease 3 s), the imported jobs with them.
-      stop s2 "${replica_pids[1]}"
-      stop s3 "${replica_pids[2]}"
-      schedulers="${replica_addrs[0]}"
-      sleep 5
-      checks takeover
-    fi
-    srow "jobsd replica s1, sidecar and daprd still running" jobsd \
-      "$( (e2e_alive "${replica_pids[0]}" && e2e_alive "$sidecar_pid" && e2e_alive "$daprd_pid") && echo 0 || echo 1)" ""
-    stop_edge
-  else
-    srow "start: etcd on :$CLI_PORT, 3 jobsd scheduler replicas, jobsd sidecar, real daprd" jobsd 1 "see logs"
-    dump_logs 40
-  fi
-  for pid in "${replica_pids[@]}"; do stop replica "$pid"; done
-  srow "no panic in the jobsd logs" jobsd "$(no_panic_in_logs "$pdir"/*.log "$work"/dapr/*.log >/dev/null 2>&1 && echo 0 || echo 1)" ""
-  stop etcd "$ETCD_PID"
+started="start: etcd on :$CLI_PORT, 3 jobsd scheduler replicas, jobsd sidecar, real daprd"
+if start_cluster && start_edge; then
+  srow "$started" jobsd 0 ""
+  checks populate
+  checks cli
+  [ ! -s "$work/dapr/export.bin" ] || checks dapr-import
+  srow "jobsd replicas, sidecar and daprd still running" jobsd \
+    "$( (e2e_alive "${replica_pids[0]}" && e2e_alive "${replica_pids[1]}" &&
+      e2e_alive "${replica_pids[2]}" && e2e_alive "$sidecar_pid" && e2e_alive "$daprd_pid") &&
+      echo 0 || echo 1)" ""
+  stop_edge
 else
-  srow "start: etcd on :$CLI_PORT" jobsd 1 "see $pdir/etcd.log"
+  srow "$started" jobsd 1 "see logs"
+  dump_logs 40
 fi
+stop_cluster
 if [ -s "$pdir/export.bin" ]; then
   jobsd_import_part "$pdir/export.bin" "jobsd replicas"
 fi
 e2e_log "jobsd part took $((SECONDS - t_part))s"
+
+# ---------------------------------------------------------------- part 3: jobsd -> jobsd
+# The export the CLI wrote from part 2's etcd, imported with the CLI into a fresh cluster (a
+# move between clusters); then 2 of its 3 replicas stop and the last takes every partition over.
+if [ -s "$work/jobsd/export.bin" ]; then
+  target=jobsd label="jobsd (fresh cluster)" pdir="$work/jobsd-fresh"
+  mkdir -p "$pdir"
+  t_part=$SECONDS
+  started="start: a fresh etcd on :$CLI_PORT, 3 jobsd scheduler replicas, jobsd sidecar, real daprd"
+  if start_cluster && start_edge; then
+    srow "$started" jobsd 0 ""
+    checks migrate
+    # s2 and s3 go: s1 takes their partitions over (lease 3 s), the imported jobs with them.
+    stop s2 "${replica_pids[1]}"
+    stop s3 "${replica_pids[2]}"
+    replica_pids[1]="" replica_pids[2]=""
+    schedulers="${replica_addrs[0]}"
+    sleep 5
+    checks takeover "after 2 of 3 replicas stop"
+    # A rolling restart's end: s1 goes too and s2 comes back alone, reading every partition
+    # from etcd.
+    stop s1 "${replica_pids[0]}"
+    replica_pids[0]=""
+    start_replica 2
+    schedulers="${replica_addrs[1]}"
+    if e2e_wait_serving "$pdir/serving2.out" "$START_TIMEOUT" "$schedulers"; then
+      sleep 5
+      checks takeover "after s1 stops and s2 comes back alone"
+    else
+      srow "s2 restarted alone" jobsd 1 "not SERVING"
+    fi
+    stop_edge
+  else
+    srow "$started" jobsd 1 "see logs"
+    dump_logs 40
+  fi
+  stop_cluster
+  e2e_log "fresh-cluster part took $((SECONDS - t_part))s"
+fi
 
 # ---------------------------------------------------------------- comparison and results
 if [ -s "$work/dapr/outputs.json" ] && [ -s "$work/jobsd/outputs.json" ]; then

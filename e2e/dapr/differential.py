@@ -302,6 +302,105 @@ def rpc(method: str, msg, response: Optional[type] = None, shown: Optional[str] 
                response)
 
 
+STRUCT_TYPES = {"google.protobuf.Value": "Value", "google.protobuf.Struct": "Struct",
+                "google.protobuf.ListValue": "ListValue"}
+
+
+def wire_fields(b: bytes) -> list[tuple[int, int, bytes]]:
+    """A message's fields as (number, wire type, raw bytes of the whole field), in order."""
+    out, i = [], 0
+    while i < len(b):
+        start = i
+        key, i = read_varint(b, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            _, i = read_varint(b, i)
+        elif wt == 1:
+            i += 8
+        elif wt == 5:
+            i += 4
+        elif wt == 2:
+            n, i = read_varint(b, i)
+            i += n
+        else:
+            raise ValueError(f"wire type {wt}")
+        if i > len(b):
+            raise ValueError("truncated")
+        out.append((num, wt, b[start:i]))
+    return out
+
+
+def read_varint(b: bytes, i: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        if i >= len(b):
+            raise ValueError("truncated varint")
+        c = b[i]
+        i += 1
+        n |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return n, i
+
+
+def payload(field: bytes) -> tuple[bytes, bytes]:
+    """(key and length prefix, payload) of a length-delimited field."""
+    _, i = read_varint(field, 0)
+    _, j = read_varint(field, i)
+    return field[:j], field[j:]
+
+
+def canonical(kind: str, b: bytes) -> bytes:
+    """`b` with the entries of every Struct map put in byte order, nothing else touched: Go
+    writes map entries in random order, so only their order may differ between two runs of
+    daprd; an entry's own bytes (a key left out, say) still count."""
+    out = []
+    for num, wt, raw in wire_fields(b):
+        inner = None
+        if wt == 2:
+            if kind == "Value" and num == 5:
+                inner = "Struct"
+            elif kind == "Value" and num == 6:
+                inner = "ListValue"
+            elif kind == "ListValue" and num == 1:
+                inner = "Value"
+            elif kind == "Struct" and num == 1:
+                inner = "Entry"
+            elif kind == "Entry" and num == 2:
+                inner = "Value"
+        if inner is None:
+            out.append((num, raw))
+            continue
+        head, body = payload(raw)
+        body = canonical(inner, body)
+        out.append((num, varint(num << 3 | 2) + varint(len(body)) + body))
+    if kind == "Struct":
+        entries = sorted(r for n, r in out if n == 1)
+        rest = [r for n, r in out if n != 1]
+        return b"".join(entries + rest)
+    return b"".join(r for _, r in out)
+
+
+def canonical_any_bytes(a) -> bytes:
+    kind = STRUCT_TYPES.get(a.type_url.rsplit("/", 1)[-1])
+    if kind is None:
+        return a.value
+    try:
+        return canonical(kind, a.value)
+    except (ValueError, IndexError):
+        return a.value
+
+
+def has_struct_any(v) -> bool:
+    if isinstance(v, dict):
+        if str(v.get("@type", "")).rsplit("/", 1)[-1] in STRUCT_TYPES:
+            return True
+        return any(has_struct_any(x) for x in v.values())
+    if isinstance(v, list):
+        return any(has_struct_any(x) for x in v)
+    return False
+
+
 def unpack_any(a) -> TAny:
     """The message in an Any as protojson (when Python's pool knows its type): so that two
     encodings of one message show as a difference of bytes only."""
@@ -327,7 +426,7 @@ def pb_obj(msg, unpack: bool = True) -> dict:
             if fd.message_type is None:
                 return v.hex() if isinstance(v, bytes) else v
             if fd.message_type.full_name == "google.protobuf.Any":
-                shown = {"@type": v.type_url, "hex": v.value.hex()}
+                shown = {"@type": v.type_url, "hex": canonical_any_bytes(v).hex()}
                 if unpack:
                     shown["unpacked"] = unpack_any(v)
                 return shown
@@ -444,7 +543,11 @@ def observe_grpc(a: GrpcAnswer, req: Rpc, case_text: str) -> dict:
                 obs["response"] = pb_obj(m)
             except Exception as err:  # noqa: BLE001
                 obs["response"] = {"undecodable": str(err)}
-        obs["response bytes"] = a.response.hex()
+        # The wire bytes of the whole answer, but not when it holds a Value or Struct (Go
+        # writes map entries in random order: the data's bytes are compared, in canonical
+        # order, field by field above).
+        if not has_struct_any(obs.get("response")):
+            obs["response bytes"] = a.response.hex()
     return normalise(obs, case_text)
 
 
@@ -499,8 +602,9 @@ class Case:
     steps: list = field(default_factory=list)
     # Names to delete after the case: ("job", name) or ("reminder", type, id, name).
     cleanup: list = field(default_factory=list)
-    # Built from daprd's earlier answers: fn(step_index, daprd_answer) -> more steps.
-    follow: Optional[Callable] = None
+    # Which sidecars answer it: "main" (daprd's defaults) or "auth" (an API token and a 1 KiB
+    # body limit on both).
+    phase: str = "main"
 
 
 def q(s: str) -> bytes:
@@ -568,6 +672,10 @@ REPEATS_JSON = ["1", "3", "10", "0", "4294967295", "-1", "1.5", '"7"', '"x"', "4
 DATA_JSON = [
     '"Hello, World!"', "123", "1.5", "-0", "true", "false", "null", "{}", "[]", '{"a":1}',
     '[1,"x",null,true,{"y":[]}]', '{"@type":"type.googleapis.com/google.protobuf.StringValue","value":"x"}',
+    '{"@type":"type.googleapis.com/google.protobuf.Value","value":"x"}',
+    '{"@type":"type.googleapis.com/google.protobuf.Struct","value":{"a":1}}',
+    '{"@type":"type.googleapis.com/google.protobuf.Duration","value":"1s"}', '{"@type":"","value":""}',
+    '{"@type":"type.googleapis.com/google.protobuf.BytesValue","value":"aGk="}',
     '"ünïcödé ☃ 😀"', '"\\u0000"', '{"nested":{"deep":[{"x":[1,2,{"y":null}]}]}}',
     "18446744073709551616", "0.1", '""', "1e308", "-1e-7", '{"expression":"val"}', '"{\\"json\\":1}"',
     '{"a":1,"a":2}', "9007199254740993", '{"":""}', '["\\ud83d\\ude00"]', "1E2", "12345678901234567890",
@@ -649,6 +757,7 @@ class Corpus:
             ("list", self.lists),
             ("reminders-http", self.reminders_http),
             ("reminders-grpc", self.reminders_grpc),
+            ("auth", self.auth),
         ]
         for name, fn in parts:
             if only and name not in only:
@@ -1421,6 +1530,70 @@ class Corpus:
                            "actor_type=Nope", actors_pb2.UnregisterActorRemindersByTypeResponse))
 
 
+AUTH_TOKEN = "s3cret"
+
+
+def _auth(self):
+    """With DAPR_API_TOKEN set and a 1 KiB body limit on both sidecars (tests/api_http.rs
+    api_token_is_enforced_except_on_healthz, bodies_over_the_limit_are_413; tests/api_grpc.rs
+    api_token_goes_in_metadata, messages_over_the_limit_are_refused)."""
+    good = (("dapr-api-token", AUTH_TOKEN),)
+    tokens = [(), good, (("dapr-api-token", "wrong"),), (("dapr-api-token", ""),),
+              (("Dapr-Api-Token", AUTH_TOKEN),), (("dapr-api-token", AUTH_TOKEN + " "),),
+              (("Authorization", "Bearer " + AUTH_TOKEN),)]
+    for hdrs in tokens:
+        c, p = self.new("auth")
+        c.phase = "auth"
+        job = b"/v1.0/jobs/" + q(p + "t")
+        rem = f"/v1.0/actors/{ACTOR}/1/reminders/{p}r".encode()
+        c.steps += [Http("POST", job, b'{"schedule":"@every 1h"}', hdrs), Http("GET", job, None, hdrs),
+                    Http("GET", job, None, good), Http("DELETE", job, None, hdrs),
+                    Http("POST", b"/v1.0-alpha1/jobs/" + q(p + "t"), b'{"schedule":"@every 1h"}', hdrs),
+                    Http("PUT", rem, b'{"dueTime":"1000h"}', hdrs), Http("GET", rem, None, hdrs),
+                    Http("DELETE", rem, None, hdrs), Http("GET", b"/v1.0/healthz", None, hdrs),
+                    Http("GET", b"/v1.0/healthz/outbound", None, hdrs),
+                    Http("GET", b"/v1.0/nowhere", None, hdrs), Http("GET", b"/v1.0/jobs", None, hdrs),
+                    Http("PUT", b"/v1.0/jobs/" + q(p + "t"), b"{}", hdrs)]
+        md = tuple((k.lower(), v) for k, v in hdrs if k.lower() == "dapr-api-token")
+        for r in [rpc("ScheduleJob", jobs_pb2.ScheduleJobRequest(
+                      job=jobs_pb2.Job(name=p + "g", schedule="@every 1h")), empty_pb2.Empty),
+                  rpc("GetJob", jobs_pb2.GetJobRequest(name=p + "g"), jobs_pb2.GetJobResponse),
+                  rpc("ListJobsAlpha1", jobs_pb2.ListJobsRequestAlpha1(), jobs_pb2.ListJobsResponseAlpha1),
+                  rpc("ListJobs", jobs_pb2.ListJobsRequest(), jobs_pb2.ListJobsResponse),
+                  rpc("DeleteJob", jobs_pb2.DeleteJobRequest(name=p + "g"), empty_pb2.Empty),
+                  rpc("RegisterActorReminder", actors_pb2.RegisterActorReminderRequest(
+                      actor_type=ACTOR, actor_id="1", name=p + "g", due_time="1000h"), empty_pb2.Empty),
+                  rpc("GetActorReminder", actors_pb2.GetActorReminderRequest(
+                      actor_type=ACTOR, actor_id="1", name=p + "g"), actors_pb2.GetActorReminderResponse)]:
+            r.metadata = md
+            r.shown += f" metadata={dict(md)}"
+            c.steps.append(r)
+        c.cleanup += [("job", p + "t"), ("job", p + "g"), ("reminder", ACTOR, "1", p + "r"),
+                      ("reminder", ACTOR, "1", p + "g")]
+    # Bodies at and over the limit (1 KiB), with the right token.
+    for size in (1023, 1024, 1025, 2000, 100000):
+        c, p = self.new("auth")
+        c.phase = "auth"
+        head = b'{"schedule":"@every 1h","data":"'
+        body = head + b"x" * max(0, size - len(head) - 2) + b'"}'
+        job = b"/v1.0/jobs/" + q(p + "b")
+        rem = f"/v1.0/actors/{ACTOR}/1/reminders/{p}b".encode()
+        rbody = b'{"dueTime":"1000h","data":"' + b"x" * max(0, size - 29) + b'"}'
+        c.steps += [Http("POST", job, body, good), Http("GET", job, None, good),
+                    Http("PUT", rem, rbody, good), Http("GET", rem, None, good)]
+        blob = any_pb2.Any(type_url="type.googleapis.com/google.protobuf.BytesValue", value=b"\x07" * size)
+        for r in [rpc("ScheduleJob", jobs_pb2.ScheduleJobRequest(
+                      job=jobs_pb2.Job(name=p + "g", schedule="@every 1h", data=blob)), empty_pb2.Empty),
+                  rpc("GetJob", jobs_pb2.GetJobRequest(name=p + "g"), jobs_pb2.GetJobResponse)]:
+            r.metadata = good
+            r.shown = r.shown[:200] + f"… ({size} data bytes) metadata={dict(good)}"
+            c.steps.append(r)
+        c.cleanup += [("job", p + "b"), ("job", p + "g"), ("reminder", ACTOR, "1", p + "b")]
+
+
+Corpus.auth = _auth
+
+
 def varint(n: int) -> bytes:
     out = bytearray()
     while True:
@@ -1446,6 +1619,7 @@ class Side:
     http_port: int
     grpc_port: int
     channel: Optional[grpc.Channel] = None
+    token: Optional[str] = None  # the sidecar's DAPR_API_TOKEN, sent on the harness's own calls
 
     def connect(self):
         self.channel = grpc.insecure_channel(
@@ -1465,16 +1639,17 @@ class Side:
         sweep = [("DeleteJobsByPrefix", jobs_pb2.DeleteJobsByPrefixRequest())]
         sweep += [("UnregisterActorRemindersByType", actors_pb2.UnregisterActorRemindersByTypeRequest(actor_type=t))
                   for t in (ACTOR, OTHER_ACTOR)]
+        md = (("dapr-api-token", self.token),) if self.token else ()
         for method, msg in sweep:
-            grpc_call(self.channel, method, msg.SerializeToString())
+            grpc_call(self.channel, method, msg.SerializeToString(), md)
         for item in items:
             try:
                 if item[0] == "job":
-                    grpc_call(self.channel, "DeleteJob", jobs_pb2.DeleteJobRequest(name=item[1]).SerializeToString())
+                    grpc_call(self.channel, "DeleteJob", jobs_pb2.DeleteJobRequest(name=item[1]).SerializeToString(), md)
                 else:
                     _, t, i, n = item
                     grpc_call(self.channel, "UnregisterActorReminder", actors_pb2.UnregisterActorReminderRequest(
-                        actor_type=t, actor_id=i, name=n).SerializeToString())
+                        actor_type=t, actor_id=i, name=n).SerializeToString(), md)
             except ValueError:
                 pass
 
@@ -1585,9 +1760,17 @@ def run(args) -> int:
     procs = Procs(work)
     app = App()
     try:
-        sides = start_all(args, procs, app, work)
-        log(f"all up in {time.time() - t_start:.1f} s; logs in {work}")
-        rc = compare_all(args, cases, sides, procs, t_start)
+        cp = start_control_plane(args, procs, work)
+
+        def sidecars(phase: str) -> tuple[Side, Side]:
+            procs.stop("jobsd")
+            procs.stop("daprd")
+            t0 = time.time()
+            sides = start_sidecars(args, procs, app, work, cp, phase)
+            log(f"sidecars for phase {phase} up in {time.time() - t0:.1f} s; logs in {work}")
+            return sides
+
+        rc = compare_all(args, cases, sidecars, procs, t_start)
     finally:
         procs.stop()
         app.server.shutdown()
@@ -1596,16 +1779,21 @@ def run(args) -> int:
     return rc
 
 
-def start_all(args, procs: Procs, app: App, work: str) -> tuple[Side, Side]:
+PHASES = {
+    "main": {"token": None, "max_body": None},
+    "auth": {"token": AUTH_TOKEN, "max_body": "1Ki"},
+}
+
+
+def start_control_plane(args, procs: Procs, work: str) -> dict:
+    """The real Scheduler (embedded etcd) and placement; their addresses."""
     bdir = args.dapr_bin_dir
-    (s_port, s_health, s_metrics, s_etcd, s_peer, p_port, p_health, p_metrics, p_raft,
-     d_http, d_grpc, d_int, d_metrics, d_prof, d_pub, j_http, j_grpc, j_metrics) = free_ports(18)
-    etcd_dir = os.path.join(work, "etcd")
+    s_port, s_health, s_metrics, s_etcd, s_peer, p_port, p_health, p_metrics, p_raft = free_ports(9)
     procs.spawn("scheduler", [
         args.scheduler_bin or f"{bdir}/scheduler", "--id", "diff-scheduler-0", "--port", str(s_port),
         "--healthz-port", str(s_health), "--healthz-listen-address", "127.0.0.1",
         "--metrics-port", str(s_metrics), "--metrics-listen-address", "127.0.0.1",
-        "--listen-address", "127.0.0.1", "--etcd-data-dir", etcd_dir,
+        "--listen-address", "127.0.0.1", "--etcd-data-dir", os.path.join(work, "etcd"),
         "--etcd-client-port", str(s_etcd), "--etcd-client-listen-address", "127.0.0.1",
         "--etcd-initial-cluster", f"diff-scheduler-0=http://127.0.0.1:{s_peer}",
         "--identity-directory-write", os.path.join(work, "tls"), "--log-level", "warn"])
@@ -1624,38 +1812,48 @@ def start_all(args, procs: Procs, app: App, work: str) -> tuple[Side, Side]:
         f.write("apiVersion: dapr.io/v1alpha1\nkind: Component\nmetadata:\n  name: actorstore\n"
                 "spec:\n  type: state.in-memory\n  version: v1\n  metadata:\n"
                 "  - name: actorStateStore\n    value: \"true\"\n")
+    return {"scheduler": f"127.0.0.1:{s_port}", "placement": f"127.0.0.1:{p_port}", "resources": res}
+
+
+def start_sidecars(args, procs: Procs, app: App, work: str, cp: dict, phase: str) -> tuple[Side, Side]:
+    """daprd (the real Scheduler and placement behind it) and jobsd (embedded), app id `diff`,
+    both serving the app, configured for `phase`; returns once both host the actor types."""
+    cfg = PHASES[phase]
+    d_http, d_grpc, d_int, d_metrics, d_prof, d_pub, j_http, j_grpc, j_metrics = free_ports(9)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAPR_", "APP_"))}
     env["NAMESPACE"] = "default"
+    if cfg["token"]:
+        env["DAPR_API_TOKEN"] = cfg["token"]
+    limit = ["--max-body-size", cfg["max_body"]] if cfg["max_body"] else []
     procs.spawn("daprd", [
-        f"{bdir}/daprd", "--app-id", APP_ID, "--app-port", str(app.port),
+        f"{args.dapr_bin_dir}/daprd", "--app-id", APP_ID, "--app-port", str(app.port),
         "--dapr-http-port", str(d_http), "--dapr-grpc-port", str(d_grpc),
         "--dapr-internal-grpc-port", str(d_int), "--dapr-internal-grpc-listen-address", "127.0.0.1",
         "--dapr-listen-addresses", "127.0.0.1", "--metrics-port", str(d_metrics),
         "--metrics-listen-address", "127.0.0.1", "--profile-port", str(d_prof),
         "--dapr-public-port", str(d_pub), "--dapr-public-listen-address", "127.0.0.1",
-        "--placement-host-address", f"127.0.0.1:{p_port}",
-        "--scheduler-host-address", f"127.0.0.1:{s_port}", "--resources-path", res,
-        "--log-level", "warn"], env=env)
-    jobsd_env = dict(env, NO_COLOR="1")
+        "--placement-host-address", cp["placement"], "--scheduler-host-address", cp["scheduler"],
+        "--resources-path", cp["resources"], "--log-level", "warn", *limit], env=env)
     procs.spawn("jobsd", [
         args.jobsd_bin, "--app-id", APP_ID, "--app-port", str(app.port),
         "--dapr-http-port", str(j_http), "--dapr-grpc-port", str(j_grpc),
         "--dapr-listen-addresses", "127.0.0.1", "--metrics-port", str(j_metrics),
-        "--metrics-listen-address", "127.0.0.1", "--data-dir", os.path.join(work, "jobsd-data"),
-        "--log-level", "warn"], env=jobsd_env)
-    daprd = Side("daprd", d_http, d_grpc)
-    jobsd = Side("jobsd", j_http, j_grpc)
+        "--metrics-listen-address", "127.0.0.1", "--data-dir", os.path.join(work, f"jobsd-data-{phase}"),
+        "--log-level", "warn", *limit], env=dict(env, NO_COLOR="1"))
+    daprd = Side("daprd", d_http, d_grpc, token=cfg["token"])
+    jobsd = Side("jobsd", j_http, j_grpc, token=cfg["token"])
+    hdrs = (("dapr-api-token", cfg["token"]),) if cfg["token"] else ()
     for s in (daprd, jobsd):
         wait_until(f"{s.name} healthz", lambda s=s: http_status(s.http_port, "/v1.0/healthz") == 204,
                    90, procs, s.name)
         s.connect()
         probe = f"/v1.0/actors/{ACTOR}/probe/reminders/probe".encode()
         wait_until(f"{s.name} hosting {ACTOR}", lambda s=s: http_call(
-            s.http_port, "PUT", probe, b'{"dueTime":"1000h"}').status == 204, 90, procs, s.name)
-        http_call(s.http_port, "DELETE", probe)
+            s.http_port, "PUT", probe, b'{"dueTime":"1000h"}', hdrs).status == 204, 90, procs, s.name)
+        http_call(s.http_port, "DELETE", probe, None, hdrs)
         wait_until(f"{s.name} hosting {OTHER_ACTOR}", lambda s=s: http_call(
-            s.http_port, "DELETE", f"/v1.0/actors/{OTHER_ACTOR}/probe/reminders/probe".encode()).status == 204,
-            90, procs, s.name)
+            s.http_port, "DELETE", f"/v1.0/actors/{OTHER_ACTOR}/probe/reminders/probe".encode(), None,
+            hdrs).status == 204, 90, procs, s.name)
     return daprd, jobsd
 
 
@@ -1686,8 +1884,9 @@ def case_tags(case: Case) -> list[str]:
     return sorted(set(tags))
 
 
-def compare_all(args, cases: list[Case], sides: tuple[Side, Side], procs: Procs, t_start: float) -> int:
-    daprd, jobsd = sides
+def compare_all(args, cases: list[Case], sidecars: Callable[[str], tuple[Side, Side]], procs: Procs,
+                t_start: float) -> int:
+    phase = None
     deliberate = load_deliberate(args.deliberate)
     bugs = load_deliberate(args.bugs)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -1699,7 +1898,12 @@ def compare_all(args, cases: list[Case], sides: tuple[Side, Side], procs: Procs,
     reasons: dict[str, str] = {}
     t0 = time.time()
     sent = 0
+    dump = open(args.dump, "w", encoding="utf-8") if args.dump else None
+    cases = sorted(cases, key=lambda c: list(PHASES).index(c.phase))
     for ci, case in enumerate(cases):
+        if case.phase != phase:
+            phase = case.phase
+            daprd, jobsd = sidecars(phase)
         if ci and ci % 250 == 0:
             log(f"{ci}/{len(cases)} cases, {sent} pairs, {counts['differs']} differ, "
                 f"{counts['deliberate']} deliberate ({time.time() - t0:.0f} s)")
@@ -1717,6 +1921,9 @@ def compare_all(args, cases: list[Case], sides: tuple[Side, Side], procs: Procs,
             a = observe(req, daprd.send(req), case_text)
             b = observe(req, jobsd.send(req), case_text)
             sent += 1
+            if dump is not None:
+                dump.write(json.dumps({"pair": sid, "request": summary, "daprd": a, "jobsd": b},
+                                      ensure_ascii=False, default=str) + "\n")
             diffs = diff(a, b)
             if not diffs:
                 counts["same"] += 1
@@ -1829,6 +2036,7 @@ def main() -> int:
     ap.add_argument("--bugs", default=os.path.join(os.path.dirname(__file__), "differential_bugs.tsv"),
                     help="differences already reported as jobsd bugs (regex, tab, label): still failures, "
                          "but grouped under their label")
+    ap.add_argument("--dump", help="write both answers of every pair to this file (JSON lines)")
     ap.add_argument("--only", help="comma-separated categories to run")
     ap.add_argument("--keep-logs", help="a dir for the processes' logs and data, kept")
     return run(ap.parse_args())

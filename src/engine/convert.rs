@@ -51,7 +51,13 @@ pub fn stored_job(
     plan: &schedule::Plan,
     generation: u64,
 ) -> store::StoredJob {
-    if job.failure_policy.is_none() {
+    // A policy of no kind (`{}`, a gRPC JobFailurePolicy with its oneof unset) is no policy
+    // to Dapr's Scheduler either: it stores the default for it.
+    if job
+        .failure_policy
+        .as_ref()
+        .is_none_or(|p| p.policy.is_none())
+    {
         job.failure_policy = Some(default_failure_policy());
     }
     let begin = match plan.begin {
@@ -181,6 +187,18 @@ mod tests {
         );
         let restored = plan_of("k", &stored).unwrap();
         assert_eq!(restored, plan);
+        let mut empty = sv1::Job {
+            schedule: Some("@every 1s".into()),
+            failure_policy: Some(crate::proto::common::JobFailurePolicy { policy: None }),
+            ..Default::default()
+        };
+        let plan_empty = validate(&mut empty, now).unwrap();
+        let stored_empty = stored_job(empty, sv1::JobMetadata::default(), &plan_empty, 1);
+        assert_eq!(
+            stored_empty.job.unwrap().failure_policy,
+            Some(default_failure_policy()),
+            "a policy of no kind is stored as the default, as Dapr's Scheduler does"
+        );
         assert!(
             restored.policy.is_none(),
             "a job without policies keeps none in memory"

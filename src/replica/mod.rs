@@ -78,6 +78,13 @@ impl Replica {
                 )
                 .await?,
             );
+            let moved = store.move_legacy_keys().await?;
+            if moved > 0 {
+                tracing::info!(
+                    keys = moved,
+                    "moved jobsd's keys from <prefix>/jobsd/ to <prefix>/x-jobsd/ (out of Dapr's jobs prefix)"
+                );
+            }
             return Self::start_clustered(cfg, store, Arc::new(SystemClock)).await;
         }
         let metrics = metrics_of(&cfg);

@@ -3,8 +3,8 @@
 //! `<namespace>/counters/<key>` its [`StoredCounter`] (namespace `dapr` in production).
 //!
 //! jobsd's own history lives beside them, under a prefix go-etcd-cron never reads:
-//! `<namespace>/jobsd/runs/<key>\0<seq:016x>` holds each [`StoredRun`](super::StoredRun)
-//! (see [`run_key`](super::run_key)) and `<namespace>/jobsd/finished/<key>` the
+//! `<namespace>/x-jobsd/runs/<key>\0<seq:016x>` holds each [`StoredRun`](super::StoredRun)
+//! (see [`run_key`](super::run_key)) and `<namespace>/x-jobsd/finished/<key>` the
 //! [`FinishedJob`] of a job kept after it finished. The ops keep them exactly as the other
 //! stores do (`apply.rs`).
 //!
@@ -57,6 +57,7 @@ mod creates;
 mod gather;
 mod history;
 mod known;
+mod legacy;
 mod overlay;
 mod pager;
 pub(crate) mod partition;
@@ -113,11 +114,11 @@ struct Inner {
     jobs_prefix: String,
     /// `<namespace>/counters/`.
     counters_prefix: String,
-    /// `<namespace>/jobsd/runs/`.
+    /// `<namespace>/x-jobsd/runs/`.
     runs_prefix: String,
-    /// `<namespace>/jobsd/finished/`.
+    /// `<namespace>/x-jobsd/finished/`.
     finished_prefix: String,
-    /// `<namespace>/jobsd/idempotency/`.
+    /// `<namespace>/x-jobsd/idempotency/`.
     idempotency_prefix: String,
     /// Where a due index would live (never written: etcd keeps none).
     due_prefix: String,
@@ -541,8 +542,13 @@ impl Inner {
     }
 }
 
+/// The segment under the namespace that holds jobsd's own keys (history, idempotency, the
+/// partition index). Not `jobsd/`, as before: `dapr/jobsd/…` falls under the prefix
+/// `dapr/jobs`, which Dapr's tools and tests list as "the Scheduler's jobs" (see `legacy.rs`).
+pub(crate) const OWN: &str = "x-jobsd";
+
 /// Where `table` lives under `namespace` (no trailing `/`): go-etcd-cron's `jobs/` and
-/// `counters/`, and jobsd's history under `jobsd/`, which go-etcd-cron never reads.
+/// `counters/`, and jobsd's history under [`OWN`], which go-etcd-cron never reads.
 pub(crate) fn table_prefix(namespace: &str, table: Table) -> String {
     match table {
         Table::Jobs | Table::Counters => format!("{namespace}/{}/", table.name()),
@@ -552,7 +558,7 @@ pub(crate) fn table_prefix(namespace: &str, table: Table) -> String {
         | Table::Due
         | Table::DueFar
         | Table::DueAt => {
-            format!("{namespace}/jobsd/{}/", table.name())
+            format!("{namespace}/{OWN}/{}/", table.name())
         }
     }
 }

@@ -2,7 +2,7 @@
 //! stable hash of its key, [`partition_of`]), and a member taking partitions over must read
 //! their jobs only, not every job in etcd. go-etcd-cron's layout (`<ns>/jobs/<key>`) cannot be
 //! ranged by partition, so beside it every job has an empty index key
-//! `<ns>/jobsd/index/<count>/<partition>/<key>`, put in the same txn as the job (no crash can
+//! `<ns>/x-jobsd/index/<count>/<partition>/<key>`, put in the same txn as the job (no crash can
 //! leave a job without it) and deleted in the same txn as the job. A `DeletePrefix` is the
 //! exception: its range deletes cannot name every partition's index keys, so it leaves stale
 //! ones, which point at no job: a partition read skips them and then removes them.
@@ -15,7 +15,7 @@
 //!
 //! Jobs written without an index key (by a real Dapr Scheduler, or by jobsd before it kept
 //! one) are indexed once, by a scan of the job keys, the first time a member reads partitions
-//! (`<ns>/jobsd/indexed/<count>` records that it ran). A Dapr Scheduler, or a jobsd replica of
+//! (`<ns>/x-jobsd/indexed/<count>` records that it ran). A Dapr Scheduler, or a jobsd replica of
 //! an older version, writing into the same etcd after that is not supported: its jobs would go
 //! unindexed (upgrade every replica together, or delete that record to index again).
 
@@ -27,7 +27,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use tokio::sync::mpsc;
 
 use super::client::{self, CompareWith, RangeRequest, RequestOp};
-use super::{Inner, LIST_PAGE};
+use super::{Inner, LIST_PAGE, OWN};
 use crate::store::apply::{Joiner, Table};
 use crate::store::{Error, LoadedJob};
 
@@ -94,9 +94,9 @@ pub struct PartitionPage {
 pub(super) struct Index {
     /// Number of partitions the keys are indexed by.
     count: u32,
-    /// `<ns>/jobsd/index/<count>/`.
+    /// `<ns>/x-jobsd/index/<count>/`.
     prefix: String,
-    /// `<ns>/jobsd/indexed/<count>`: present once every job has its index key.
+    /// `<ns>/x-jobsd/indexed/<count>`: present once every job has its index key.
     done_key: String,
 }
 
@@ -106,8 +106,8 @@ impl Index {
         let count = count.max(1);
         Index {
             count,
-            prefix: format!("{namespace}/jobsd/index/{count}/"),
-            done_key: format!("{namespace}/jobsd/indexed/{count}"),
+            prefix: format!("{namespace}/{OWN}/index/{count}/"),
+            done_key: format!("{namespace}/{OWN}/indexed/{count}"),
         }
     }
 
@@ -437,7 +437,7 @@ mod tests {
         let index = Index::new("dapr", 16);
         let key = "app||default||myapp||job";
         let p = partition_of(key, 16);
-        assert_eq!(index.key(key), format!("dapr/jobsd/index/16/{p}/{key}"));
+        assert_eq!(index.key(key), format!("dapr/{OWN}/index/16/{p}/{key}"));
         assert!(index.key(key).starts_with(&index.partition_prefix(p)));
     }
 }

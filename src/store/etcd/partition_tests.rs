@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use prost::Message;
 
+use super::OWN;
 use super::client::{Client, RangeRequest, prefix_end, read_key};
 use super::partition::partition_of;
 use super::testing::{fresh_namespace, shared};
@@ -103,7 +104,7 @@ async fn a_partition_read_reads_that_partition_and_no_other_job() {
         .unwrap();
     raw.put(
         format!(
-            "{ns}/jobsd/index/{COUNT}/{}/{other}",
+            "{ns}/{OWN}/index/{COUNT}/{}/{other}",
             partition_of(&other, COUNT)
         ),
         Vec::new(),
@@ -143,7 +144,7 @@ async fn a_jobs_index_key_changes_in_the_jobs_own_txn() {
     let key = "app||ns||a||one";
     let job_key = format!("{ns}/jobs/{key}");
     let index_key = format!(
-        "{ns}/jobsd/index/{COUNT}/{}/{key}",
+        "{ns}/{OWN}/index/{COUNT}/{}/{key}",
         partition_of(key, COUNT)
     );
     // One txn = one revision: the index key carries the job's mod_revision, whichever path
@@ -264,7 +265,7 @@ async fn a_read_with_a_cut_off_reads_the_jobs_due_before_it_and_names_the_others
     .unwrap();
     raw.put(
         format!(
-            "{ns}/jobsd/index/{COUNT}/{}/{dapr}",
+            "{ns}/{OWN}/index/{COUNT}/{}/{dapr}",
             partition_of(&dapr, COUNT)
         ),
         Vec::new(),
@@ -333,7 +334,7 @@ async fn jobs_written_by_dapr_without_an_index_key_are_read_with_their_partition
     assert_eq!(got.iter().map(|j| j.key.clone()).collect::<Vec<_>>(), want);
     // Indexed once for the cluster: another member does not scan again.
     let done = raw
-        .range(read_key(format!("{ns}/jobsd/indexed/{COUNT}")))
+        .range(read_key(format!("{ns}/{OWN}/indexed/{COUNT}")))
         .await
         .unwrap();
     assert_eq!(done.kvs.len(), 1);
@@ -368,7 +369,7 @@ async fn index_keys_left_by_a_prefix_delete_are_skipped_and_dropped() {
         ["app||ns||kept||0"]
     );
     let raw = Client::connect(&[shared().endpoint()]).unwrap();
-    let start = format!("{ns}/jobsd/index/");
+    let start = format!("{ns}/{OWN}/index/");
     let left = raw
         .range(RangeRequest {
             range_end: prefix_end(start.as_bytes()),

@@ -159,7 +159,7 @@ mod tests {
     use super::*;
     use crate::store::{run_key, runs_prefix};
 
-    const PREFIX: &str = "ns/jobsd/runs/";
+    const PREFIX: &str = "ns/x-jobsd/runs/";
 
     fn b(s: &str) -> Vec<u8> {
         format!("{PREFIX}{s}").into_bytes()

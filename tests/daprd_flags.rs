@@ -236,7 +236,11 @@ fn the_docker_compose_sidecar_from_daprs_docs_runs() {
         thread::sleep(Duration::from_millis(50));
     }
     assert!(
-        config_reads.lock().unwrap().iter().any(|p| p == "/dapr/config"),
+        config_reads
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p == "/dapr/config"),
         "ready before /dapr/config was read"
     );
     assert_eq!(

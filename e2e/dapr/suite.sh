@@ -54,25 +54,25 @@ out="$root/target/dapr-suite"
 mkdir -p "$out" "$here/results"
 # The framework starts its binaries with an environment of its own choosing: the wrapper gets
 # jobsd's path baked into a launcher instead of through JOBSD_BIN.
-cat >"$out/scheduler" <<LAUNCH
+cat >"$out/scheduler-launcher" <<LAUNCH
 #!/bin/sh
 JOBSD_BIN='$JOBSD_BIN' exec '$here/scheduler_on_etcd.py' "\$@"
 LAUNCH
-chmod +x "$out/scheduler"
+chmod +x "$out/scheduler-launcher"
 
 export DAPR_INTEGRATION_DAPRD_PATH="$DAPR_BIN_DIR/daprd"
 export DAPR_INTEGRATION_SCHEDULER_PATH="$DAPR_BIN_DIR/scheduler"
 export DAPR_INTEGRATION_PLACEMENT_PATH="$DAPR_BIN_DIR/placement"
 case "$direction" in
   sidecar) export DAPR_INTEGRATION_DAPRD_PATH="$JOBSD_BIN" ;;
-  scheduler) export DAPR_INTEGRATION_SCHEDULER_PATH="$out/scheduler" ;;
+  scheduler) export DAPR_INTEGRATION_SCHEDULER_PATH="$out/scheduler-launcher" ;;
 esac
 for b in SENTRY OPERATOR INJECTOR HELMTEMPLATE MCPSTDIOSERVER CONTROLLERGEN; do
   export "DAPR_INTEGRATION_${b}_PATH=/bin/false"
 done
 
 log="$out/$direction.log"
-cases_dir="$out/$direction"
+cases_dir="$out/$direction-cases"
 rm -rf "$cases_dir"
 mkdir -p "$cases_dir"
 # Each case runs in a process of its own: a test that panics in a goroutine kills its whole

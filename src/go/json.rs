@@ -42,8 +42,14 @@ pub fn compact(raw: &[u8]) -> Option<Vec<u8>> {
                 let _ = write!(HexOut(&mut out), "\\u{:04x}", b);
             }
             // U+2028 / U+2029 in UTF-8.
-            0xE2 if raw.get(i + 1) == Some(&0x80) && matches!(raw.get(i + 2), Some(0xA8 | 0xA9)) => {
-                out.extend_from_slice(if raw[i + 2] == 0xA8 { b"\\u2028" } else { b"\\u2029" });
+            0xE2 if raw.get(i + 1) == Some(&0x80)
+                && matches!(raw.get(i + 2), Some(0xA8 | 0xA9)) =>
+            {
+                out.extend_from_slice(if raw[i + 2] == 0xA8 {
+                    b"\\u2028"
+                } else {
+                    b"\\u2029"
+                });
                 i += 2;
             }
             b' ' | b'\t' | b'\n' | b'\r' if !in_string => {}

@@ -280,7 +280,10 @@ impl Metrics {
                 .split_inclusive('\n')
                 .map(|line| match line.strip_prefix("# TYPE ") {
                     Some(rest) if rest.ends_with(" untyped\n") => {
-                        format!("# TYPE {} counter\n", &rest[..rest.len() - " untyped\n".len()])
+                        format!(
+                            "# TYPE {} counter\n",
+                            &rest[..rest.len() - " untyped\n".len()]
+                        )
                     }
                     _ => line.to_owned(),
                 })
@@ -1024,7 +1027,10 @@ mod tests {
         assert!(text.contains("jobsd_jobs{app_id=\"myapp\",namespace=\"prod\"} 0\n"));
         assert!(!text.contains("dapr_scheduler"));
         // Typed as daprd types them: Go's expfmt readers skip untyped samples.
-        assert!(text.contains("# TYPE dapr_component_job_success_count counter\n"), "{text}");
+        assert!(
+            text.contains("# TYPE dapr_component_job_success_count counter\n"),
+            "{text}"
+        );
         assert!(!text.contains(" untyped\n"), "{text}");
 
         let open = m.render(Format::OpenMetrics).await.unwrap();

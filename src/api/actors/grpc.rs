@@ -164,7 +164,8 @@ pub async fn invoke(
     req: rv1::InvokeActorRequest,
 ) -> Result<rv1::InvokeActorResponse, ApiError> {
     for (param, value) in [("actorType", &req.actor_type), ("actorId", &req.actor_id)] {
-        names::validate(value).map_err(|e| errors::invalid_argument(format!("invalid {param}: {e}")))?;
+        names::validate(value)
+            .map_err(|e| errors::invalid_argument(format!("invalid {param}: {e}")))?;
     }
     let mut headers = HeaderMap::new();
     for (k, v) in &req.metadata {

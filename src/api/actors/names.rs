@@ -8,7 +8,10 @@ use crate::go::quote::quote;
 /// (below 0x20, or DEL), or is `.` or `..`.
 pub fn validate(name: &str) -> Result<(), String> {
     if name.contains(['#', '?', '\0', '/', '\\']) {
-        return Err(format!("name contains forbidden character: {}", quote(name)));
+        return Err(format!(
+            "name contains forbidden character: {}",
+            quote(name)
+        ));
     }
     // Go ranges over runes and looks at each one's first byte: a multi-byte rune never
     // starts with a control byte, so checking chars is the same.
@@ -22,7 +25,10 @@ pub fn validate(name: &str) -> Result<(), String> {
         ));
     }
     if name == "." || name == ".." {
-        return Err(format!("name is a path traversal sequence: {}", quote(name)));
+        return Err(format!(
+            "name is a path traversal sequence: {}",
+            quote(name)
+        ));
     }
     Ok(())
 }

@@ -408,7 +408,8 @@ impl Member {
             return;
         }
         let addresses: Vec<String> = members.values().cloned().collect();
-        self.update_leadership(addresses.len() as u64, lease_id).await;
+        self.update_leadership(addresses.len() as u64, lease_id)
+            .await;
         self.hosts.send_if_modified(|hosts| {
             if *hosts == addresses {
                 return false;
@@ -463,11 +464,7 @@ impl Member {
             )],
             vec![
                 etcd::put(self.member_key.clone(), self.cfg.address.clone(), lease_id),
-                etcd::put(
-                    self.leadership_key.clone(),
-                    self.leadership(1),
-                    lease_id,
-                ),
+                etcd::put(self.leadership_key.clone(), self.leadership(1), lease_id),
             ],
             vec![etcd::get(self.member_key.clone())],
         );

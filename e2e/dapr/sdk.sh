@@ -136,6 +136,8 @@ e2e_log "builds took $((SECONDS - t_build)) s"
 
 # ------------------------------------------------------------------ control plane per path
 
+CP_GEN=0          # how many control planes were started (each gets fresh data dirs)
+CP_PIDS=()        # the control plane of this path (scheduler, placement): checked between SDKs
 SCHED_ADDR=""     # the Scheduler the sidecars of this path use (ii, iii)
 PLACEMENT_ADDR="" # the placement service (iii)
 RESOURCES=""      # daprd's resources dir (iii): the actor state store
@@ -145,17 +147,20 @@ wait_http() { e2e_wait_http "$1" "$2" "$START_TIMEOUT" "$3" "$4"; }
 
 start_path() {
   local path=$1 ports
-  SCHED_ADDR="" PLACEMENT_ADDR="" RESOURCES=""
+  SCHED_ADDR="" PLACEMENT_ADDR="" RESOURCES="" CP_PIDS=()
+  CP_GEN=$((CP_GEN + 1))
+  local cp="$work/$path-cp$CP_GEN"
   case "$path" in
     ii)
       # The real Dapr Scheduler, embedded etcd, as Dapr's integration framework starts it.
       mapfile -t ports < <(free_ports 5)
-      mkdir -p "$work/ii-scheduler"
+      mkdir -p "$cp-scheduler"
       e2e_spawn "$work/ii-scheduler.log" "$DAPR_BIN_DIR/scheduler" --id sched0 \
         --listen-address 127.0.0.1 --port "${ports[0]}" --healthz-port "${ports[1]}" \
-        --metrics-port "${ports[2]}" --etcd-data-dir "$work/ii-scheduler" \
+        --metrics-port "${ports[2]}" --etcd-data-dir "$cp-scheduler" \
         --etcd-client-port "${ports[3]}" --etcd-initial-cluster "sched0=http://127.0.0.1:${ports[4]}" \
         --etcd-client-listen-address 127.0.0.1
+      CP_PIDS+=("$E2E_SPAWNED")
       wait_http "http://127.0.0.1:${ports[1]}/healthz" 200 "$E2E_SPAWNED" "dapr scheduler" || return 1
       SCHED_ADDR="127.0.0.1:${ports[0]}"
       e2e_log "path ii: Dapr Scheduler $DAPR_VERSION on $SCHED_ADDR"
@@ -163,16 +168,18 @@ start_path() {
     iii)
       mapfile -t ports < <(free_ports 5)
       e2e_spawn "$work/iii-jobsd-scheduler.log" env NO_COLOR=1 "$JOBSD_BIN" scheduler \
-        --id s0 --listen-address 127.0.0.1 --port "${ports[0]}" --data-dir "$work/iii-jobsd-scheduler" \
+        --id s0 --listen-address 127.0.0.1 --port "${ports[0]}" --data-dir "$cp-jobsd-scheduler" \
         --metrics-listen-address 127.0.0.1 --metrics-port "${ports[1]}"
+      CP_PIDS+=("$E2E_SPAWNED")
       e2e_wait_tcp "${ports[0]}" "$START_TIMEOUT" "$E2E_SPAWNED" || return 1
       SCHED_ADDR="127.0.0.1:${ports[0]}"
       e2e_spawn "$work/iii-placement.log" "$DAPR_BIN_DIR/placement" --id p0 \
         --listen-address 127.0.0.1 --port "${ports[2]}" --healthz-port "${ports[3]}" \
         --metrics-port "$(free_ports 1)" --initial-cluster "p0=127.0.0.1:${ports[4]}"
+      CP_PIDS+=("$E2E_SPAWNED")
       wait_http "http://127.0.0.1:${ports[3]}/healthz" 200 "$E2E_SPAWNED" "dapr placement" || return 1
       PLACEMENT_ADDR="127.0.0.1:${ports[2]}"
-      RESOURCES="$work/iii-resources"
+      RESOURCES="$cp-resources"
       mkdir -p "$RESOURCES"
       cat >"$RESOURCES/statestore.yaml" <<'YAML'
 apiVersion: dapr.io/v1alpha1
@@ -399,7 +406,20 @@ for path in "${paths[@]}"; do
   for sdk in "${sdks[@]}"; do
     run_sdk "$path" "$sdk"
     [ "$sdk" != js ] || first_call "$path"
+    # A control-plane process that died during this SDK's run is shown (its log names the
+    # cause; that SDK's cells already record what failed) and the path's control plane is
+    # started again for the next SDK.
+    for p in ${CP_PIDS[@]+"${CP_PIDS[@]}"}; do
+      if _proc_gone "$p"; then
+        e2e_log "path $path: control-plane process $p exited during the $sdk run; restarting the control plane"
+        show_logs "$work/$path"-*scheduler*.log "$work/$path"-placement.log
+        for q in "${CP_PIDS[@]}"; do e2e_unspawn "$q"; done
+        start_path "$path" || { e2e_fail "path $path: control plane did not restart"; break 2; }
+        break
+      fi
+    done
   done
+  for p in ${CP_PIDS[@]+"${CP_PIDS[@]}"}; do e2e_unspawn "$p"; done
   e2e_log "path $path took $((SECONDS - t)) s"
 done
 

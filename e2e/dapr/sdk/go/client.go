@@ -171,10 +171,14 @@ func (c *checker) jobs(cl dapr.Client) {
 		if err := cl.DeleteJob(ctx, "get1"); err != nil {
 			return "", err
 		}
-		if _, err := cl.GetJob(ctx, "get1"); err == nil {
+		_, err := cl.GetJob(ctx, "get1")
+		if err == nil {
 			return "", errors.New("GetJob after DeleteJob succeeded")
 		}
-		return "DeleteJob, then GetJob fails", nil
+		if status.Code(err) != codes.Internal { // daprd maps the Scheduler's NotFound to Internal
+			return "", fmt.Errorf("GetJob after DeleteJob: want Internal (as daprd), got %v", err)
+		}
+		return "DeleteJob, then GetJob fails with Internal (as daprd)", nil
 	})
 	c.run("job.receive", func() (string, error) {
 		if err := cl.ScheduleJob(ctx, dapr.NewJob("recv", dapr.WithJobDueTime("1s"), dapr.WithJobData(payload("recv")))); err != nil {
@@ -325,12 +329,15 @@ func (c *checker) actors(cl dapr.Client) {
 		if len(got) < 3 {
 			return "", fmt.Errorf("%d ticks in 20 s, want >= 3", len(got))
 		}
-		for _, e := range got {
+		for i, e := range got {
 			if !bytes.Equal(e.Data, remData) {
 				return "", fmt.Errorf("ReminderCall state %q, want %q", e.Data, remData)
 			}
+			if i > 0 && e.T-got[i-1].T < 0.5 {
+				return "", fmt.Errorf("ticks %.2f s apart (period 1 s)", e.T-got[i-1].T)
+			}
 		}
-		return "ReminderCall >= 3 ticks, state intact", nil
+		return "ReminderCall >= 3 ticks ~1 s apart, state intact", nil
 	})
 	c.run("reminder.unregister", func() (string, error) {
 		if err := cl.UnregisterActorReminder(ctx, &dapr.UnregisterActorReminderRequest{ActorType: actorType, ActorID: "a1", Name: "r1"}); err != nil {
@@ -354,9 +361,12 @@ func (c *checker) actors(cl dapr.Client) {
 		if len(got) < 3 {
 			return "", fmt.Errorf("%d timer ticks in 20 s, want >= 3", len(got))
 		}
-		for _, e := range got {
+		for i, e := range got {
 			if e.Text != "tick" {
 				return "", fmt.Errorf("OnTimer got %q, want \"tick\"", e.Text)
+			}
+			if i > 0 && e.T-got[i-1].T < 0.5 {
+				return "", fmt.Errorf("timer ticks %.2f s apart (period 1 s)", e.T-got[i-1].T)
 			}
 		}
 		if err := cl.UnregisterActorTimer(ctx, &dapr.UnregisterActorTimerRequest{ActorType: actorType, ActorID: "a1", Name: "t1"}); err != nil {

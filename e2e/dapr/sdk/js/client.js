@@ -89,7 +89,9 @@ async function jobs() {
     try {
       await dapr.getJobAlpha1({ name: "get1" });
     } catch (e) {
-      return `DeleteJobAlpha1, then GetJobAlpha1 fails with ${Code[ConnectError.from(e).code]}`;
+      const code = ConnectError.from(e).code;
+      assert(code === Code.Internal, `want Internal (as daprd), got ${Code[code]}`);
+      return "DeleteJobAlpha1, then GetJobAlpha1 fails with Internal (as daprd)";
     }
     throw new Error("GetJobAlpha1 after DeleteJobAlpha1 succeeded");
   });
@@ -193,6 +195,7 @@ async function actors() {
     const got = await waitEvents(ACTOR_EV, 3, 20, reminder);
     assert(got.length >= 3, `${got.length} ticks in 20 s, want >= 3`);
     for (const e of got) assert(same(e.text, remData), () => `receiveReminder got ${JSON.stringify(e.text)}`);
+    for (let i = 1; i < got.length; i++) assert(got[i].t - got[i - 1].t >= 0.5, `ticks ${(got[i].t - got[i - 1].t).toFixed(2)} s apart`);
     return "receiveReminder >= 3 ticks, string state intact (object state: \"[object Object]\", the SDK's own bug, also with daprd)";
   });
   await R.run("reminder.unregister", async () => {
@@ -215,6 +218,7 @@ async function actors() {
     const got = await waitEvents(ACTOR_EV, 3, 20, timer);
     assert(got.length >= 3, `${got.length} timer ticks in 20 s, want >= 3`);
     for (const e of got) assert(same(e.text, data), () => `onTimer got ${JSON.stringify(e.text)}`);
+    for (let i = 1; i < got.length; i++) assert(got[i].t - got[i - 1].t >= 0.5, `timer ticks ${(got[i].t - got[i - 1].t).toFixed(2)} s apart`);
     await actor.disarmTimer("t1");
     await sleep(1500);
     const n = await quiet(ACTOR_EV, 3, timer);

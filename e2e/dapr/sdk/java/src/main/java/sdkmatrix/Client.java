@@ -65,6 +65,14 @@ public final class Client {
     }
   }
 
+  /** Ticks of a 1 s period come at least 0.5 s apart. */
+  static void checkSpacing(List<JsonNode> got) {
+    for (int i = 1; i < got.size(); i++) {
+      double gap = got.get(i).path("t").asDouble() - got.get(i - 1).path("t").asDouble();
+      check(gap >= 0.5, "ticks " + gap + " s apart (period 1 s)");
+    }
+  }
+
   static byte[] payload(String tag) {
     return ("java-sdk " + tag + ": h\u00e9llo \u2713 {\"k\":[1,2]} \u0000\u0001").getBytes(StandardCharsets.UTF_8);
   }
@@ -96,8 +104,9 @@ public final class Client {
       c.deleteJob(new DeleteJobRequest("get1")).block();
       try {
         c.getJob(new GetJobRequest("get1")).block();
-      } catch (RuntimeException e) {
-        return "deleteJob, then getJob fails: " + e.getMessage();
+      } catch (io.dapr.exceptions.DaprException e) {
+        check(e.getErrorCode().contains("INTERNAL"), "want INTERNAL (as daprd), got " + e.getErrorCode());
+        return "deleteJob, then getJob fails with INTERNAL (as daprd)";
       }
       throw new AssertionError("getJob after deleteJob succeeded");
     });
@@ -207,6 +216,7 @@ public final class Client {
       for (JsonNode e : got) {
         check(remData.equals(e.path("text").asText()), "receiveReminder state " + e.path("text"));
       }
+      checkSpacing(got);
       return "receiveReminder >= 3 ticks, state intact";
     });
     run("reminder.unregister", () -> {
@@ -226,6 +236,7 @@ public final class Client {
       for (JsonNode e : got) {
         check(data.equals(e.path("text").asText()), "onTimer got " + e.path("text"));
       }
+      checkSpacing(got);
       actor.disarmTimer("t1").block();
       Thread.sleep(1500);
       int n = Events.quiet(ACTOR_EV, 3, timer);

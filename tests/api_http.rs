@@ -671,3 +671,22 @@ async fn unrenderable_data_is_err_internal() {
         json!({})
     );
 }
+
+/// daprd answers every API request but the health routes with a `traceparent`: the caller's
+/// when valid, else the all-zero one (found by e2e/dapr/differential.sh against daprd 1.18.2).
+#[tokio::test]
+async fn answers_carry_daprds_traceparent() {
+    let (addr, _) = server().await;
+    let zero = "00-00000000000000000000000000000000-0000000000000000-00";
+    let created = post(addr, "/v1.0/jobs/tp", r#"{"schedule": "@every 1h"}"#).await;
+    assert_eq!(created.header("traceparent"), Some(zero));
+    let missing = get(addr, "/v1.0/jobs/nope").await;
+    assert_eq!(missing.status, 500);
+    assert_eq!(missing.header("traceparent"), Some(zero));
+    let caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let traced = http(addr, "GET", "/v1.0/jobs/tp", &[("traceparent", caller)], b"").await;
+    assert_eq!(traced.header("traceparent"), Some(caller));
+    let malformed = http(addr, "GET", "/v1.0/jobs/tp", &[("traceparent", "00-x")], b"").await;
+    assert_eq!(malformed.header("traceparent"), Some(zero));
+    assert_eq!(get(addr, "/v1.0/healthz").await.header("traceparent"), None);
+}

@@ -5,6 +5,7 @@
 #   bash e2e/dapr/build.sh            daprd, scheduler, placement at DAPR_VERSION, and the dapr CLI
 #   bash e2e/dapr/build.sh --skew     also daprd at each of DAPR_SKEW_VERSIONS
 #   bash e2e/dapr/build.sh --print    only print where the binaries are (after a build)
+#   DAPR_BUILD_CLI=0 bash e2e/dapr/build.sh   without the CLI (CI needs none)
 #
 # Binaries land in $JOBSD_DAPR_CACHE (default ~/.cache/jobsd/dapr):
 #   <cache>/<version>/{daprd,scheduler,placement}   <cache>/cli-<version>/dapr
@@ -125,7 +126,7 @@ build_cli() {
 
 if [ "$print" = 0 ]; then
   build_dapr "$DAPR_VERSION" scheduler placement daprd
-  build_cli "$DAPR_CLI_VERSION"
+  [ "${DAPR_BUILD_CLI:-1}" = 0 ] || build_cli "$DAPR_CLI_VERSION"
   if [ "$skew" = 1 ]; then
     for v in $DAPR_SKEW_VERSIONS; do build_dapr "$v" daprd; done
   fi

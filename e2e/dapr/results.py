@@ -34,11 +34,26 @@ def main():
     elapsed = {}
     output = {}
     top = set()
-    paths = (
-        [os.path.join(events_path, n) for n in sorted(os.listdir(events_path))]
-        if os.path.isdir(events_path)
-        else [events_path]
-    )
+    # Several runs (a first pass, then a rerun of what failed) come comma-separated, in order:
+    # a case's last status counts, and one that failed before it passed is `flaky`.
+    first = {}
+    for run, one in enumerate(events_path.split(",")):
+        paths = (
+            [os.path.join(one, n) for n in sorted(os.listdir(one)) if n.endswith(".json")]
+            if os.path.isdir(one)
+            else [one]
+        )
+        read_events(paths, status, elapsed, output, top)
+        if run == 0:
+            first = dict(status)
+    flaky = {c for c, st in status.items() if st == "pass" and first.get(c, "fail") == "fail"}
+    if "," not in events_path:
+        flaky = set()
+    finish(sys.argv, status, elapsed, output, top, flaky, results_path, log_path)
+
+
+def read_events(paths, status, elapsed, output, top):
+    """Folds the test2json events of `paths` into the maps."""
     for line in (l for p in paths for l in open(p, encoding="utf-8", errors="replace")):
         line = line.strip()
         if not line.startswith("{"):
@@ -58,6 +73,9 @@ def main():
             status[name] = action
             if "Elapsed" in ev:
                 elapsed[name] = ev["Elapsed"]
+
+def finish(argv, status, elapsed, output, top, flaky, results_path, log_path):
+    """Writes the results and the failures' log; prints the counts."""
     # Sub-test names may hold slashes of their own (`run/id/backslash`), so a case is a test
     # none of whose slash-prefixes is a test.
     def is_case(n):
@@ -65,13 +83,15 @@ def main():
         return not any("/".join(parts[:k]) in top for k in range(1, len(parts)))
 
     cases = sorted(n for n in top if is_case(n))
-    if len(sys.argv) > 4:
+    if len(argv) > 4:
         # The cases that were run: one that left no result (its process timed out or died
         # before the suite started it) fails.
-        cases = [c.strip() for c in open(sys.argv[4], encoding="utf-8") if c.strip()]
+        cases = [c.strip() for c in open(argv[4], encoding="utf-8") if c.strip()]
     rows = []
     for c in cases:
         st = status.get(c, "fail")  # a case the run's timeout cut short never reported
+        if st == "pass" and c in flaky:
+            st = "flaky"
         # A case fails if any of its steps failed (the framework fails the parent then).
         rows.append((c, st, elapsed.get(c, 0.0)))
     with open(results_path, "w", encoding="utf-8") as f:
@@ -89,7 +109,8 @@ def main():
     for _, st, _ in rows:
         counts[st] = counts.get(st, 0) + 1
     print(
-        f"{len(rows)} cases: {counts.get('pass', 0)} passed, {counts.get('fail', 0)} failed, "
+        f"{len(rows)} cases: {counts.get('pass', 0) + counts.get('flaky', 0)} passed "
+        f"({counts.get('flaky', 0)} on a rerun), {counts.get('fail', 0)} failed, "
         f"{counts.get('skip', 0)} skipped"
     )
 

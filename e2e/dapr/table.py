@@ -65,6 +65,7 @@ def main():
         counts = {}
         na_list = []
         failed = []
+        flaky = []
         for test, status, secs in rows:
             suite = suite_of(test)
             c = counts.setdefault(suite, {"tests": 0, "pass": 0, "fail": 0, "na": 0, "skip": 0})
@@ -72,8 +73,10 @@ def main():
             why = next(
                 (w for d, rx, w in na_rules if d in ("*", direction) and rx.search(test)), None
             )
-            if status == "pass":
+            if status in ("pass", "flaky"):
                 c["pass"] += 1
+                if status == "flaky":
+                    flaky.append(test)
             elif why is not None:
                 c["na"] += 1
                 na_list.append((test, why))
@@ -97,6 +100,9 @@ def main():
         out.append("")
         if failed:
             out += ["Failed:", ""] + [f"- `{t}`" for t in failed] + [""]
+        if flaky:
+            out += ["Passed on a rerun, alone (failed the first time, beside another case):", ""]
+            out += [f"- `{t}`" for t in flaky] + [""]
         if na_list:
             out += ["Not applicable:", ""] + [f"- `{t}`: {w}" for t, w in na_list] + [""]
     text = "\n".join(out).rstrip("\n") + "\n"

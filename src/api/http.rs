@@ -57,11 +57,40 @@ pub fn router(state: ApiState) -> Router {
     let routes = routes.fallback(move |req: Request| route_cleaned(strict.clone(), req));
     // The token is fixed for the router's life: without one the check is left out rather
     // than run as a no-op on every request.
-    match state.required_token() {
+    let routes = match state.required_token() {
         Some(_) => routes.layer(middleware::from_fn_with_state(state, authenticate)),
         None => routes,
-    }
+    };
+    // Outermost, as daprd's tracing middleware: every answer (a refused token's too) has it.
+    routes.layer(middleware::from_fn(answer_traceparent))
 }
+
+/// daprd's HTTP tracing middleware without a tracing configuration: every answer but the
+/// health routes' carries a `traceparent`, the caller's when it sent a valid one (its span
+/// context passes through daprd's non-recording span unchanged), else the all-zero one.
+async fn answer_traceparent(request: Request, next: Next) -> Response {
+    if request.uri().path().contains("/healthz") {
+        return next.run(request).await;
+    }
+    let value = request
+        .headers()
+        .get(TRACEPARENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(trace::TraceParent::parse)
+        .map_or_else(
+            || HeaderValue::from_static(NO_TRACEPARENT),
+            |tp| tp.header_value(),
+        );
+    let mut response = next.run(request).await;
+    response
+        .headers_mut()
+        .entry(TRACEPARENT)
+        .or_insert(value);
+    response
+}
+
+/// The `traceparent` of an empty span context, as daprd writes it.
+const NO_TRACEPARENT: &str = "00-00000000000000000000000000000000-0000000000000000-00";
 
 /// daprd's public port (`--dapr-public-port`): only the health routes, never behind the
 /// API token (as on the API port, where they are exempt).

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The CI-sized part of "jobsd against the real Dapr" (e2e/test.sh runs it; docs/dapr-real.md
+# has the full suites, each one command):
+#   1. the real daprd, Scheduler and placement, built from Dapr's Go modules (e2e/dapr/build.sh,
+#      cached; no CLI);
+#   2. the SDK matrix on path (i), jobsd embedded, every SDK (e2e/dapr/sdk.sh i);
+#   3. two smokes with the Python SDK: jobsd -> the real Dapr Scheduler (ii) and the real
+#      daprd -> `jobsd scheduler` (iii).
+# JOBSD_BIN: the jobsd binary to test (e2e/test.sh passes the one `cargo test` built).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+
+t0=$SECONDS
+export DAPR_BUILD_CLI=0
+bash "$here/build.sh" >/dev/null
+echo "dapr ci: the real Dapr built (or cached) in $((SECONDS - t0)) s" >&2
+
+t1=$SECONDS
+bash "$here/sdk.sh" i
+echo "dapr ci: SDK matrix, path (i), in $((SECONDS - t1)) s" >&2
+
+t2=$SECONDS
+SDKS=python bash "$here/sdk.sh" ii iii
+echo "dapr ci: smokes (ii, iii) in $((SECONDS - t2)) s; all in $((SECONDS - t0)) s" >&2

@@ -29,3 +29,6 @@ bash e2e/cli.sh
 bash e2e/backup.sh
 bash e2e/console.sh
 bash e2e/faults/run.sh
+# The real Dapr (daprd, Scheduler, placement built from Dapr's Go modules) and the official SDKs
+# against jobsd: the CI-sized part; the full suites are one command each (docs/dapr-real.md).
+bash e2e/dapr/ci.sh

@@ -18,10 +18,12 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	runtimev1pb "github.com/dapr/dapr/pkg/proto/runtime/v1"
 	dapr "github.com/dapr/go-sdk/client"
+	daprhttp "github.com/dapr/go-sdk/service/http"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -31,6 +33,7 @@ import (
 const actorType = "GoSdkActor"
 
 type checker struct {
+	mu      sync.Mutex
 	failed  int
 	jobsEv  string
 	actorEv string
@@ -38,6 +41,8 @@ type checker struct {
 }
 
 func (c *checker) emit(feature, st, note string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if st == "fail" {
 		c.failed++
 	}
@@ -109,15 +114,22 @@ func client(args []string) int {
 	_ = fs.Parse(args)
 	c := &checker{jobsEv: *jobsEv, actorEv: *actorEv, actHTTP: *actorsHTTP}
 
+	// The jobs and the actor checks go to different sidecars and apps: they run side by side.
+	var wg sync.WaitGroup
 	if *jobsAddr != "" {
-		cl, err := dapr.NewClientWithAddress(*jobsAddr)
-		if err != nil {
-			c.emit("job.schedule", "fail", "client: "+err.Error())
-		} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := dapr.NewClientWithAddress(*jobsAddr)
+			if err != nil {
+				c.emit("job.schedule", "fail", "client: "+err.Error())
+				return
+			}
 			c.jobs(cl)
 			cl.Close()
-		}
+		}()
 	}
+	defer wg.Wait()
 	if *actorsAddr != "" {
 		cl, err := dapr.NewClientWithAddress(*actorsAddr)
 		if err != nil {
@@ -127,6 +139,7 @@ func client(args []string) int {
 			cl.Close()
 		}
 	}
+	wg.Wait()
 	if c.failed > 0 {
 		return 1
 	}
@@ -196,6 +209,12 @@ func (c *checker) jobs(cl dapr.Client) {
 		}
 		return "service/grpc JobEvent once, data bytes intact (service/http has no job handler in go-sdk)", nil
 	})
+	// The SDK's HTTP service as a job receiver: asked here, so that the note is its own answer.
+	if err := daprhttp.NewService("127.0.0.1:0").AddJobEventHandler("recv", onJob); err != nil {
+		c.emit("job.receive_service_http", "na", "go-sdk's service/http AddJobEventHandler: "+err.Error())
+	} else {
+		c.emit("job.receive_service_http", "fail", "service/http now has a job handler: add it to the matrix")
+	}
 	c.run("job.overwrite", func() (string, error) {
 		if err := cl.ScheduleJob(ctx, dapr.NewJob("ow", dapr.WithJobDueTime("1h"), dapr.WithJobData(payload("ow-a")))); err != nil {
 			return "", err

@@ -229,8 +229,8 @@ async function actors() {
 }
 
 async function main() {
-  if (env.SDKM_JOBS_GRPC) await jobs();
-  if (env.SDKM_ACTORS_HTTP) await actors();
+  // The jobs and the actor checks go to different sidecars and apps: they run side by side.
+  await Promise.all([env.SDKM_JOBS_GRPC ? jobs() : null, env.SDKM_ACTORS_HTTP ? actors() : null]);
   process.exit(R.failed ? 1 : 0);
 }
 

@@ -8,6 +8,7 @@ import base64
 import json
 import os
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -206,11 +207,19 @@ def actors() -> None:
 
 
 def main() -> int:
-    if os.environ.get("SDKM_JOBS_GRPC"):
+    # The jobs and the actor checks go to different sidecars and apps: they run side by side.
+    def run_jobs():
         with DaprClient(address=f"127.0.0.1:{os.environ['SDKM_JOBS_GRPC']}") as client:
             jobs(client)
+
+    t = None
+    if os.environ.get("SDKM_JOBS_GRPC"):
+        t = threading.Thread(target=run_jobs)
+        t.start()
     if os.environ.get("SDKM_ACTORS_GRPC"):
         actors()
+    if t:
+        t.join()
     return 1 if R.failed else 0
 
 

@@ -61,10 +61,11 @@ class Results:
         self.failed = 0
 
     def emit(self, feature: str, status: str, note: str) -> None:
-        if status == "fail":
-            self.failed += 1
         note = " ".join(str(note).split())
-        print(f"RESULT\t{feature}\t{status}\t{note}", flush=True)
+        with _lock:  # the jobs and the actor checks run in two threads
+            if status == "fail":
+                self.failed += 1
+            print(f"RESULT\t{feature}\t{status}\t{note}", flush=True)
 
     def run(self, feature: str, fn) -> bool:
         """fn returns the note of a pass or raises (a fail)."""

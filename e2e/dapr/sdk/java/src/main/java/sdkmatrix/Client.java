@@ -41,7 +41,7 @@ public final class Client {
   static final String JOBS_EV = System.getenv("SDKM_JOBS_EVENTS");
   static final String ACTOR_EV = System.getenv("SDKM_ACTOR_EVENTS");
 
-  static void emit(String feature, String status, String note) {
+  static synchronized void emit(String feature, String status, String note) {
     if (status.equals("fail")) {
       failed++;
     }
@@ -247,18 +247,29 @@ public final class Client {
   }
 
   public static void main(String[] args) throws Exception {
-    if (System.getenv("SDKM_JOBS_GRPC") != null) {
+    // The jobs and the actor checks go to different sidecars and apps: they run side by side.
+    Thread jobsThread = new Thread(() -> {
       try (DaprPreviewClient c = new DaprClientBuilder()
           .withPropertyOverride(Properties.SIDECAR_IP, "127.0.0.1")
           .withPropertyOverride(Properties.GRPC_PORT, System.getenv("SDKM_JOBS_GRPC"))
           .withPropertyOverride(Properties.HTTP_PORT, System.getenv("SDKM_JOBS_HTTP"))
           .buildPreviewClient()) {
         jobs(c);
+      } catch (Exception e) {
+        emit("job.schedule", "fail", "client: " + e);
       }
+    });
+    if (System.getenv("SDKM_JOBS_GRPC") != null) {
+      jobsThread.start();
     }
     if (System.getenv("SDKM_ACTORS_GRPC") != null) {
       actors();
     }
-    System.exit(failed > 0 ? 1 : 0);
+    if (jobsThread.isAlive() || jobsThread.getState() != Thread.State.NEW) {
+      jobsThread.join();
+    }
+    synchronized (Client.class) {
+      System.exit(failed > 0 ? 1 : 0);
+    }
   }
 }

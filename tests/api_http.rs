@@ -607,13 +607,18 @@ async fn health_metadata_and_unknown_routes() {
     assert!(meta["runtimeVersion"].is_string());
     assert_eq!(meta["extended"]["schedulerMode"], "embedded");
 
+    // daprd hands what its API routes do not serve to service invocation (daprd 1.18.2).
+    let direct = serde_json::json!({
+        "errorCode": "ERR_DIRECT_INVOKE",
+        "message": "failed getting app id either from the URL path or the header dapr-app-id"
+    });
     let resp = get(addr, "/v1.0/nothing").await;
     assert_eq!(resp.status, 404);
-    assert_eq!(resp.text(), "404 page not found\n");
-    assert_eq!(
-        http(addr, "PUT", "/v1.0/jobs/x", &[], b"{}").await.status,
-        405
-    );
+    assert_eq!(resp.json(), direct);
+    let put = http(addr, "PUT", "/v1.0/jobs/x", &[], b"{}").await;
+    assert_eq!(put.status, 404);
+    assert_eq!(put.json(), direct);
+    assert_eq!(put.header("allow"), None);
     assert_eq!(get(addr, "/v1.0/jobs/").await.status, 200);
 }
 
@@ -684,9 +689,23 @@ async fn answers_carry_daprds_traceparent() {
     assert_eq!(missing.status, 500);
     assert_eq!(missing.header("traceparent"), Some(zero));
     let caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    let traced = http(addr, "GET", "/v1.0/jobs/tp", &[("traceparent", caller)], b"").await;
+    let traced = http(
+        addr,
+        "GET",
+        "/v1.0/jobs/tp",
+        &[("traceparent", caller)],
+        b"",
+    )
+    .await;
     assert_eq!(traced.header("traceparent"), Some(caller));
-    let malformed = http(addr, "GET", "/v1.0/jobs/tp", &[("traceparent", "00-x")], b"").await;
+    let malformed = http(
+        addr,
+        "GET",
+        "/v1.0/jobs/tp",
+        &[("traceparent", "00-x")],
+        b"",
+    )
+    .await;
     assert_eq!(malformed.header("traceparent"), Some(zero));
     assert_eq!(get(addr, "/v1.0/healthz").await.header("traceparent"), None);
 }

@@ -49,6 +49,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1.0/healthz/outbound", get(healthz_outbound))
         .route("/v1.0/metadata", get(metadata))
         .merge(super::actors::http::routes())
+        // A method daprd's routes do not serve falls through its router to service
+        // invocation, as an unknown path does (jobsd's own routes answer 405).
+        .method_not_allowed_fallback(not_found)
         .merge(super::jobsd::routes())
         .with_state(Arc::clone(&state));
     // A path that matches nothing is cleaned (`//`, `.`, `..`, trailing `/`) and routed
@@ -61,8 +64,13 @@ pub fn router(state: ApiState) -> Router {
         Some(_) => routes.layer(middleware::from_fn_with_state(state, authenticate)),
         None => routes,
     };
-    // Outermost, as daprd's tracing middleware: every answer (a refused token's too) has it.
-    routes.layer(middleware::from_fn(answer_traceparent))
+    // Around the whole router, as daprd's tracing middleware is (a refused token's answer has
+    // it too): `Router::layer` would wrap each route inside axum's method dispatch.
+    Router::new().fallback_service(
+        tower::ServiceBuilder::new()
+            .layer(middleware::from_fn(answer_traceparent))
+            .service(routes),
+    )
 }
 
 /// daprd's HTTP tracing middleware without a tracing configuration: every answer but the
@@ -82,10 +90,13 @@ async fn answer_traceparent(request: Request, next: Next) -> Response {
             |tp| tp.header_value(),
         );
     let mut response = next.run(request).await;
-    response
-        .headers_mut()
-        .entry(TRACEPARENT)
-        .or_insert(value);
+    let headers = response.headers_mut();
+    headers.entry(TRACEPARENT).or_insert(value);
+    // axum names the methods a route serves (`Allow`) on what its method fallback answers
+    // (daprd's 404 below); daprd names none.
+    if response.status() == StatusCode::NOT_FOUND {
+        response.headers_mut().remove(http::header::ALLOW);
+    }
     response
 }
 
@@ -150,11 +161,16 @@ async fn route_cleaned(strict: Router, mut req: Request) -> Response {
     }
 }
 
-/// Go's `http.NotFound`.
+/// What daprd answers for a path (or method) none of its API routes serve: its router hands
+/// the request to service invocation, which finds no app id in it (404
+/// `ERR_DIRECT_INVOKE`, seen from daprd 1.18.2 by e2e/dapr/differential.sh).
 async fn not_found() -> Response {
-    ApiError::PlainText {
+    ApiError::Legacy {
+        code: tonic::Code::NotFound,
         http: StatusCode::NOT_FOUND,
-        message: "404 page not found".to_owned(),
+        error_code: "ERR_DIRECT_INVOKE",
+        message: "failed getting app id either from the URL path or the header dapr-app-id"
+            .to_owned(),
     }
     .into_response()
 }

@@ -102,7 +102,8 @@ prepare_java() {
   JAVA_CP="$src/target/classes:$src/target/lib/*"
   [ "$(cat "$src/target/.sdkm-stamp" 2>/dev/null)" = "$want" ] && return 0
   e2e_log "java: mvn -q package (io.dapr:dapr-sdk $JAVA_SDK_VERSION)"
-  (cd "$src" && mvn -q -B -Dstyle.color=never package -DskipTests -Ddapr.java.sdk.version="$JAVA_SDK_VERSION") || return 1
+  (cd "$src" && mvn -q -B -Dstyle.color=never package -DskipTests -Ddapr.java.sdk.version="$JAVA_SDK_VERSION") \
+    >"$work/java-build.log" 2>&1 || { cat "$work/java-build.log" >&2; return 1; }
   echo "$want" >"$src/target/.sdkm-stamp"
 }
 
@@ -380,8 +381,10 @@ first_call() {
       note_ok=$note
     else
       bad=$((bad + 1))
-      [ -n "$first_bad" ] || first_bad="try $try: $note"
-      show_logs "$log" "$work/$path-js-first-call-sidecar.log"
+      if [ -z "$first_bad" ]; then
+        first_bad="try $try: $note"
+        show_logs "$log" "$work/$path-js-first-call-sidecar.log"
+      fi
     fi
     mv "$log" "$log.$try"
     mv "$work/$path-js-first-call-sidecar.log" "$work/$path-js-first-call-sidecar.log.$try"

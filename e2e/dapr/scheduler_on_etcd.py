@@ -119,6 +119,10 @@ def main():
                 "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", ",".join(f"{n}={u}" for n, u in cluster),
                 "--initial-cluster-state", "new",
+                # As Dapr's embedded etcd is configured (pkg/scheduler/server/internal/etcd):
+                # requests of any size, --etcd-max-txn-ops operations per txn.
+                "--max-request-bytes", str(2**31 - 1),
+                "--max-txn-ops", flags.get("etcd-max-txn-ops", "10000"),
                 "--log-level", "error",
             ],
             preexec_fn=die_with_parent,

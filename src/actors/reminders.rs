@@ -254,7 +254,9 @@ impl Reminders for SchedulerReminders {
         self.scheduler
             .delete_by_metadata(sv1::DeleteByMetadataRequest {
                 metadata: Some(self.metadata(actor_type, actor_id.unwrap_or(""))),
-                id_prefix_match: Some(id_prefix || actor_id.is_none()),
+                // As daprd: a prefix match only when asked for (it would take every type
+                // whose name starts with this one's).
+                id_prefix_match: Some(id_prefix && actor_id.is_some()),
             })
             .await?;
         Ok(())

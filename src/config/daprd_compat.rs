@@ -7,7 +7,9 @@
 //! `--sentry-request-jwt-audiences`; the 1.17 and 1.18 release notes add or remove no daprd
 //! flag), `pkg/metrics/options.go` (`FlagOptions`), dapr/kit `logger/options.go`, and
 //! `cmd/scheduler/options/options.go` plus `--workers` (dapr/dapr#9221, default 2048 since
-//! dapr/dapr#9238, both in 1.17). Check a new Dapr release against these files.
+//! dapr/dapr#9238, both in 1.17), checked flag by flag against v1.18.2's `options.go` (built
+//! here from Dapr's Go module: `--etcd-max-txn-ops` and `--etcd-client-listen-address` were
+//! missing). Check a new Dapr release against these files.
 //!
 //! daprd (`jobsd [flags]`): "acts" = jobsd does what daprd does; "later" = parsed into
 //! [`super::SidecarArgs`] with daprd's type and default for an issue that will use it, not
@@ -88,6 +90,8 @@
 //! | `--etcd-initial-cluster` | []string | ignored |
 //! | `--etcd-initial-election-tick-advance` | bool (false) | ignored |
 //! | `--etcd-max-snapshots`, `--etcd-max-wals` | uint (10) | ignored |
+//! | `--etcd-max-txn-ops` | uint (10000; Dapr 1.18) | ignored |
+//! | `--etcd-client-listen-address` | string (`localhost`) | ignored |
 //! | `--etcd-metrics` | string (`basic`) | ignored |
 //! | `--etcd-snapshot-count` | uint (10000) | ignored |
 //! | `--etcd-space-quota` | quantity (`9.2E`) | ignored |
@@ -383,6 +387,12 @@ pub struct SchedulerIgnored {
     /// WAL files the embedded etcd keeps.
     #[arg(long)]
     pub etcd_max_wals: Option<u64>,
+    /// Operations one transaction of the embedded etcd may hold (Dapr 1.18, default 10000).
+    #[arg(long)]
+    pub etcd_max_txn_ops: Option<u64>,
+    /// Listen address of the embedded etcd's clients (default `localhost`).
+    #[arg(long)]
+    pub etcd_client_listen_address: Option<String>,
     /// Operations per backend commit of the embedded etcd.
     #[arg(long)]
     pub etcd_backend_batch_limit: Option<i64>,
@@ -926,6 +936,8 @@ mod tests {
             "--etcd-snapshot-count=10000",
             "--etcd-max-snapshots=10",
             "--etcd-max-wals=10",
+            "--etcd-max-txn-ops=10000",
+            "--etcd-client-listen-address=localhost",
             "--etcd-backend-batch-limit=5000",
             "--etcd-backend-batch-interval=50ms",
             "--etcd-experimental-bootstrap-defrag-threshold-megabytes=100",

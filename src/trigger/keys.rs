@@ -136,21 +136,18 @@ pub fn target_prefix(metadata: &sv1::JobMetadata) -> Option<String> {
     }
 }
 
-/// The prefix `DeleteByMetadata` removes: the owner prefix, except that with
-/// `id_prefix_match` an actor id is matched as a prefix (`actorreminder||ns||type||<id>`, no
-/// trailing separator). The actor type and the app id are always matched whole, so one
-/// type's or app's deletion never reaches `CartItem` or `myapp2`.
+/// The prefix `DeleteByMetadata` removes: the owner prefix, without its trailing separator
+/// with `id_prefix_match`, whatever the target, as Dapr's Scheduler does (its serializer's
+/// `KeyFromMetadata`, v1.18.2): then `app||ns||myapp` also takes `myapp2`'s jobs and
+/// `actorreminder||ns||Cart` every type starting with `Cart`. Callers that mean one app or
+/// one type exactly send `id_prefix_match` false.
 pub fn metadata_prefix(
     metadata: &sv1::JobMetadata,
     id_prefix_match: bool,
 ) -> Result<String, KeyError> {
     let prefix = owner_prefix(metadata)?;
-    let actor_id = match metadata.target.as_ref().and_then(|t| t.r#type.as_ref()) {
-        Some(Target::Actor(actor)) => !actor.id.is_empty(),
-        _ => false,
-    };
     Ok(match prefix.strip_suffix(SEPARATOR) {
-        Some(bare) if id_prefix_match && actor_id => bare.to_owned(),
+        Some(bare) if id_prefix_match => bare.to_owned(),
         _ => prefix,
     })
 }
@@ -267,16 +264,23 @@ mod tests {
             metadata_prefix(&actor("4"), false).unwrap(),
             "actorreminder||default||Cart||4||"
         );
-        for exact in [true, false] {
-            assert_eq!(
-                metadata_prefix(&actor(""), exact).unwrap(),
-                "actorreminder||default||Cart||"
-            );
-            assert_eq!(
-                metadata_prefix(&app_meta(), exact).unwrap(),
-                "app||default||myapp||"
-            );
-        }
+        assert_eq!(
+            metadata_prefix(&actor(""), false).unwrap(),
+            "actorreminder||default||Cart||"
+        );
+        assert_eq!(
+            metadata_prefix(&app_meta(), false).unwrap(),
+            "app||default||myapp||"
+        );
+        // As Dapr's Scheduler: a prefix match drops the separator whatever the target.
+        assert_eq!(
+            metadata_prefix(&actor(""), true).unwrap(),
+            "actorreminder||default||Cart"
+        );
+        assert_eq!(
+            metadata_prefix(&app_meta(), true).unwrap(),
+            "app||default||myapp"
+        );
     }
 
     #[test]

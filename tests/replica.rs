@@ -337,9 +337,15 @@ async fn delete_by_metadata_matches_apps_types_and_actor_ids() {
     assert!(r.list(actor("Cart", "")).await.is_empty());
     assert_eq!(r.list(actor("CartItem", "")).await, ["r"]);
     // A whole app, and not the app that merely starts with its id.
-    delete(app("myapp"), Some(true)).await;
+    delete(app("myapp"), Some(false)).await;
     assert!(r.list(app("myapp")).await.is_empty());
     assert_eq!(r.list(app("myapp2")).await, ["j"]);
+    // With a prefix match the app id is a prefix too, as in Dapr's Scheduler (v1.18.2's
+    // scheduler/api/deletebymetadata test deletes `appid2`'s jobs through `appid`).
+    r.schedule("j", daily()).await;
+    delete(app("myapp"), Some(true)).await;
+    assert!(r.list(app("myapp")).await.is_empty());
+    assert!(r.list(app("myapp2")).await.is_empty());
 
     let err = c
         .delete_by_metadata(sv1::DeleteByMetadataRequest {

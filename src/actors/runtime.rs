@@ -112,6 +112,9 @@ struct Inner {
     /// reachable at the last call. A failed connection clears it until the config is read
     /// again (the loader notices).
     ready: watch::Sender<bool>,
+    /// `true` once the app's config has been read (or the hosted types set) at least once:
+    /// calls that come before wait for it, as daprd's actor lookups wait for placement.
+    configured: watch::Sender<bool>,
     /// Active actors.
     actors: Mutex<HashMap<ActorRef, Arc<Slot>>>,
     /// `(deactivate at, actor)` of every active actor, earliest first.
@@ -150,6 +153,9 @@ impl Drop for Turn {
     }
 }
 
+/// How long a call made before the app's config was first read waits for it.
+const CONFIG_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -167,6 +173,7 @@ impl ActorRuntime {
                 hosted: watch::Sender::new(Arc::new(Hosted::default())),
                 types: watch::Sender::new(Arc::new(Vec::new())),
                 ready: watch::Sender::new(false),
+                configured: watch::Sender::new(false),
                 actors: Mutex::default(),
                 idle: Mutex::default(),
                 idle_changed: Notify::new(),
@@ -233,6 +240,7 @@ impl ActorRuntime {
     fn publish_hosted(&self, hosted: Hosted) {
         let names: Vec<String> = hosted.types.keys().cloned().collect();
         self.inner.hosted.send_replace(Arc::new(hosted));
+        self.inner.configured.send_if_modified(|c| !std::mem::replace(c, true));
         self.inner.types.send_if_modified(|types| {
             if **types == names {
                 false
@@ -269,7 +277,20 @@ impl ActorRuntime {
         self.inner.ready.send_replace(true);
     }
 
-    fn check_hosted(&self, actor_type: &str) -> Result<(), ActorError> {
+    /// Until the app's config is first read (an app that is still starting), waits for it,
+    /// up to [`CONFIG_WAIT`]: a call made just after the sidecar and the app start together
+    /// (`dapr run`) then finds the app's types, as daprd's does (its actor lookups wait for
+    /// the placement table). Without an app there is nothing to wait for.
+    async fn await_config(&self) {
+        if self.inner.app.is_none() {
+            return;
+        }
+        let mut configured = self.inner.configured.subscribe();
+        let _ = tokio::time::timeout(CONFIG_WAIT, configured.wait_for(|c| *c)).await;
+    }
+
+    async fn check_hosted(&self, actor_type: &str) -> Result<(), ActorError> {
+        self.await_config().await;
         if self.inner.hosted.borrow().hosts(actor_type) {
             Ok(())
         } else {
@@ -281,7 +302,7 @@ impl ActorRuntime {
 
     /// Registers a reminder of a hosted actor.
     pub async fn create_reminder(&self, reminder: NewReminder) -> Result<(), ActorError> {
-        self.check_hosted(&reminder.actor.actor_type)?;
+        self.check_hosted(&reminder.actor.actor_type).await?;
         Ok(self.reminders()?.create(reminder).await?)
     }
 
@@ -291,13 +312,13 @@ impl ActorRuntime {
         actor: &ActorRef,
         name: &str,
     ) -> Result<Option<Reminder>, ActorError> {
-        self.check_hosted(&actor.actor_type)?;
+        self.check_hosted(&actor.actor_type).await?;
         Ok(self.reminders()?.get(actor, name).await?)
     }
 
     /// Deletes a reminder of a hosted actor.
     pub async fn delete_reminder(&self, actor: &ActorRef, name: &str) -> Result<(), ActorError> {
-        self.check_hosted(&actor.actor_type)?;
+        self.check_hosted(&actor.actor_type).await?;
         Ok(self.reminders()?.delete(actor, name).await?)
     }
 
@@ -307,7 +328,7 @@ impl ActorRuntime {
         actor_type: &str,
         actor_id: Option<&str>,
     ) -> Result<Vec<Reminder>, ActorError> {
-        self.check_hosted(actor_type)?;
+        self.check_hosted(actor_type).await?;
         Ok(self.reminders()?.list(actor_type, actor_id).await?)
     }
 
@@ -317,7 +338,7 @@ impl ActorRuntime {
         actor_type: &str,
         actor_id: Option<&str>,
     ) -> Result<(), ActorError> {
-        self.check_hosted(actor_type)?;
+        self.check_hosted(actor_type).await?;
         Ok(self
             .reminders()?
             .delete_all(actor_type, actor_id, false)
@@ -361,6 +382,7 @@ impl ActorRuntime {
     /// `X-DaprErrorResponseHeader`, which is handed back as it is.
     pub async fn invoke(&self, call: MethodCall) -> Result<MethodAnswer, ActorError> {
         let app = self.inner.app.as_ref().ok_or(ActorError::NoApp)?;
+        self.await_config().await;
         if !self.inner.hosted.borrow().hosts(&call.actor.actor_type) {
             return Err(ActorError::Call(format!(
                 "failed to lookup actor: did not find address for actor {}/{}",

@@ -77,10 +77,10 @@ def without(argv, names):
     return out
 
 
-def wait_port(port, proc, seconds):
+def wait_port(port, proc, seconds, stopped):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if proc.poll() is not None or stopped():
             return False
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
@@ -91,6 +91,21 @@ def wait_port(port, proc, seconds):
 
 
 def main():
+    # Signals are caught from the start: the framework may interrupt while etcd starts.
+    state = {"child": None, "signal": None}
+
+    def forward(signum, _frame):
+        state["signal"] = signum
+        child = state["child"]
+        if child is not None:
+            try:
+                child.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+
     argv = sys.argv[1:]
     flags = flag_values(argv)
     jobsd = os.environ.get("JOBSD_BIN", "jobsd")
@@ -130,24 +145,21 @@ def main():
         )
         # A member of a multi-member cluster answers only once a quorum is up, which needs
         # the other wrappers: jobsd retries its etcd calls, so only the port is awaited.
-        if not wait_port(client_port, etcd, 30):
+        if not wait_port(client_port, etcd, 30, lambda: state["signal"] is not None):
             etcd.kill()
+            if state["signal"] is not None:
+                sys.exit(0)
             sys.exit(f"scheduler_on_etcd: etcd did not listen on {client_port}")
         jobsd_args = without(jobsd_args, {"etcd-client-endpoints"})
         jobsd_args.append(f"--etcd-endpoints=127.0.0.1:{client_port}")
 
-    child = subprocess.Popen([jobsd, "scheduler", *jobsd_args], preexec_fn=die_with_parent)
-
-    def forward(signum, _frame):
-        try:
-            child.send_signal(signum)
-        except ProcessLookupError:
-            pass
-
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGHUP, forward)
-    code = child.wait()
+    code = 0
+    if state["signal"] is None:
+        child = subprocess.Popen([jobsd, "scheduler", *jobsd_args], preexec_fn=die_with_parent)
+        state["child"] = child
+        if state["signal"] is not None:
+            child.send_signal(state["signal"])
+        code = child.wait()
     if etcd is not None:
         etcd.terminate()
         try:

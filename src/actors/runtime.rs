@@ -240,7 +240,9 @@ impl ActorRuntime {
     fn publish_hosted(&self, hosted: Hosted) {
         let names: Vec<String> = hosted.types.keys().cloned().collect();
         self.inner.hosted.send_replace(Arc::new(hosted));
-        self.inner.configured.send_if_modified(|c| !std::mem::replace(c, true));
+        self.inner
+            .configured
+            .send_if_modified(|c| !std::mem::replace(c, true));
         self.inner.types.send_if_modified(|types| {
             if **types == names {
                 false

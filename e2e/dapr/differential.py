@@ -3,7 +3,8 @@
 Started by e2e/dapr/differential.sh (which builds what is missing and passes the binaries):
 
     python differential.py --dapr-bin-dir DIR --jobsd-bin PATH [--seed N] [--scale F]
-                           [--out TSV] [--deliberate TSV] [--only CATEGORY,...] [--keep-logs DIR]
+                           [--out TSV] [--deliberate TSV] [--bugs TSV] [--only CATEGORY,...]
+                           [--scheduler-bin PATH] [--dump JSONL] [--keep-logs DIR]
 
 What runs: the real Dapr Scheduler (embedded etcd), the real placement and the real daprd
 (app id `diff`, an in-memory actor state store), and beside them jobsd (embedded scheduler,
@@ -17,10 +18,14 @@ is sent to daprd, then the same bytes to jobsd, and the two answers are compared
          structurally when both parse, else byte for byte.
   gRPC   status code; message; the error details of grpc-status-details-bin (google.rpc.Status:
          its code and message too, and every detail decoded: ErrorInfo, BadRequest, ...); the
-         response message field by field (Any as type URL + bytes) and its wire bytes.
+         names of the response metadata keys; the response message field by field (an Any as
+         type URL, value bytes and the message they decode to) and its wire bytes.
 
 Normalised on both sides before comparing, and nothing else: RFC 3339 timestamps and UUIDs that
-the request did not contain (server-generated), and Dapr version strings.
+no request of the case contained (server-generated), and Dapr version strings; and the order of
+the entries of a Struct inside Any value bytes (Go writes map entries in random order, so
+daprd's own bytes differ run to run; the entries' bytes still count), for which the wire bytes
+of a whole gRPC answer holding such a Value are not compared (its fields are).
 
 Names: every case's job and reminder names start with its own prefix (`c00042-`), so no case
 sees another's state even where both sides disagree; at the end of a case everything it
@@ -31,15 +36,21 @@ on one side and not yet on the other, which says nothing about either.
 Left out on purpose: a schedule of only a `TZ=`/`CRON_TZ=` prefix (`"TZ=UTC"`): the pinned
 Scheduler (v1.18.2) panics on it and every later case would fail (fixed in v1.18.3).
 
-Output: one TSV row per request pair (case, request summary, same|differs|deliberate, what
-differs), a summary grouped by cause on stdout, and the closing line `N passed, M failed`
-(a pair passes when it is the same or its difference is listed in the deliberate file).
+A second phase runs a few cases against a second pair of sidecars, both started with
+DAPR_API_TOKEN and a 1 KiB --max-body-size (tokens, oversized bodies and messages).
+
+Output: one TSV row per request pair (case, category, request, same|differs|deliberate, what
+differs, with the ids of the bugs and deliberate differences it shows), the summary grouped by
+cause (on stdout and in <out>-summary.txt), and the closing line `N passed, M failed`: a pair
+passes when both answers are the same or every difference is listed in the deliberate file
+(differential_deliberate.tsv, regex and why). Differences already reported as jobsd bugs
+(differential_bugs.tsv, regex and label) still fail; the summary groups them by label, so
+that a difference of a new kind stands out under "not yet triaged".
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import collections
 import http.client
 import json
@@ -1868,10 +1879,21 @@ def mutating(req) -> bool:
 JOB_ROUTE = re.compile(rb"/jobs/")
 
 
+MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
+
+
+def never_fires(schedule) -> bool:
+    """A 6-field cron spec whose day of month the month never has ("0 0 0 31 2 *")."""
+    f = schedule.split() if isinstance(schedule, str) else []
+    return (len(f) == 6 and f[3].isdigit() and f[4].isdigit() and f[5] in ("*", "?")
+            and int(f[4]) in MONTH_DAYS and int(f[3]) > MONTH_DAYS[int(f[4])])
+
+
 def case_tags(case: Case) -> list[str]:
-    """Facts about a case's requests that a deliberate pattern may need (beyond the request
-    whose answers differ): `http-job-without-data` when a job is created over HTTP without a
-    `data` member (daprd <= 1.18 then stores an Any of an empty Value)."""
+    """Facts about a case's requests that a pattern (deliberate or bug) may need beyond the
+    request whose answers differ: `http-job-without-data` when a job is created over HTTP
+    without a `data` member (daprd <= 1.18 then stores an Any of an empty Value);
+    `schedule-never-fires` when a job is created with a schedule that never fires."""
     tags = []
     for req in case.steps:
         if isinstance(req, Http) and req.method == "POST" and JOB_ROUTE.search(req.path):
@@ -1881,6 +1903,12 @@ def case_tags(case: Case) -> list[str]:
                 continue
             if isinstance(body, dict) and "data" not in body:
                 tags.append("http-job-without-data")
+            if isinstance(body, dict) and never_fires(body.get("schedule")):
+                tags.append("schedule-never-fires")
+        elif isinstance(req, Rpc) and req.method.startswith("ScheduleJob"):
+            m = re.search(r'"schedule": ("[^"]*")', req.shown)
+            if m and never_fires(json.loads(m.group(1))):
+                tags.append("schedule-never-fires")
     return sorted(set(tags))
 
 
@@ -1897,8 +1925,8 @@ def compare_all(args, cases: list[Case], sidecars: Callable[[str], tuple[Side, S
     kept: dict[str, list] = collections.defaultdict(list)
     reasons: dict[str, str] = {}
     t0 = time.time()
-    sent = 0
-    dump = open(args.dump, "w", encoding="utf-8") if args.dump else None
+    sent = only_b1 = 0
+    dump = open(args.dump, "w", encoding="utf-8", errors="backslashreplace") if args.dump else None
     cases = sorted(cases, key=lambda c: list(PHASES).index(c.phase))
     for ci, case in enumerate(cases):
         if case.phase != phase:
@@ -1927,7 +1955,7 @@ def compare_all(args, cases: list[Case], sidecars: Callable[[str], tuple[Side, S
             diffs = diff(a, b)
             if not diffs:
                 counts["same"] += 1
-                rows.append((sid, case.category, summary, "same", ""))
+                rows.append((sid, case.category, summary[:200], "same", ""))
                 continue
             route = route_of(req)
             failing, kept_here, texts = [], [], []
@@ -1968,17 +1996,18 @@ def compare_all(args, cases: list[Case], sidecars: Callable[[str], tuple[Side, S
                 what = what[:2000] + "…"
             status = "differs" if failing else "deliberate"
             counts[status] += 1
+            if failing and all(c.startswith("jobsd bug: B1 ") for c in failing):
+                only_b1 += 1
             for cause in dict.fromkeys(failing):
                 causes[cause].append((sid, summary, what))
             for cause in dict.fromkeys(kept_here):
                 kept[cause].append((sid, summary, what))
-            note = ""
-            labels = [c for c in dict.fromkeys(failing) if c.startswith("jobsd bug: ")]
-            if labels:
-                note += " [" + "; ".join(labels) + "]"
-            if kept_here:
-                note = " [kept: " + "; ".join(dict.fromkeys(reasons[c] for c in kept_here)) + "]"
-            rows.append((sid, case.category, summary, status, what + note))
+            # The row names bugs and deliberate differences by their ids (B…, D…; the summary
+            # and the two .tsv files say what they are); a follow-on says so.
+            ids = [label_id(c) for c in failing] + [label_id(reasons[c]) for c in kept_here]
+            ids = [i for i in dict.fromkeys(ids) if i]
+            note = f" [{', '.join(ids)}]" if ids else ""
+            rows.append((sid, case.category, summary[:200], status, what[:600] + note))
         daprd.cleanup(case.cleanup)
         jobsd.cleanup(case.cleanup)
         for name in ("scheduler", "placement", "daprd", "jobsd"):
@@ -1993,38 +2022,56 @@ def compare_all(args, cases: list[Case], sidecars: Callable[[str], tuple[Side, S
     elapsed = time.time() - t_start
     version = os.path.basename(os.path.normpath(args.dapr_bin_dir))
     sched = f" (Scheduler {args.scheduler_bin})" if args.scheduler_bin else ""
-    print(f"\n== differential: real daprd + Scheduler {version}{sched} vs jobsd, seed {args.seed}, scale {args.scale}")
-    print(f"cases: {len(cases)}; requests sent: {sent} to each side ({2 * sent} in all); "
-          f"same: {counts['same']}; differ: {counts['differs']}; kept as deliberate: {counts['deliberate']}")
-    print(f"results: {args.out}; took {elapsed:.0f} s")
+    out = [f"== differential: real daprd + Scheduler {version}{sched} vs jobsd "
+           f"({os.path.basename(args.jobsd_bin)}), seed {args.seed}, scale {args.scale}",
+           f"cases: {len(cases)}; requests sent: {sent} to each side ({2 * sent} in all); "
+           f"same: {counts['same']}; differ: {counts['differs']}; kept as deliberate: {counts['deliberate']}",
+           f"of the pairs that differ, {only_b1} differ only in the Traceparent header (B1)",
+           f"results: {args.out}; took {elapsed:.0f} s"]
     known = {c: v for c, v in causes.items() if "jobsd bug: " in c}
     other = {c: v for c, v in causes.items() if c not in known}
-    for title, group in ((f"jobsd bugs found earlier ({args.bugs}), still there", known),
+    for title, group in ((f"jobsd bugs found earlier ({os.path.basename(args.bugs)}), still there", known),
                          ("differences by cause, not yet triaged", other)):
         if not group:
             continue
-        print(f"\n-- {title}: {len(group)} causes (a pair may show under several)")
+        out.append(f"\n-- {title}: {len(group)} causes, by the pairs that show them (a pair may show several)")
         for cause, items in sorted(group.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            print(f"{len(items):5d}  {cause}")
+            out.append(f"{len(items):5d}  {cause}")
             for sid, summary, what in items[:2]:
-                print(f"         e.g. {sid} {summary[:200]}")
-                print(f"              {what[:500]}")
+                out.append(f"         e.g. {sid} {summary[:200]}")
+                out.append(f"              {what[:500]}")
     if kept:
-        print(f"\n-- kept as deliberate ({len(kept)} causes)")
+        out.append(f"\n-- kept as deliberate ({os.path.basename(args.deliberate)}): {len(kept)} causes")
         for cause, items in sorted(kept.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            print(f"{len(items):5d}  {cause}\n         why: {reasons[cause]}")
-    print(f"\n{counts['same'] + counts['deliberate']} passed, {counts['differs']} failed")
+            out.append(f"{len(items):5d}  {cause}\n         why: {reasons[cause]}")
+    out.append(f"\n{counts['same'] + counts['deliberate']} passed, {counts['differs']} failed")
+    text = "\n".join(out)
+    print("\n" + text)
+    with open(os.path.splitext(args.out)[0] + "-summary.txt", "w", encoding="utf-8",
+              errors="backslashreplace") as f:
+        f.write(text + "\n")
     return 1 if counts["differs"] else 0
 
 
+def label_id(text: str) -> Optional[str]:
+    """The id (B7, D2) of a bug or deliberate label in a cause or reason, if any; "after Bn"
+    for a follow-on."""
+    m = re.search(r"\b([BD]\d+)\b", text)
+    if m is None:
+        return "follows D" if text.startswith("follows from a deliberate") else None
+    return ("after " if text.startswith("after an earlier") else "") + m.group(1)
+
+
 def write_tsv(path: str, rows):
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
         f.write("case\tcategory\trequest\tresult\twhat differs (daprd ≠ jobsd)\n")
         for r in rows:
             f.write("\t".join(tsv(str(x)) for x in r) + "\n")
 
 
 def main() -> int:
+    sys.stdout.reconfigure(errors="backslashreplace")
+    sys.stderr.reconfigure(errors="backslashreplace")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dapr-bin-dir", required=True)
     ap.add_argument("--jobsd-bin", required=True)

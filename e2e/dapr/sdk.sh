@@ -14,9 +14,10 @@
 # right after): one for the SDK's jobs app (gRPC: the SDKs' job handlers are gRPC ones) and one
 # for its actor app (HTTP), each with its own app id. The SDK's client then runs the checks
 # (e2e/dapr/sdk/<sdk>/…): schedule / get / list / delete a job, receive it with its data intact,
-# overwrite, a failure policy; an actor call, register / get / unregister a reminder and its
-# ticks, a timer. Each check prints `RESULT<TAB>feature<TAB>pass|fail|na<TAB>note`; a feature
-# with no line counts as failed. On every path the JS SDK's first-call check also runs: an
+# a repeating job's exact count, overwrite, a failure policy; an actor call, register / get /
+# unregister a reminder and its ticks, a timer. The jobs and the actor checks run side by side.
+# Each check prints `RESULT<TAB>feature<TAB>pass|fail|na<TAB>note`; a feature with no line
+# counts as failed. On every path the JS SDK's first-call check also runs: an
 # actor app (`DaprServer` + `AbstractActor` + `ActorProxyBuilder`) started with its sidecar,
 # no waits, whose very first actor call must succeed (js.first_call).
 #
@@ -53,7 +54,7 @@ done
 read -r -a sdks <<<"${SDKS:-python go js java}"
 
 # The features every SDK is asked for, in this order.
-FEATURES=(job.schedule job.get job.list job.delete job.receive job.overwrite job.failure_policy
+FEATURES=(job.schedule job.get job.list job.delete job.receive job.repeats job.overwrite job.failure_policy
   actor.invoke reminder.register reminder.get reminder.ticks reminder.unregister actor.timer)
 
 trap e2e_cleanup EXIT

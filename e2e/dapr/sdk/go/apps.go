@@ -28,7 +28,7 @@ import (
 )
 
 // jobNames are the jobs the client schedules; the Go SDK routes a job event by its name.
-var jobNames = []string{"recv", "ow", "fail-const", "fail-drop"}
+var jobNames = []string{"recv", "rep", "ow", "fail-const", "fail-drop"}
 
 func jobsApp(args []string) {
 	fs := flag.NewFlagSet("jobs-app", flag.ExitOnError)

@@ -209,6 +209,31 @@ func (c *checker) jobs(cl dapr.Client) {
 		}
 		return "service/grpc JobEvent once, data bytes intact (service/http has no job handler in go-sdk)", nil
 	})
+	c.run("job.repeats", func() (string, error) {
+		if err := cl.ScheduleJob(ctx, dapr.NewJob("rep", dapr.WithJobSchedule("@every 1s"), dapr.WithJobRepeats(3),
+			dapr.WithJobData(payload("rep")))); err != nil {
+			return "", err
+		}
+		got := waitEvents(c.jobsEv, 3, 20*time.Second, jobNamed("rep"))
+		if len(got) != 3 {
+			return "", fmt.Errorf("@every 1s x3: %d deliveries in 20 s, want 3", len(got))
+		}
+		for i, e := range got {
+			if !bytes.Equal(e.Data, payload("rep").GetValue()) {
+				return "", fmt.Errorf("delivery %d: data differs", i+1)
+			}
+			if i > 0 && e.T-got[i-1].T < 0.5 {
+				return "", fmt.Errorf("deliveries %.2f s apart (every 1 s)", e.T-got[i-1].T)
+			}
+		}
+		if n := quiet(c.jobsEv, 2*time.Second, jobNamed("rep")); n != 0 {
+			return "", fmt.Errorf("%d deliveries beyond the 3 repeats", n)
+		}
+		if _, err := cl.GetJob(ctx, "rep"); err == nil {
+			return "", errors.New("GetJob still finds the job after its last repeat")
+		}
+		return "@every 1s x3: exactly 3 deliveries ~1 s apart, data intact, then gone", nil
+	})
 	// The SDK's HTTP service as a job receiver: asked here, so that the note is its own answer.
 	if err := daprhttp.NewService("127.0.0.1:0").AddJobEventHandler("recv", onJob); err != nil {
 		c.emit("job.receive_service_http", "na", "go-sdk's service/http AddJobEventHandler: "+err.Error())

@@ -104,6 +104,23 @@ async function jobs() {
     assert(n === 0, `one-shot job delivered ${n} more times`);
     return "no job handler in the SDK (DaprServer acks OnJobEventAlpha1 and drops it): received once on its AppCallbackAlpha stubs, data intact";
   });
+  await R.run("job.repeats", async () => {
+    await dapr.scheduleJobAlpha1({ job: { name: "rep", schedule: "@every 1s", repeats: 3, data: payload("rep") } });
+    const got = await waitEvents(JOBS_EV, 3, 20, jobNamed("rep"));
+    assert(got.length === 3, `@every 1s x3: ${got.length} deliveries in 20 s, want 3`);
+    for (const e of got) assert(sameBytes(Buffer.from(e.data_b64, "base64"), payload("rep").value), "data differs");
+    for (let i = 1; i < got.length; i++) assert(got[i].t - got[i - 1].t >= 0.5, `deliveries ${(got[i].t - got[i - 1].t).toFixed(2)} s apart`);
+    const n = await quiet(JOBS_EV, 2, jobNamed("rep"));
+    assert(n === 0, `${n} deliveries beyond the 3 repeats`);
+    let gone = false;
+    try {
+      await dapr.getJobAlpha1({ name: "rep" });
+    } catch {
+      gone = true;
+    }
+    assert(gone, "GetJobAlpha1 still finds the job after its last repeat");
+    return "@every 1s x3: exactly 3 deliveries ~1 s apart, data intact, then gone";
+  });
   await R.run("job.overwrite", async () => {
     await dapr.scheduleJobAlpha1({ job: { name: "ow", dueTime: "1h", data: payload("ow-a") } });
     await expectCode(dapr.scheduleJobAlpha1({ job: { name: "ow", dueTime: "1h", data: payload("ow-b") } }), Code.AlreadyExists);

@@ -78,6 +78,22 @@ def jobs(client: DaprClient) -> None:
         assert n == 0, f"one-shot job delivered {n} more times"
         return "dapr.ext.grpc job_event once, data bytes intact"
 
+    def repeats():
+        client.schedule_job(Job("rep", schedule="@every 1s", repeats=3, data=payload("rep")))
+        got = wait_events(JOBS_EV, 3, 20, job_named("rep"))
+        assert len(got) == 3, f"@every 1s x3: {len(got)} deliveries in 20 s, want 3"
+        assert all(base64.b64decode(e["data_b64"]) == payload("rep").value for e in got), got
+        gaps = [b["t"] - a["t"] for a, b in zip(got, got[1:])]
+        assert min(gaps) >= 0.5, f"deliveries {gaps} s apart (every 1 s)"
+        n = quiet(JOBS_EV, 2, job_named("rep"))
+        assert n == 0, f"{n} deliveries beyond the 3 repeats"
+        try:
+            client.get_job("rep")
+            raise AssertionError("get_job still finds the job after its last repeat")
+        except DaprGrpcError:
+            pass
+        return "@every 1s x3: exactly 3 deliveries ~1 s apart, data intact, then gone"
+
     def overwrite():
         client.schedule_job(Job("ow", due_time="1h", data=payload("ow-a")))
         try:
@@ -116,6 +132,7 @@ def jobs(client: DaprClient) -> None:
     R.run("job.list", list_)
     R.run("job.delete", delete)
     R.run("job.receive", receive)
+    R.run("job.repeats", repeats)
     R.run("job.overwrite", overwrite)
     R.run("job.failure_policy", failure_policy)
 

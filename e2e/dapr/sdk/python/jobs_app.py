@@ -8,7 +8,7 @@ import os
 from common import b64, record
 from dapr.ext.grpc import App, JobEvent
 
-NAMES = ["recv", "ow", "fail-const", "fail-drop"]
+NAMES = ["recv", "rep", "ow", "fail-const", "fail-drop"]
 
 app = App()
 

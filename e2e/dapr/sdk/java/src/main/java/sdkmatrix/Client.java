@@ -65,7 +65,7 @@ public final class Client {
     }
   }
 
-  /** Ticks of a 1 s period come at least 0.5 s apart. */
+  /** Ticks (or deliveries) of a 1 s period come at least 0.5 s apart. */
   static void checkSpacing(List<JsonNode> got) {
     for (int i = 1; i < got.size(); i++) {
       double gap = got.get(i).path("t").asDouble() - got.get(i - 1).path("t").asDouble();
@@ -118,6 +118,24 @@ public final class Client {
       int n = Events.quiet(JOBS_EV, 2, jobNamed("recv"));
       check(n == 0, "one-shot job delivered " + n + " more times");
       return "no job handler in dapr-sdk: received once on its autogen AppCallbackAlpha stubs, data bytes intact";
+    });
+    run("job.repeats", () -> {
+      c.scheduleJob(new ScheduleJobRequest("rep", JobSchedule.fromString("@every 1s")).setRepeat(3)
+          .setData(payload("rep"))).block();
+      List<JsonNode> got = Events.waitFor(JOBS_EV, 3, 20, jobNamed("rep"));
+      check(got.size() == 3, "@every 1s x3: " + got.size() + " deliveries in 20 s, want 3");
+      for (JsonNode e : got) {
+        check(Arrays.equals(b64(e), payload("rep")), "data differs: " + e);
+      }
+      checkSpacing(got);
+      int n = Events.quiet(JOBS_EV, 2, jobNamed("rep"));
+      check(n == 0, n + " deliveries beyond the 3 repeats");
+      try {
+        c.getJob(new GetJobRequest("rep")).block();
+        throw new AssertionError("getJob still finds the job after its last repeat");
+      } catch (io.dapr.exceptions.DaprException e) {
+        return "@every 1s x3: exactly 3 deliveries ~1 s apart, data intact, then gone";
+      }
     });
     run("job.overwrite", () -> {
       c.scheduleJob(new ScheduleJobRequest("ow", Instant.now().plusSeconds(3600)).setData(payload("ow-a"))).block();

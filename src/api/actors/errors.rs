@@ -132,11 +132,19 @@ pub fn reminder(op: ReminderOp, name: &str, err: &ActorError) -> ApiError {
         ReminderOp::Get => (code::REMINDER_GET, "getting"),
         ReminderOp::Delete => (code::REMINDER_DELETE, "deleting"),
     };
+    // daprd's reminder Get hands the Scheduler's error through its jobs API error first
+    // ("failed to get job due to: …", an Internal api error), then wraps that.
+    let cause = match (op, err) {
+        (ReminderOp::Get, ActorError::Reminder(_)) => {
+            format!("api error: code = Internal desc = failed to get job due to: {err}")
+        }
+        _ => err.to_string(),
+    };
     legacy(
         StatusCode::INTERNAL_SERVER_ERROR,
         tonic::Code::Internal,
         error_code,
-        format!("error {verb} actor reminder: {err}"),
+        format!("error {verb} actor reminder: {cause}"),
     )
 }
 
@@ -179,6 +187,17 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "error deleting actor reminder: rpc error: code = AlreadyExists desc = job already exists: 'x'"
+        );
+        // daprd 1.18.2, seen by e2e/dapr/differential.sh: Get wraps the Scheduler's error twice.
+        let bad = ActorError::Reminder(ReminderError::Scheduler(scheduler::Error::new(
+            tonic::Code::Unknown,
+            "job name is invalid \"x\": must not contain control characters",
+        )));
+        assert_eq!(
+            reminder(ReminderOp::Get, "r1", &bad).to_string(),
+            "error getting actor reminder: api error: code = Internal desc = failed to get job \
+             due to: rpc error: code = Unknown desc = job name is invalid \"x\": must not \
+             contain control characters"
         );
         let e = reminder(ReminderOp::Get, "r1", &ActorError::NotHosted("T".into()));
         assert_eq!(e.http_status(), StatusCode::FORBIDDEN);

@@ -5,7 +5,8 @@
 
 EVENTS is one file of test2json events, or a folder of them (one run per case).
 
-RESULTS.tsv: one line per test case of the suite (`daprd/jobs/get`, ...): name, status
+RESULTS.tsv: one line per test case of the suite (the rows of cases this run did not run are
+kept from earlier runs) (`daprd/jobs/get`, ...): name, status
 (pass, fail, skip), seconds. Sub-tests are folded into their case. LOG gets the output of every
 failed case, in full, for reading. Prints the counts.
 """
@@ -94,10 +95,21 @@ def finish(argv, status, elapsed, output, top, flaky, results_path, log_path):
             st = "flaky"
         # A case fails if any of its steps failed (the framework fails the parent then).
         rows.append((c, st, elapsed.get(c, 0.0)))
+    # A run of some cases (a focus) updates their rows and keeps the others' from earlier runs.
+    kept = []
+    if os.path.exists(results_path):
+        ran = {c for c, _, _ in rows}
+        for line in open(results_path, encoding="utf-8"):
+            if line.startswith("#") or not line.strip():
+                continue
+            name = line.split("\t", 1)[0]
+            if name not in ran:
+                kept.append(line.rstrip("\n"))
+    lines = kept + [f"{c}\t{st}\t{s:.1f}" for c, st, s in rows]
     with open(results_path, "w", encoding="utf-8") as f:
         f.write("# test\tstatus\tseconds\n")
-        for c, st, s in rows:
-            f.write(f"{c}\t{st}\t{s:.1f}\n")
+        for line in sorted(lines):
+            f.write(line + "\n")
     with open(log_path, "w", encoding="utf-8") as f:
         for c, st, _ in rows:
             if st == "fail":

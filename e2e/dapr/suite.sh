@@ -96,6 +96,7 @@ xargs -a "$out/$direction.cases" -d '\n' -P "${DAPR_SUITE_PARALLEL:-2}" -I{} \
 # Cases that failed are run once more, alone: the framework keeps ports apart only within one
 # process, so two cases at once can collide on a port, and a loaded box times out tests. What
 # passes then is listed as passed on a rerun (`flaky`), not hidden.
+rm -f "$out/$direction.first.tsv"
 python3 "$here/results.py" "$cases_dir" "$out/$direction.first.tsv" "$log.first" "$out/$direction.cases" >&2
 awk -F'\t' '$2 == "fail" {print $1}' "$out/$direction.first.tsv" >"$out/$direction.rerun"
 mkdir -p "$cases_dir/rerun"

@@ -42,9 +42,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a keep-alive ping may go unanswered before the connection counts as dead.
 const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Largest etcd response we decode (tonic's default of 4 MiB is too small for a page of
-/// large jobs).
-const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+/// Largest etcd response we decode: etcd's own Go client's default (`math.MaxInt32`), which
+/// Dapr's Scheduler uses. tonic's 4 MiB, and the 64 MiB this was, are too small for a page of
+/// large jobs (Dapr's `scheduler/api/list/size` lists 100 jobs of 2 MB).
+const MAX_RESPONSE_BYTES: usize = i32::MAX as usize;
 
 /// Why [`Client::connect`] refused its endpoints.
 #[derive(Debug, thiserror::Error)]

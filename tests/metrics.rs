@@ -453,7 +453,17 @@ async fn daprd_metrics_flags_choose_the_server_and_false_turns_it_off() {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     assert_eq!(on.metrics_addr, Some(addr));
     let s = scrape(addr).await;
-    assert_eq!(value(&s, "dapr_component_job_success_count", &DAPR), 0.0);
+    // Without NAMESPACE daprd labels its metrics with an empty namespace (its jobs still live
+    // under `default`).
+    let self_hosted = [
+        ("app_id", "myapp"),
+        ("namespace", ""),
+        ("operation", "job_trigger_op"),
+    ];
+    assert_eq!(
+        value(&s, "dapr_component_job_success_count", &self_hosted),
+        0.0
+    );
     // daprd serves its exposition on every path.
     assert_eq!(common::http(addr, "GET", "/", &[], b"").await.status, 200);
     on.shutdown_token().cancel();

@@ -427,17 +427,27 @@ for path in "${paths[@]}"; do
   e2e_log "path $path took $((SECONDS - t)) s"
 done
 
-# Results: this run's rows replace those of the same (sdk, path); the others are kept.
+# Results: this run's rows replace those of the same (sdk, path); the others are kept. Rows are
+# ordered by path, then SDK, so that a partial run leaves a small diff.
 mkdir -p "$results_dir"
-{
-  printf 'sdk\tpath\tfeature\tresult\tnote\n'
-  if [ -f "$results" ]; then
-    tail -n +2 "$results" | while IFS=$'\t' read -r s p rest; do
-      grep -qP "^\Q$s\E\t\Q$p\E\t" "$rows" || printf '%s\t%s\t%s\n' "$s" "$p" "$rest"
-    done
-  fi
-  cat "$rows"
-} >"$work/sdk.tsv"
+"$(e2e_python)" - "$results" "$rows" "$work/sdk.tsv" <<'PY'
+import os, sys
+old_path, new_path, out_path = sys.argv[1:4]
+def load(path):
+    if not os.path.exists(path):
+        return []
+    lines = open(path, encoding="utf-8").read().splitlines()
+    return [l.split("\t") for l in lines if l and not l.startswith("sdk\tpath\t")]
+new = load(new_path)
+ran = {(r[0], r[1]) for r in new}
+rows = [r for r in load(old_path) if (r[0], r[1]) not in ran] + new
+paths, sdks = ["i", "ii", "iii"], ["python", "go", "js", "java"]
+rank = lambda v, order: order.index(v) if v in order else len(order)
+rows.sort(key=lambda r: (rank(r[1], paths), rank(r[0], sdks)))  # stable: features keep their order
+with open(out_path, "w", encoding="utf-8") as f:
+    f.write("sdk\tpath\tfeature\tresult\tnote\n")
+    f.writelines("\t".join(r) + "\n" for r in rows)
+PY
 mv "$work/sdk.tsv" "$results"
 
 # The same as a table for the docs: SDK × feature rows, one column per path; every fail and

@@ -101,7 +101,7 @@ def main():
         if failed:
             out += ["Failed:", ""] + [f"- `{t}`" for t in failed] + [""]
         if flaky:
-            out += ["Passed on a rerun, alone (failed the first time, beside another case):", ""]
+            out += ["Passed on a rerun, alone (failed in the first pass: beside another case, or before a fix made in the same round):", ""]
             out += [f"- `{t}`" for t in flaky] + [""]
         if na_list:
             out += ["Not applicable:", ""] + [f"- `{t}`: {w}" for t, w in na_list] + [""]

@@ -829,6 +829,7 @@ fn descriptor_set_has_dapr_service() {
     assert_methods(
         find_service(&fds, "dapr.proto.runtime.v1.Dapr"),
         &[
+            rt("GetMetadata", "GetMetadataRequest", "GetMetadataResponse"),
             rt(
                 "ScheduleJobAlpha1",
                 "ScheduleJobRequest",
@@ -1036,4 +1037,43 @@ fn descriptor_set_is_self_contained_with_json_names() {
         assert_eq!(json("due_time"), "dueTime");
         assert_eq!(json("failure_policy"), "failurePolicy");
     }
+}
+
+/// `GetMetadataResponse` with Dapr's field numbers (dapr/proto/runtime/v1/metadata.proto):
+/// id 1, the deprecated actor counts 2, extended 4, runtime version 8, actor runtime 10
+/// (status 1, active actors 2, host ready 3), scheduler 11 (connected addresses 1).
+#[test]
+fn get_metadata_response_has_daprs_field_numbers() {
+    let count = [0x0a, 0x01, b'T', 0x10, 0x02]; // ActiveActorsCount{1:"T", 2:2}
+    let bytes = cat(&[
+        &ld(0x0a, b"app"), // 1:LEN id
+        &ld(0x12, &count), // 2:LEN active_actors_count
+        &ld(0x42, b"1.0"), // 8:LEN runtime_version
+        &ld(
+            0x52,
+            &cat(&[&[0x08, 0x02], &ld(0x12, &count), &[0x18, 0x01]]),
+        ), // 10:LEN actor_runtime
+        &ld(0x5a, &ld(0x0a, b"h:1")), // 11:LEN scheduler{1:"h:1"}
+    ]);
+    let active = runtime::ActiveActorsCount {
+        r#type: "T".into(),
+        count: 2,
+    };
+    #[allow(deprecated)]
+    let expected = runtime::GetMetadataResponse {
+        id: "app".into(),
+        active_actors_count: vec![active.clone()],
+        runtime_version: "1.0".into(),
+        actor_runtime: Some(runtime::ActorRuntime {
+            runtime_status: runtime::actor_runtime::ActorRuntimeStatus::Running as i32,
+            active_actors: vec![active],
+            host_ready: true,
+            placement: String::new(),
+        }),
+        scheduler: Some(runtime::MetadataScheduler {
+            connected_addresses: vec!["h:1".into()],
+        }),
+        ..Default::default()
+    };
+    round_trip(&bytes, &expected);
 }

@@ -5,6 +5,7 @@
 #   bash e2e/dapr/suite.sh sidecar   [FOCUS]   jobsd as daprd, the real Dapr Scheduler behind it
 #   bash e2e/dapr/suite.sh scheduler [FOCUS]   the real daprd, `jobsd scheduler` as the Scheduler
 #   bash e2e/dapr/suite.sh dapr      [FOCUS]   the real daprd and Scheduler: the baseline
+#   DAPRD_VERSION=v1.16.5 bash e2e/dapr/suite.sh scheduler [FOCUS]   an older daprd (skew)
 #
 # FOCUS is the suite's own `-focus` regex over test names (`daprd/jobs/get`, ...); the default
 # is this direction's part of the suite (below). Results, one line per test, go to
@@ -61,6 +62,14 @@ LAUNCH
 chmod +x "$out/scheduler-launcher"
 
 export DAPR_INTEGRATION_DAPRD_PATH="$DAPR_BIN_DIR/daprd"
+# DAPRD_VERSION=v1.16.5 (one of DAPR_SKEW_VERSIONS, built by `build.sh --skew`): an older real
+# daprd against this suite and jobsd, for version skew; results go to <direction>-daprd-<v>.tsv.
+tag="$direction"
+if [ -n "${DAPRD_VERSION:-}" ] && [ "$DAPRD_VERSION" != "$DAPR_VERSION" ]; then
+  DAPR_INTEGRATION_DAPRD_PATH="$cache/$DAPRD_VERSION/daprd"
+  [ -x "$DAPR_INTEGRATION_DAPRD_PATH" ] || { echo "suite.sh: no $DAPR_INTEGRATION_DAPRD_PATH (bash e2e/dapr/build.sh --skew)" >&2; exit 1; }
+  tag="$direction-daprd-$DAPRD_VERSION"
+fi
 export DAPR_INTEGRATION_SCHEDULER_PATH="$DAPR_BIN_DIR/scheduler"
 export DAPR_INTEGRATION_PLACEMENT_PATH="$DAPR_BIN_DIR/placement"
 case "$direction" in
@@ -105,6 +114,6 @@ if [ -s "$out/$direction.rerun" ]; then
   cases_dir="$cases_dir/rerun" xargs -a "$out/$direction.rerun" -d '\n' -P 1 -I{} \
     bash -c 'run_case "$1"' _ {}
 fi
-python3 "$here/results.py" "$cases_dir,$cases_dir/rerun" "$here/results/$direction.tsv" "$log" \
+python3 "$here/results.py" "$cases_dir,$cases_dir/rerun" "$here/results/$tag.tsv" "$log" \
   "$out/$direction.cases"
 echo "dapr suite: $direction done in $((SECONDS - t0)) s" >&2

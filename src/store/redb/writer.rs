@@ -582,11 +582,26 @@ impl Tables for RedbTables<'_> {
             .table(table)
             .extract_from_if::<&str, _>(bounds, |_, _| true)
             .map_err(Error::io)?;
-        for entry in &mut extracted {
-            let (k, v) = entry.map_err(Error::io)?;
-            removed += 1;
-            if let Some(undo) = undo.as_deref_mut() {
-                undo.push((table, k.value().to_owned(), Some(v.value().to_vec())));
+        // redb asserts on some inconsistencies of a damaged file (opened with `--store-check
+        // never`). The extraction's own drop flushes its removals and asserts again while the
+        // first panic unwinds, which aborts the process: on a panic it is forgotten instead, so
+        // the panic reaches the caller that turns it into a refusal (the transaction is
+        // poisoned and never commits).
+        let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for entry in &mut extracted {
+                let (k, v) = entry.map_err(Error::io)?;
+                removed += 1;
+                if let Some(undo) = undo.as_deref_mut() {
+                    undo.push((table, k.value().to_owned(), Some(v.value().to_vec())));
+                }
+            }
+            Ok::<_, Error>(())
+        }));
+        match walked {
+            Ok(walked) => walked?,
+            Err(panic) => {
+                std::mem::forget(extracted);
+                std::panic::resume_unwind(panic)
             }
         }
         // Removals are flushed on close; its error would otherwise only poison the commit.

@@ -168,12 +168,49 @@ async fn the_checksum_pass_runs_as_store_check_says() {
             "byte {at}: `always` opened a file `auto` refused"
         );
         let copy = damaged(dir.path(), DB_FILE, |b| b[at] ^= 0x10);
-        if Redb::open_with(copy.path(), with(StoreCheck::Never)).is_ok() {
+        if opens_unchecked(copy.path()) {
             // Only the checksum pass saw this flip (others redb notices however it opens).
             shown += 1;
         }
     }
     assert!(shown > 0, "no flip was found only by the checksum pass");
+}
+
+/// The variable that makes [`open_unchecked_in_a_child`] open a data dir.
+const UNCHECKED_DIR: &str = "JOBSD_TEST_OPEN_UNCHECKED";
+
+/// Whether the damaged data dir `dir` opens with `--store-check never`, asked of a child
+/// process: on some flips redb asserts while it commits the recovery and asserts again in a
+/// destructor while that unwinds, which aborts the process (nothing is written). A crash of
+/// the child counts as a refusal.
+fn opens_unchecked(dir: &Path) -> bool {
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "store::tests::wal::damage::open_unchecked_in_a_child",
+            "--test-threads=1",
+            "--quiet",
+        ])
+        .env(UNCHECKED_DIR, dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    status.success()
+}
+
+/// The child of [`opens_unchecked`]: opens the data dir it is given with `--store-check
+/// never` and fails when that is refused. Without the variable (a normal run) it does nothing.
+#[test]
+fn open_unchecked_in_a_child() {
+    let Some(dir) = std::env::var_os(UNCHECKED_DIR) else {
+        return;
+    };
+    let options = RedbOptions {
+        check: StoreCheck::Never,
+        ..RedbOptions::default()
+    };
+    assert!(Redb::open_with(Path::new(&dir), options).is_ok());
 }
 
 #[test]

@@ -16,6 +16,7 @@
 //! `type`), and bounded sets of jobsd's (`outcome`, `reason`); never a job name.
 
 mod cells;
+mod scheduler;
 pub mod server;
 
 use std::borrow::Cow;
@@ -30,6 +31,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 pub use cells::{Buckets, Fixed, Level, Tally};
+pub use scheduler::{JobType, SchedulerMetrics, Sent, SidecarError};
 
 use crate::trigger::TriggerResult;
 
@@ -40,10 +42,6 @@ const DAPR_LATENCY_MS: [f64; 34] = [
     100.0, 130.0, 160.0, 200.0, 250.0, 300.0, 400.0, 500.0, 650.0, 800.0, 1_000.0, 2_000.0,
     5_000.0, 10_000.0, 20_000.0, 50_000.0, 100_000.0,
 ];
-
-/// The Dapr Scheduler's buckets of `trigger_latency`, in milliseconds
-/// (`pkg/scheduler/monitoring`).
-const SCHEDULER_LATENCY_MS: [f64; 6] = [0.0, 100.0, 500.0, 1_000.0, 5_000.0, 10_000.0];
 
 /// Buckets of trigger lateness in seconds: sub-millisecond when healthy, up to an hour for a
 /// catch-up after downtime.
@@ -807,171 +805,6 @@ impl StoreMetrics {
     }
 }
 
-/// The kind of target a job has: the `type` label of the Scheduler's metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobType {
-    /// An app job.
-    Job,
-    /// An actor reminder.
-    Actor,
-    /// No target in the metadata.
-    Unknown,
-}
-
-impl JobType {
-    /// Every type, in the order they are exposed.
-    const ALL: [JobType; 3] = [JobType::Job, JobType::Actor, JobType::Unknown];
-
-    fn index(self) -> usize {
-        match self {
-            JobType::Job => 0,
-            JobType::Actor => 1,
-            JobType::Unknown => 2,
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            JobType::Job => "job",
-            JobType::Actor => "actor",
-            JobType::Unknown => "unknown",
-        }
-    }
-}
-
-/// The Dapr Scheduler's metrics (`pkg/scheduler/monitoring`), by target `type`:
-/// `dapr_scheduler_jobs_created_total`, `…_jobs_triggered_total` (acked SUCCESS),
-/// `…_jobs_failed_total` (acked FAILED), `…_jobs_undelivered_total` (no stream, or the
-/// stream went away), `…_trigger_latency` (milliseconds from sending a trigger to its ack,
-/// Dapr's buckets, for SUCCESS and FAILED), and `…_sidecars_connected` (WatchJobs streams,
-/// sampled at scrape time).
-#[derive(Clone, Default, Debug)]
-pub struct SchedulerMetrics(Option<Arc<SchedulerCells>>);
-
-/// The cells of [`SchedulerMetrics`], per [`JobType`] in [`JobType::ALL`] order.
-#[derive(Debug)]
-struct SchedulerCells {
-    /// `dapr_scheduler_jobs_created_total`.
-    created: [Counter; 3],
-    /// `dapr_scheduler_jobs_triggered_total`.
-    triggered: [Counter; 3],
-    /// `dapr_scheduler_jobs_failed_total`.
-    failed: [Counter; 3],
-    /// `dapr_scheduler_jobs_undelivered_total`.
-    undelivered: [Counter; 3],
-    /// `dapr_scheduler_trigger_latency`.
-    latency: [Buckets; 3],
-    /// `dapr_scheduler_sidecars_connected`.
-    sidecars: Level,
-}
-
-/// When a trigger went out on a stream, for [`SchedulerMetrics::answered`].
-#[derive(Debug, Clone, Copy)]
-pub struct Sent(Option<Instant>);
-
-impl SchedulerMetrics {
-    fn register(registry: &mut Registry) -> Self {
-        let cells = SchedulerCells {
-            created: Default::default(),
-            triggered: Default::default(),
-            failed: Default::default(),
-            undelivered: Default::default(),
-            latency: std::array::from_fn(|_| Buckets::new(&SCHEDULER_LATENCY_MS, NS_PER_MS)),
-            sidecars: Level::default(),
-        };
-        fn by_type<M: Clone>(cells: &[M; 3]) -> Fixed<M> {
-            Fixed::new(
-                JobType::ALL
-                    .iter()
-                    .map(|t| {
-                        (
-                            vec![("type", t.as_str().to_owned())],
-                            cells[t.index()].clone(),
-                        )
-                    })
-                    .collect(),
-            )
-        }
-        registry.register(
-            "dapr_scheduler_sidecars_connected",
-            "The number of dapr sidecars actively connected to the scheduler service",
-            cells.sidecars.clone(),
-        );
-        registry.register(
-            "dapr_scheduler_jobs_created",
-            "The total number of jobs scheduled",
-            by_type(&cells.created),
-        );
-        registry.register(
-            "dapr_scheduler_jobs_triggered",
-            "The total number of successfully triggered jobs",
-            by_type(&cells.triggered),
-        );
-        registry.register(
-            "dapr_scheduler_jobs_failed",
-            "The total number of failed jobs",
-            by_type(&cells.failed),
-        );
-        registry.register(
-            "dapr_scheduler_jobs_undelivered",
-            "The total number of undelivered jobs",
-            by_type(&cells.undelivered),
-        );
-        registry.register(
-            "dapr_scheduler_trigger_latency",
-            "The total time it takes to trigger a job from the scheduler service",
-            by_type(&cells.latency),
-        );
-        SchedulerMetrics(Some(Arc::new(cells)))
-    }
-
-    /// A job of type `t` was stored.
-    pub fn created(&self, t: JobType) {
-        if let Some(cells) = &self.0 {
-            cells.created[t.index()].inc();
-        }
-    }
-
-    /// A trigger is about to go out on a stream.
-    pub fn sending(&self) -> Sent {
-        Sent(self.0.as_ref().map(|_| Instant::now()))
-    }
-
-    /// A trigger of type `t` sent at `sent` got `result` (`Undeliverable` when it never
-    /// reached a stream or the stream went away).
-    pub fn answered(&self, t: JobType, sent: Sent, result: TriggerResult) {
-        let Some(cells) = &self.0 else {
-            return;
-        };
-        let at = t.index();
-        let counter = match result {
-            // A stream's acks are only Dapr's two; the others never come back from one.
-            TriggerResult::Success | TriggerResult::Cancel | TriggerResult::Accepted => {
-                &cells.triggered[at]
-            }
-            TriggerResult::Failed | TriggerResult::Held => &cells.failed[at],
-            TriggerResult::Undeliverable => {
-                cells.undelivered[at].inc();
-                return;
-            }
-        };
-        counter.inc();
-        if let Some(sent) = sent.0 {
-            // Dapr records whole milliseconds (`duration.Milliseconds()`), so a trigger acked
-            // within the millisecond lands in its `le="0"` bucket; the same here.
-            let ms = u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX);
-            cells.latency[at].observe(ms.saturating_mul(1_000_000));
-        }
-    }
-
-    /// Sets the number of connected WatchJobs streams (at scrape time).
-    pub fn set_sidecars(&self, n: usize) {
-        if let Some(cells) = &self.0 {
-            cells.sidecars.set(i64::try_from(n).unwrap_or(i64::MAX));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1063,27 +896,5 @@ mod tests {
             );
             assert!(text.contains(&line), "{line} in {text}");
         }
-    }
-
-    #[tokio::test]
-    async fn replica_families_are_the_scheduler_s_by_type() {
-        let m = Metrics::replica();
-        let s = m.scheduler();
-        s.created(JobType::Actor);
-        s.answered(JobType::Job, s.sending(), TriggerResult::Success);
-        s.answered(JobType::Job, s.sending(), TriggerResult::Undeliverable);
-        s.set_sidecars(3);
-        let text = m.render(Format::Prometheus).await.unwrap();
-        for line in [
-            "dapr_scheduler_jobs_created_total{type=\"actor\"} 1\n",
-            "dapr_scheduler_jobs_triggered_total{type=\"job\"} 1\n",
-            "dapr_scheduler_jobs_undelivered_total{type=\"job\"} 1\n",
-            "dapr_scheduler_trigger_latency_bucket{type=\"job\",le=\"0\"} 1\n",
-            "dapr_scheduler_sidecars_connected 3\n",
-        ] {
-            assert!(text.contains(line), "{line:?} missing from:\n{text}");
-        }
-        assert!(!text.contains("dapr_component_job"));
-        assert!(!text.contains("app_id"));
     }
 }

@@ -171,6 +171,7 @@ impl jsv1::jobs_server::Jobs for JobsService {
                         (0, String::new())
                     }
                     Err(e) => {
+                        self.pool.metrics().create_failed(kind);
                         let s = Status::from(e);
                         (s.code() as i32, s.message().to_owned())
                     }

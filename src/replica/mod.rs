@@ -6,6 +6,7 @@
 //! partitions this member owns ([`cluster`]), and the host list is the live members.
 
 pub mod cluster;
+pub mod gates;
 mod jobs;
 pub mod pool;
 pub mod server;
@@ -169,6 +170,7 @@ impl Replica {
                     hosts.clone(),
                 );
                 pool.gate(cluster.standing());
+                pool.follow_place(cluster.place());
                 (engine, task, Some(cluster))
             }
             _ => {

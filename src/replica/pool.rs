@@ -21,7 +21,8 @@ use tonic::Status;
 use crate::engine::Engine;
 
 use super::cluster::Standing;
-use crate::observe::{JobType, SchedulerMetrics};
+use super::gates::{Gates, Place};
+use crate::observe::{JobType, SchedulerMetrics, SidecarError};
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::JobTargetType;
 use crate::proto::scheduler::job_target_metadata::Type as Target;
@@ -50,6 +51,8 @@ pub struct Pool {
     metrics: SchedulerMetrics,
     /// In a cluster: whether this replica may fire at all (it holds a live lease).
     standing: OnceLock<Standing>,
+    /// The concurrency limits the streams named.
+    gates: Gates,
 }
 
 /// The routing table, under one lock: every change is a few map operations.
@@ -120,6 +123,7 @@ impl Pool {
     /// An empty pool recording the Dapr Scheduler's metrics into `metrics`.
     pub fn with_metrics(metrics: SchedulerMetrics) -> Self {
         Pool {
+            gates: Gates::with_metrics(metrics.clone()),
             metrics,
             ..Self::default()
         }
@@ -171,13 +175,11 @@ impl Pool {
     where
         S: Stream<Item = Result<sv1::WatchJobsRequest, Status>> + Send + 'static,
     {
-        let prefixes = prefixes_of(&initial)?;
-        if !initial.concurrency_limits.is_empty() {
-            tracing::debug!(
-                app_id = %initial.app_id,
-                "concurrency limits on WatchJobs are not enforced by this replica"
-            );
-        }
+        let prefixes = prefixes_of(&initial).inspect_err(|e| {
+            if e.code() == tonic::Code::InvalidArgument {
+                self.metrics.sidecar_error(SidecarError::AuthFailed);
+            }
+        })?;
         let (tx, rx) = mpsc::channel(OUTBOUND_BUFFER);
         let conn = Arc::new(Conn {
             id: self.next_conn.fetch_add(1, Ordering::Relaxed),
@@ -189,10 +191,14 @@ impl Pool {
             closed: CancellationToken::new(),
             error: Mutex::default(),
         });
+        // The limits hold before any trigger can reach the stream.
+        self.gates
+            .open_stream(conn.id, &initial.namespace, &initial.concurrency_limits);
         let first = {
             let mut guard = lock(&self.routes);
             let routes = &mut *guard;
             if routes.closed {
+                self.gates.close_stream(conn.id);
                 return Err(Status::unknown("server is closing"));
             }
             routes.conns.insert(conn.id, conn.clone());
@@ -234,6 +240,22 @@ impl Pool {
         for conn in all {
             self.close(&conn, Some(Status::unknown("server is closing")));
         }
+        self.gates.close_all();
+    }
+
+    /// Follows where this replica stands among the live ones (its share of each concurrency
+    /// limit) until the sender goes.
+    pub fn follow_place(&self, mut place: tokio::sync::watch::Receiver<Place>) {
+        let gates = self.gates.clone();
+        tokio::spawn(async move {
+            loop {
+                let now = *place.borrow_and_update();
+                gates.set_place(now);
+                if place.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     fn release(&self, prefixes: Vec<String>) {
@@ -264,6 +286,9 @@ impl Pool {
                     }
                 }
                 Some(Err(status)) => {
+                    if status.code() != tonic::Code::Cancelled {
+                        self.metrics.sidecar_error(SidecarError::RecvFailed);
+                    }
                     tracing::debug!(stream = %conn.label, id = conn.id, error = %status, "WatchJobs stream failed");
                     self.close(&conn, None);
                     return;
@@ -303,6 +328,8 @@ impl Pool {
         }
         // Unregistered before the results go out: when the engine hears `Undeliverable` it
         // asks `is_deliverable`, which must already know whether another stream is left.
+        // Gates no other stream names go now, their waiting triggers with them.
+        self.gates.close_stream(conn.id);
         *lock(&conn.error) = error;
         let waiting = {
             let mut acks = lock(&conn.acks);
@@ -403,9 +430,22 @@ impl Sink for Pool {
         if !self.may_fire() {
             return TriggerResult::Undeliverable;
         }
-        let sent = self.metrics.sending();
         let kind = job_type(&trigger.metadata);
+        // The concurrency limits first: a trigger may wait here for a slot.
+        let permit = match self.gates.admit(&trigger.metadata).await {
+            Ok(permit) => permit,
+            Err(result) => {
+                self.metrics.answered(kind, self.metrics.sending(), result);
+                return result;
+            }
+        };
+        if !self.may_fire() {
+            return TriggerResult::Undeliverable;
+        }
+        let sent = self.metrics.sending();
         let result = self.send(trigger).await;
+        // Answered: the slot is free for the next waiting trigger.
+        drop(permit);
         self.metrics.answered(kind, sent, result);
         result
     }
@@ -456,7 +496,12 @@ impl Pool {
         }
         tracing::debug!(job = %trigger.name, stream = conn.id, id, "trigger sent");
         let sent = tokio::select! {
-            sent = conn.tx.send(response) => sent.is_ok(),
+            sent = conn.tx.send(response) => {
+                if sent.is_err() {
+                    self.metrics.sidecar_error(SidecarError::SendFailed);
+                }
+                sent.is_ok()
+            }
             () = conn.closed.cancelled() => false,
         };
         if !sent {
@@ -587,6 +632,60 @@ mod tests {
         assert!(pool.is_deliverable("app||ns||a||job"));
         assert!(!pool.is_deliverable("actorreminder||ns||Cart||1||r"));
         assert_eq!(lock(&pool.routes).lens.len(), 1);
+    }
+
+    fn reminder_meta(actor_type: &str, id: &str) -> sv1::JobMetadata {
+        sv1::JobMetadata {
+            app_id: "a".into(),
+            namespace: "ns".into(),
+            target: Some(sv1::JobTargetMetadata {
+                r#type: Some(Target::Actor(sv1::TargetActorReminder {
+                    id: id.into(),
+                    r#type: actor_type.into(),
+                })),
+            }),
+            concurrency_key: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_s_concurrency_limit_holds_triggers_until_answers_free_a_slot() {
+        let pool = Arc::new(Pool::new());
+        let mut init = initial("a", &[JobTargetType::ActorReminder], &["T"]);
+        init.concurrency_limits = vec![sv1::ConcurrencyLimit {
+            max_concurrent: 1,
+            name: None,
+            target: Some(sv1::concurrency_limit::Target::Actor(
+                sv1::ConcurrencyLimitActor { r#type: "T".into() },
+            )),
+        }];
+        let (inbound, mut out) = open(&pool, init);
+        let deliver = |id: &str| {
+            let p = pool.clone();
+            let t = trigger(reminder_meta("T", id), id);
+            tokio::spawn(async move { p.deliver(t).await })
+        };
+        let one = deliver("1");
+        let first = out.next().await.unwrap().unwrap();
+        let two = deliver("2");
+        let three = deliver("3");
+        let held = tokio::time::timeout(std::time::Duration::from_millis(200), out.next()).await;
+        assert!(
+            held.is_err(),
+            "a second trigger went out under a limit of 1"
+        );
+        // A FAILED answer frees the slot as well as a SUCCESS.
+        inbound.send(ack(first.id, 1)).unwrap();
+        assert_eq!(one.await.unwrap(), TriggerResult::Failed);
+        let second = out.next().await.unwrap().unwrap();
+        assert_eq!(second.name, "2", "waiting triggers go in order");
+        inbound.send(ack(second.id, 0)).unwrap();
+        assert_eq!(two.await.unwrap(), TriggerResult::Success);
+        let third = out.next().await.unwrap().unwrap();
+        assert_eq!(third.name, "3");
+        // The stream goes: its in-flight trigger is undeliverable, and the gate with it.
+        drop(inbound);
+        assert_eq!(three.await.unwrap(), TriggerResult::Undeliverable);
     }
 
     #[tokio::test]

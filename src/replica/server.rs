@@ -15,7 +15,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::pool::{Outbound, Pool, job_type};
 use crate::engine::{Engine, JobExtras};
-use crate::observe::JobType;
+use crate::observe::{JobType, SidecarError};
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_server::{Scheduler, SchedulerServer};
 use crate::proto::scheduler::watch_jobs_request::WatchJobRequestType;
@@ -84,7 +84,9 @@ impl Scheduler for SchedulerService {
         &self,
         request: Request<sv1::GetJobRequest>,
     ) -> Result<Response<sv1::GetJobResponse>, Status> {
-        let job = self.engine.get_job(request.into_inner()).await?;
+        let request = request.into_inner();
+        authz(&self.pool, request.metadata.as_ref());
+        let job = self.engine.get_job(request).await?;
         Ok(Response::new(sv1::GetJobResponse { job: Some(job) }))
     }
 
@@ -92,7 +94,11 @@ impl Scheduler for SchedulerService {
         &self,
         request: Request<sv1::DeleteJobRequest>,
     ) -> Result<Response<sv1::DeleteJobResponse>, Status> {
-        self.engine.delete_job(request.into_inner()).await?;
+        let request = request.into_inner();
+        authz(&self.pool, request.metadata.as_ref());
+        let kind = request.metadata.as_ref().map_or(JobType::Unknown, job_type);
+        self.engine.delete_job(request).await?;
+        self.pool.metrics().deleted(kind);
         Ok(Response::new(sv1::DeleteJobResponse {}))
     }
 
@@ -123,7 +129,9 @@ impl Scheduler for SchedulerService {
         &self,
         request: Request<sv1::ListJobsRequest>,
     ) -> Result<Response<sv1::ListJobsResponse>, Status> {
-        let jobs = self.engine.list_jobs(request.into_inner()).await?;
+        let request = request.into_inner();
+        authz(&self.pool, request.metadata.as_ref());
+        let jobs = self.engine.list_jobs(request).await?;
         Ok(Response::new(sv1::ListJobsResponse { jobs }))
     }
 
@@ -151,7 +159,10 @@ impl Scheduler for SchedulerService {
         &self,
         request: Request<sv1::DeleteByMetadataRequest>,
     ) -> Result<Response<sv1::DeleteByMetadataResponse>, Status> {
-        self.engine.delete_by_metadata(request.into_inner()).await?;
+        let request = request.into_inner();
+        authz(&self.pool, request.metadata.as_ref());
+        self.engine.delete_by_metadata(request).await?;
+        self.pool.metrics().bulk_deleted();
         Ok(Response::new(sv1::DeleteByMetadataResponse {}))
     }
 
@@ -159,9 +170,10 @@ impl Scheduler for SchedulerService {
         &self,
         request: Request<sv1::DeleteByNamePrefixRequest>,
     ) -> Result<Response<sv1::DeleteByNamePrefixResponse>, Status> {
-        self.engine
-            .delete_by_name_prefix(request.into_inner())
-            .await?;
+        let request = request.into_inner();
+        authz(&self.pool, request.metadata.as_ref());
+        self.engine.delete_by_name_prefix(request).await?;
+        self.pool.metrics().bulk_deleted();
         Ok(Response::new(sv1::DeleteByNamePrefixResponse {}))
     }
 }
@@ -175,9 +187,33 @@ pub(super) async fn create(
     extras: JobExtras,
 ) -> Result<(), Status> {
     let kind = request.metadata.as_ref().map_or(JobType::Unknown, job_type);
-    engine.schedule_job_with(request, extras).await?;
-    pool.metrics().created(kind);
-    Ok(())
+    if !authz(pool, request.metadata.as_ref()) {
+        engine.schedule_job_with(request, extras).await?;
+        return Ok(());
+    }
+    match engine.schedule_job_with(request, extras).await {
+        Ok(()) => {
+            pool.metrics().created(kind);
+            Ok(())
+        }
+        Err(e) => {
+            // Dapr counts what its cron refused (a bad schedule, a name taken without
+            // overwrite), not a request without an owner.
+            pool.metrics().create_failed(kind);
+            Err(e.into())
+        }
+    }
+}
+
+/// Dapr's first check of every call that names a job's owner: without a namespace or an app
+/// id the call is refused (the engine answers Dapr's error) and counted as a sidecar's
+/// `auth_failed` error. Whether the owner is named.
+pub(super) fn authz(pool: &Pool, metadata: Option<&sv1::JobMetadata>) -> bool {
+    let named = metadata.is_some_and(|m| !m.namespace.is_empty() && !m.app_id.is_empty());
+    if !named {
+        pool.metrics().sidecar_error(SidecarError::AuthFailed);
+    }
+    named
 }
 
 /// [`create`] under its client's conditions; counted only when written.
@@ -189,6 +225,7 @@ pub(super) async fn create_guarded(
     conditions: &crate::engine::guard::Conditions,
 ) -> Result<crate::engine::guard::Guarded, Status> {
     let kind = request.metadata.as_ref().map_or(JobType::Unknown, job_type);
+    authz(pool, request.metadata.as_ref());
     let outcome = engine
         .schedule_job_guarded(request, extras, conditions)
         .await?;

@@ -54,6 +54,7 @@ use tokio_util::sync::CancellationToken;
 use self::far::Far;
 use self::lease::Lease;
 pub use self::partition::{owner_of, partition_of, share_of};
+use super::gates::Place;
 use crate::engine::Engine;
 use crate::store::etcd::client::{self as etcd, Client, CompareWith};
 use crate::store::{Change, Etcd};
@@ -91,6 +92,8 @@ pub struct Cluster {
     standing: Standing,
     /// Who fires which partition.
     directory: Directory,
+    /// Where this member stands among the live ones.
+    place: watch::Receiver<Place>,
     /// Stops the member loop.
     stop: CancellationToken,
     /// The member loop; it leaves the cluster before it ends.
@@ -108,9 +111,11 @@ impl Cluster {
     ) -> Cluster {
         let stop = CancellationToken::new();
         let standing = Standing::default();
+        let (place, place_rx) = watch::channel(Place::default());
         let (directory, bring_in) = Directory::new(cfg.partitions, &cfg.address);
         let ns = cfg.namespace.trim_end_matches('/');
         let member = Member {
+            place,
             standing: standing.clone(),
             directory: directory.clone(),
             holders: HashMap::new(),
@@ -137,6 +142,7 @@ impl Cluster {
         Cluster {
             standing,
             directory,
+            place: place_rx,
             stop,
             task,
         }
@@ -146,6 +152,12 @@ impl Cluster {
     /// takes or lets go of partitions).
     pub fn directory(&self) -> Directory {
         self.directory.clone()
+    }
+
+    /// Where this member stands among the live ones (their number and its position by id),
+    /// kept current by each round: its share of the concurrency limits.
+    pub fn place(&self) -> watch::Receiver<Place> {
+        self.place.clone()
     }
 
     /// Whether this member holds a live lease right now: a trigger sink checks it before
@@ -169,6 +181,8 @@ type Changes = Pin<Box<dyn Stream<Item = Change> + Send>>;
 
 /// One member's state; owned by its loop.
 struct Member {
+    /// This member's place among the live ones, from the last round.
+    place: watch::Sender<Place>,
     /// Follows `lease` for the trigger sink.
     standing: Standing,
     /// Published from `owned` and `holders`.
@@ -419,6 +433,14 @@ impl Member {
             true
         });
         let ids: Vec<String> = members.into_keys().collect();
+        if let Some(index) = ids.iter().position(|id| *id == self.cfg.id) {
+            let place = Place {
+                count: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+            };
+            self.place
+                .send_if_modified(|now| std::mem::replace(now, place) != place);
+        }
         let share = share_of(&self.cfg.id, &ids, self.cfg.partitions);
 
         // Partitions we fire but no longer hold (our key expired or was deleted).

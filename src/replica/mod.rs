@@ -211,8 +211,17 @@ impl Replica {
             async move {
                 stop.cancelled().await;
                 server::set_not_serving(&reporter).await;
-                if let Some(cluster) = cluster {
-                    cluster.stop().await;
+                if let Some(cluster) = cluster
+                    && tokio::time::timeout(LEAVE_WAIT, cluster.stop())
+                        .await
+                        .is_err()
+                {
+                    // The last members of a cluster stopped one by one lose etcd's quorum.
+                    tracing::warn!(
+                        "could not leave the cluster within {}s (etcd does not answer); the \
+                         lease expires on its own and the others take the partitions then",
+                        LEAVE_WAIT.as_secs()
+                    );
                 }
                 pool.close_all();
             }
@@ -370,14 +379,36 @@ impl Replica {
         }
         self.pool.close_all();
         self.engine_stop.cancel();
-        if let Err(e) = self.engine_task.await {
-            tracing::error!(error = %e, "trigger loop failed");
+        let store = self.store;
+        let engine_task = self.engine_task;
+        let finish = async move {
+            if let Err(e) = engine_task.await {
+                tracing::error!(error = %e, "trigger loop failed");
+            }
+            store.close().await
+        };
+        match tokio::time::timeout(LAST_WRITES_WAIT, finish).await {
+            Ok(closed) => closed?,
+            // Nothing acknowledged is lost: creates are answered once written. What is left
+            // are the last triggers' results, and their jobs fire again (at least once).
+            Err(_) => tracing::warn!(
+                "the store did not take the last writes within {}s of the stop (etcd does not \
+                 answer); stopping without them: the triggers they record fire again",
+                LAST_WRITES_WAIT.as_secs()
+            ),
         }
-        self.store.close().await?;
         tracing::info!("jobsd scheduler stopped");
         result
     }
 }
+
+/// How long a stop waits for leaving the cluster (the triggers in flight answered and
+/// written, the partitions handed over: up to 5 s, then the lease revoked). The Dapr Scheduler
+/// stops at once even when its etcd has lost its quorum (the last members of a cluster stopped
+/// one by one), and so must a replica.
+const LEAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
+/// Then how long it waits for the store's last writes.
+const LAST_WRITES_WAIT: std::time::Duration = std::time::Duration::from_secs(4);
 
 /// How a connection is secured, for the start-up log line: `None` = plaintext, else whether
 /// both sides present certificates.

@@ -56,6 +56,7 @@ pub(crate) mod client;
 mod creates;
 mod gather;
 mod history;
+pub(crate) mod job_value;
 mod known;
 mod legacy;
 mod overlay;
@@ -247,7 +248,12 @@ impl Etcd {
     /// (`known.rs`). Harmless if the job has moved on since: the compare is refused and the
     /// write reads.
     pub fn saw_job(&self, key: &str, mod_revision: i64, value: &[u8]) {
-        self.inner.known.saw_job(key, mod_revision, value);
+        // The writer reads jobs as `StoredJob`s (`job_value.rs`); one that does not decode is
+        // read from etcd, which reports it.
+        match job_value::to_stored(key, value) {
+            Ok(stored) => self.inner.known.saw_job(key, mod_revision, &stored),
+            Err(_) => self.inner.known.forget_job(key),
+        }
     }
 
     /// Tells the writer a job delete the watch saw: what it knew of the job is forgotten.
@@ -331,7 +337,7 @@ impl Store for Etcd {
         self.check_open()?;
         let full = format!("{}{key}", self.inner.jobs_prefix);
         let value = self.inner.get_value(full).await?;
-        value.map(|v| apply::decode_job(key, &v)).transpose()
+        value.map(|v| job_value::decode(key, &v)).transpose()
     }
 
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {
@@ -358,7 +364,7 @@ impl Store for Etcd {
         let mut jobs = Vec::new();
         while let Some(page) = pages.next().await? {
             for (key, value) in page {
-                let job = apply::decode_job(&key, &value)?;
+                let job = job_value::decode(&key, &value)?;
                 jobs.push((key, job));
             }
         }

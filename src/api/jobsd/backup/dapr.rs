@@ -11,12 +11,12 @@
 use std::collections::HashMap;
 
 use prost::Message;
-use prost_types::Timestamp;
+use prost_types::{Any, Timestamp};
 
+use crate::proto::common::JobFailurePolicy;
 use crate::proto::scheduler as sv1;
-use crate::proto::store::{StoredCounter, StoredJob};
+use crate::proto::store::{StoredCounter, StoredJob, stored_job::Begin};
 use crate::scheduler::BackupRecord;
-use crate::store::etcd::job_value;
 use crate::trigger::keys;
 
 /// Largest Dapr export read (it is one gob value, read whole).
@@ -39,6 +39,43 @@ pub fn too_large() -> String {
 pub fn looks_like_dapr_export(head: &[u8]) -> bool {
     head.windows(b"ExportFile".len())
         .any(|w| w == b"ExportFile")
+}
+
+/// go-etcd-cron's `stored.Job`.
+#[derive(Clone, PartialEq, Message)]
+struct DaprStoredJob {
+    #[prost(uint64, tag = "1")]
+    partition_id: u64,
+    #[prost(message, optional, tag = "2")]
+    start: Option<Timestamp>,
+    #[prost(message, optional, tag = "3")]
+    due_time: Option<Timestamp>,
+    #[prost(message, optional, tag = "4")]
+    expiration: Option<Timestamp>,
+    #[prost(message, optional, tag = "5")]
+    job: Option<DaprApiJob>,
+}
+
+/// go-etcd-cron's `api.Job`.
+#[derive(Clone, PartialEq, Message)]
+struct DaprApiJob {
+    #[prost(string, optional, tag = "1")]
+    schedule: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    due_time: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    ttl: Option<String>,
+    #[prost(uint32, optional, tag = "4")]
+    repeats: Option<u32>,
+    /// Dapr's `scheduler.v1.JobMetadata`.
+    #[prost(message, optional, tag = "5")]
+    metadata: Option<Any>,
+    /// The job's data.
+    #[prost(message, optional, tag = "6")]
+    payload: Option<Any>,
+    /// Same fields and numbers as Dapr's `common.v1.JobFailurePolicy`.
+    #[prost(message, optional, tag = "7")]
+    failure_policy: Option<JobFailurePolicy>,
 }
 
 /// go-etcd-cron's `stored.Counter`.
@@ -81,35 +118,46 @@ pub fn records(bytes: &[u8], metadata: &sv1::JobMetadata) -> Result<DaprJobs, St
             out.not_ours += 1;
             continue;
         };
-        // The etcd store's reading of a job value: a Dapr Scheduler's, a jobsd cluster's (with
-        // jobsd's settings) or an older jobsd cluster's.
-        let stored = job_value::decode(job_key, jobs[key].as_slice()).map_err(|e| {
-            let e = std::error::Error::source(&e).map_or(e.to_string(), ToString::to_string);
-            format!("Dapr Scheduler export: job {job_key:?}: {e}")
-        })?;
+        let stored = DaprStoredJob::decode(jobs[key].as_slice())
+            .map_err(|e| format!("Dapr Scheduler export: job {job_key:?}: {e}"))?;
         let counter = counters
             .get(&format!("{COUNTERS}{job_key}"))
             .map(|bytes| DaprCounter::decode(bytes.as_slice()))
             .transpose()
             .map_err(|e| format!("Dapr Scheduler export: counter {job_key:?}: {e}"))?
-            .filter(|c| c.job_partition_id == stored.generation);
+            .filter(|c| c.job_partition_id == stored.partition_id);
         out.records.push(record_of(name, stored, counter));
     }
     Ok(out)
 }
 
-/// jobsd's record of an exported job and its counter: the job as stored, its owner left to
-/// the importing app.
-fn record_of(name: &str, job: StoredJob, counter: Option<DaprCounter>) -> BackupRecord {
-    let generation = job.generation;
+/// jobsd's record of a go-etcd-cron job and counter.
+fn record_of(name: &str, stored: DaprStoredJob, counter: Option<DaprCounter>) -> BackupRecord {
+    let api = stored.job.unwrap_or_default();
+    let begin = match (stored.due_time, stored.start) {
+        (Some(due), _) => Some(Begin::DueTime(due)),
+        (None, Some(start)) => Some(Begin::Start(start)),
+        (None, None) => None,
+    };
     BackupRecord {
         name: name.to_owned(),
         job: StoredJob {
+            job: Some(sv1::Job {
+                schedule: api.schedule,
+                repeats: api.repeats,
+                due_time: api.due_time,
+                ttl: api.ttl,
+                data: api.payload,
+                failure_policy: api.failure_policy,
+            }),
             metadata: None,
-            ..job
+            generation: stored.partition_id,
+            begin,
+            expiration: stored.expiration,
+            ..StoredJob::default()
         },
         counter: counter.map(|c| StoredCounter {
-            generation,
+            generation: stored.partition_id,
             count: c.count,
             last_trigger: c.last_trigger,
             attempts: c.attempts,

@@ -184,7 +184,7 @@ fn from_cron(job: EtcdJob) -> Result<StoredJob, prost::DecodeError> {
         .map(|any| sv1::JobMetadata::decode(any.value.as_slice()))
         .transpose()?;
     Ok(StoredJob {
-        job: has_job.then(|| sv1::Job {
+        job: has_job.then_some(sv1::Job {
             schedule: cron.schedule,
             repeats: cron.repeats,
             due_time: cron.due_time,

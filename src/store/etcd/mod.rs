@@ -1,6 +1,7 @@
 //! A [`Store`] in etcd, laid out like go-etcd-cron's so the Dapr Scheduler's tools see our
-//! data where they expect it: `<namespace>/jobs/<key>` holds the encoded [`StoredJob`] and
-//! `<namespace>/counters/<key>` its [`StoredCounter`] (namespace `dapr` in production).
+//! data where they expect it: `<namespace>/jobs/<key>` holds the [`StoredJob`] in go-etcd-cron's
+//! `stored.Job` layout (`job_value.rs`) and `<namespace>/counters/<key>` its [`StoredCounter`],
+//! whose first fields are go-etcd-cron's `stored.Counter` (namespace `dapr` in production).
 //!
 //! jobsd's own history lives beside them, under a prefix go-etcd-cron never reads:
 //! `<namespace>/x-jobsd/runs/<key>\0<seq:016x>` holds each [`StoredRun`](super::StoredRun)
@@ -10,6 +11,8 @@
 //!
 //! The rooms:
 //! - this file: [`Etcd`] and its [`Store`] reads, and how calls retry;
+//! - `job_value.rs`: a job's value in etcd (go-etcd-cron's layout), read and written only
+//!   through it; the ops see [`StoredJob`] bytes, as in the other stores;
 //! - `writer.rs`: the group-commit writer task (batches, the commit marker, range deletes);
 //! - `overlay.rs`: the keys a batch reads at one revision, the ops applied on top, and the
 //!   compare-and-swap txn that commits them;

@@ -19,6 +19,7 @@ const PROTOS: &[&str] = &[
     "dapr/proto/internals/v1/jobs.proto",
     "dapr/proto/scheduler/v1/scheduler.proto",
     "jobsd/store/v1/store.proto",
+    "jobsd/store/v1/etcd.proto",
     "jobsd/v1/jobs.proto",
     "jobsd/scheduler/v1/jobs.proto",
 ];

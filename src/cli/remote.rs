@@ -19,7 +19,7 @@ use super::show::{GetArgs, describe};
 use super::steer::{self, DeleteArgs, Deleter};
 use super::{CliError, JobsCommand};
 use crate::api::jobsd::json::view as view_json;
-use crate::api::json::job_to_json;
+use crate::api::json::view_job_to_json;
 use crate::api::scheduler_to_runtime_job;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
 use crate::proto::scheduler as sv1;
@@ -297,7 +297,7 @@ fn select(jobs: Vec<sv1::NamedJob>, selector: &Selector) -> Result<Vec<sv1::Name
 /// A Scheduler job as Dapr's GET answers it.
 fn job_json(name: &str, job: sv1::Job) -> Result<Value, CliError> {
     let job = scheduler_to_runtime_job(name.to_owned(), job);
-    let text = job_to_json(&job).map_err(|e| CliError::Other(format!("job {name}: {e}")))?;
+    let text = view_job_to_json(&job).map_err(|e| CliError::Other(format!("job {name}: {e}")))?;
     serde_json::from_str(&text).map_err(|e| CliError::Other(format!("job {name}: {e}")))
 }
 

@@ -999,6 +999,9 @@ pub(crate) struct Joiner<C> {
     counters: C,
     /// A counter read from `counters` but not joined yet (its key is past the last job's).
     pending: Option<(String, Vec<u8>)>,
+    /// How a job's bytes decode: [`decode_job`], or the etcd store's own (its values follow
+    /// go-etcd-cron's layout).
+    decode: fn(&str, &[u8]) -> Result<StoredJob, Error>,
 }
 
 impl<C> Joiner<C>
@@ -1007,15 +1010,24 @@ where
 {
     /// A joiner over `counters`, which must cover at least the keys of the jobs joined.
     pub(crate) fn new(counters: C) -> Self {
+        Self::decoding(counters, decode_job)
+    }
+
+    /// A joiner over `counters` whose jobs' bytes `decode` reads.
+    pub(crate) fn decoding(
+        counters: C,
+        decode: fn(&str, &[u8]) -> Result<StoredJob, Error>,
+    ) -> Self {
         Joiner {
             counters,
             pending: None,
+            decode,
         }
     }
 
     /// The loaded form of the job under `key`; jobs must come in increasing key order.
     pub(crate) fn join(&mut self, key: String, job_bytes: &[u8]) -> Result<LoadedJob, Error> {
-        let job = decode_job(&key, job_bytes)?;
+        let job = (self.decode)(&key, job_bytes)?;
         let mut counter = None;
         loop {
             let (ckey, bytes) = match self.pending.take() {

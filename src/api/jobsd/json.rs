@@ -3,7 +3,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
-use crate::api::json::job_to_json;
+use crate::api::json::view_job_to_json;
 use crate::api::{ApiError, scheduler_to_runtime_job};
 use crate::scheduler::views_wire::{next_before, outcome_name};
 use crate::scheduler::{JobView, ListPage, Run};
@@ -21,7 +21,7 @@ fn stamp(t: Option<&prost_types::Timestamp>) -> Option<DateTime<Utc>> {
 /// `{"name", "job": <Dapr's GET body>, "labels", "policy", "status"}`.
 pub fn view(view: &JobView) -> Result<String, ApiError> {
     let job = scheduler_to_runtime_job(view.name.clone(), view.job.clone());
-    let job = job_to_json(&job).map_err(ApiError::encode_json)?;
+    let job = view_job_to_json(&job).map_err(ApiError::encode_json)?;
     let s = &view.status;
     let rest = json!({
         "name": view.name,

@@ -18,6 +18,27 @@ pub fn job_to_json(job: &runtime::Job) -> Result<String, JsonError> {
     Ok(out)
 }
 
+/// [`job_to_json`] for jobsd's own views (`/jobsd/v1`, `jobsd jobs`). A job daprd made without
+/// data holds an `Any` of a `google.protobuf.Value` with no kind, which has no JSON form:
+/// Dapr's GET answers 500 for it (and jobsd's Dapr routes do the same), but jobsd's views show
+/// the job, without data, which is what daprd meant.
+pub fn view_job_to_json(job: &runtime::Job) -> Result<String, JsonError> {
+    if job.data.as_ref().is_some_and(is_no_data) {
+        let without = runtime::Job {
+            data: None,
+            ..job.clone()
+        };
+        return job_to_json(&without);
+    }
+    job_to_json(job)
+}
+
+/// Whether `any` is daprd's "no data": an `Any` of a `google.protobuf.Value` with no kind.
+fn is_no_data(any: &Any) -> bool {
+    any.type_url.rsplit('/').next() == Some("google.protobuf.Value")
+        && Value::decode(any.value.as_slice()).is_ok_and(|v| v.kind.is_none())
+}
+
 /// Appends the protojson of a `runtime.v1.Job` to `out`.
 pub fn write_job(out: &mut String, job: &runtime::Job) -> Result<(), JsonError> {
     let mut obj = Obj::new(out);

@@ -16,7 +16,9 @@ mod encode;
 mod scalar;
 
 pub use decode::parse_job_http_request;
-pub use encode::{format_duration, job_to_json, value_to_any, write_any, write_job};
+pub use encode::{
+    format_duration, job_to_json, value_to_any, view_job_to_json, write_any, write_job,
+};
 pub use scalar::parse_duration;
 
 use crate::go::protojson::ValueError;

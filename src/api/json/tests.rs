@@ -426,6 +426,39 @@ fn any_errors_are_protojsons() {
 }
 
 #[test]
+fn jobsds_views_show_daprds_no_data_as_none_where_dapr_fails() {
+    let job = runtime::Job {
+        name: "report".into(),
+        schedule: Some("@daily".into()),
+        data: Some(any("Value", Vec::new())),
+        ..runtime::Job::default()
+    };
+    // Dapr's GET: daprd's error, byte for byte.
+    assert_eq!(
+        job_to_json(&job).map_err(|e| e.to_string()),
+        Err("proto: google.protobuf.Value: none of the oneof fields is set".to_owned())
+    );
+    assert_eq!(
+        view_job_to_json(&job).unwrap(),
+        r#"{"name":"report","schedule":"@daily"}"#
+    );
+    // Data with a JSON form is shown as Dapr shows it; other failures stay failures.
+    let with = runtime::Job {
+        data: Some(any("StringValue", "x".to_owned().encode_to_vec())),
+        ..job.clone()
+    };
+    assert_eq!(
+        view_job_to_json(&with).unwrap(),
+        job_to_json(&with).unwrap()
+    );
+    let broken = runtime::Job {
+        data: Some(any("Value", vec![0xff])),
+        ..job
+    };
+    assert!(view_job_to_json(&broken).is_err());
+}
+
+#[test]
 fn floats_print_like_go() {
     for (n, want) in [
         (100.0, "100"),

@@ -32,6 +32,7 @@ use std::collections::HashSet;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client::{self, CompareWith, RangeRequest, RequestOp, TxnRequest, is_too_large};
+use super::job_value;
 use super::partition::index_value;
 use super::writer::{Answer, WriteReq, Writer, clone_prepared};
 use super::{Inner, MAX_TXN_BYTES};
@@ -432,7 +433,8 @@ fn put_txn(inner: &Inner, puts: &[&Prepared], marker_rev: i64, seq: u64, pass: P
         .map(|(key, value, create_only, due)| {
             let job = inner.full(Table::Jobs, key);
             let writes = vec![
-                client::put(job.clone(), value.to_vec(), 0),
+                // go-etcd-cron's layout in etcd (`job_value.rs`).
+                client::put(job.clone(), job_value::to_etcd(value), 0),
                 // The index key holds when the job fires first (`partition.rs`).
                 client::put(inner.index.key(key), index_value(due), 0),
             ];

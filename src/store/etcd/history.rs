@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 use std::ops::Bound;
 
-use super::Inner;
 use super::client::{self, prefix_end};
 use super::pager::{Pager, counters_of};
+use super::{Inner, job_value};
 use crate::store::apply::{self, Table};
 use crate::store::{Error, FinishedJob, PageItem, PageOf, StoredRun, run_key, runs_prefix};
 
@@ -102,6 +102,7 @@ pub(super) async fn page(
                 .into_iter()
                 .map(|(key, job)| {
                     let counter = counters.get(&key).map(Vec::as_slice);
+                    let job = job_value::into_stored(&key, job)?;
                     apply::active_item(key, &job, counter)
                 })
                 .collect()

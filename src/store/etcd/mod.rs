@@ -1,6 +1,7 @@
 //! A [`Store`] in etcd, laid out like go-etcd-cron's so the Dapr Scheduler's tools see our
-//! data where they expect it: `<namespace>/jobs/<key>` holds the encoded [`StoredJob`] and
-//! `<namespace>/counters/<key>` its [`StoredCounter`] (namespace `dapr` in production).
+//! data where they expect it: `<namespace>/jobs/<key>` holds the [`StoredJob`] in go-etcd-cron's
+//! `stored.Job` layout (`job_value.rs`) and `<namespace>/counters/<key>` its [`StoredCounter`],
+//! whose first fields are go-etcd-cron's `stored.Counter` (namespace `dapr` in production).
 //!
 //! jobsd's own history lives beside them, under a prefix go-etcd-cron never reads:
 //! `<namespace>/x-jobsd/runs/<key>\0<seq:016x>` holds each [`StoredRun`](super::StoredRun)
@@ -10,6 +11,8 @@
 //!
 //! The rooms:
 //! - this file: [`Etcd`] and its [`Store`] reads, and how calls retry;
+//! - `job_value.rs`: a job's value in etcd (go-etcd-cron's layout), read and written only
+//!   through it; the ops see [`StoredJob`] bytes, as in the other stores;
 //! - `writer.rs`: the group-commit writer task (batches, the commit marker, range deletes);
 //! - `overlay.rs`: the keys a batch reads at one revision, the ops applied on top, and the
 //!   compare-and-swap txn that commits them;
@@ -56,6 +59,7 @@ pub(crate) mod client;
 mod creates;
 mod gather;
 mod history;
+pub(crate) mod job_value;
 mod known;
 mod legacy;
 mod overlay;
@@ -247,7 +251,12 @@ impl Etcd {
     /// (`known.rs`). Harmless if the job has moved on since: the compare is refused and the
     /// write reads.
     pub fn saw_job(&self, key: &str, mod_revision: i64, value: &[u8]) {
-        self.inner.known.saw_job(key, mod_revision, value);
+        // The writer reads jobs as `StoredJob`s (`job_value.rs`); one that does not decode is
+        // read from etcd, which reports it.
+        match job_value::to_stored(key, value) {
+            Ok(stored) => self.inner.known.saw_job(key, mod_revision, &stored),
+            Err(_) => self.inner.known.forget_job(key),
+        }
     }
 
     /// Tells the writer a job delete the watch saw: what it knew of the job is forgotten.
@@ -331,7 +340,7 @@ impl Store for Etcd {
         self.check_open()?;
         let full = format!("{}{key}", self.inner.jobs_prefix);
         let value = self.inner.get_value(full).await?;
-        value.map(|v| apply::decode_job(key, &v)).transpose()
+        value.map(|v| job_value::decode(key, &v)).transpose()
     }
 
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {
@@ -358,7 +367,7 @@ impl Store for Etcd {
         let mut jobs = Vec::new();
         while let Some(page) = pages.next().await? {
             for (key, value) in page {
-                let job = apply::decode_job(&key, &value)?;
+                let job = job_value::decode(&key, &value)?;
                 jobs.push((key, job));
             }
         }

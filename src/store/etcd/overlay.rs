@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::client::{self, CompareWith, KeyValue, RequestOp, TxnRequest, is_transient};
+use super::job_value;
 use super::known::Known;
 use super::runs::{RunWrites, Write};
 use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, invalid};
@@ -63,6 +64,10 @@ pub(super) async fn read(inner: &Inner, reads: &ReadSet) -> Result<Snapshot, Rea
             .into_iter()
             .next()
             .map_or((0, None), |kv| (kv.mod_revision, Some(kv.value)));
+        let value = value
+            .map(|v| stored_value(*table, key, v))
+            .transpose()
+            .map_err(ReadError::Permanent)?;
         overlay
             .map(*table)
             .map_err(ReadError::Permanent)?
@@ -71,10 +76,11 @@ pub(super) async fn read(inner: &Inner, reads: &ReadSet) -> Result<Snapshot, Rea
     for (table, prefix) in &reads.prefixes {
         for kv in responses.next().unwrap_or_default() {
             let key = inner.strip(*table, &kv.key).map_err(ReadError::Permanent)?;
+            let value = stored_value(*table, &key, kv.value).map_err(ReadError::Permanent)?;
             overlay
                 .map(*table)
                 .map_err(ReadError::Permanent)?
-                .insert(key, Slot::read(kv.mod_revision, Some(kv.value)));
+                .insert(key, Slot::read(kv.mod_revision, Some(value)));
         }
         overlay.prefixes.push((*table, prefix.clone()));
     }
@@ -83,6 +89,15 @@ pub(super) async fn read(inner: &Inner, reads: &ReadSet) -> Result<Snapshot, Rea
         marker_seq,
         overlay,
     })
+}
+
+/// A value read from etcd as the ops see it: a job's as jobsd's `StoredJob` (`job_value.rs`),
+/// the rest as they are.
+fn stored_value(table: Table, key: &str, value: Vec<u8>) -> Result<Vec<u8>, Error> {
+    match table {
+        Table::Jobs => job_value::into_stored(key, value),
+        _ => Ok(value),
+    }
 }
 
 /// The snapshot of every key of `reads` as `known` holds them, if it holds them all and no
@@ -378,8 +393,13 @@ impl Overlay {
                 let index = (table == Table::Jobs).then(|| inner.index.key(key));
                 match &slot.current {
                     Some(value) => {
+                        // A job goes to etcd in go-etcd-cron's layout (`job_value.rs`).
+                        let value = match table {
+                            Table::Jobs => job_value::to_etcd(value),
+                            _ => value.clone(),
+                        };
                         bytes += full.len() + value.len();
-                        writes.push(client::put(full, value.clone(), 0));
+                        writes.push(client::put(full, value, 0));
                         if let Some(index) = index {
                             let due = self.due_time(key);
                             bytes += index.len() + due.len();

@@ -4,8 +4,8 @@
 
 use tokio::sync::mpsc;
 
-use super::Inner;
 use super::client::{self, RangeRequest};
+use super::{Inner, job_value};
 use crate::store::apply::{Joiner, Table};
 use crate::store::{Error, LoadedJob, ScanItem};
 
@@ -106,7 +106,7 @@ pub(super) async fn scan_pages(
     let mut jobs = Pager::new(inner, Table::Jobs, prefix, page_size);
     while let Some(page) = jobs.next().await? {
         let counters = counters_of(inner, &page, jobs.revision).await?;
-        let mut joiner = Joiner::new(counters.into_iter().map(Ok));
+        let mut joiner = Joiner::decoding(counters.into_iter().map(Ok), job_value::decode);
         let loaded = page
             .into_iter()
             .map(|(key, value)| joiner.join(key, &value))

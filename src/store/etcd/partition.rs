@@ -27,7 +27,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use tokio::sync::mpsc;
 
 use super::client::{self, CompareWith, RangeRequest, RequestOp};
-use super::{Inner, LIST_PAGE, OWN};
+use super::{Inner, LIST_PAGE, OWN, job_value};
 use crate::store::apply::{Joiner, Table};
 use crate::store::{Error, LoadedJob};
 
@@ -258,7 +258,7 @@ async fn read_jobs(
             None => missing.push(key),
         }
     }
-    let mut joiner = Joiner::new(counters.into_iter());
+    let mut joiner = Joiner::decoding(counters.into_iter(), job_value::decode);
     let loaded = jobs
         .into_iter()
         .map(|(key, value)| joiner.join(key, &value))

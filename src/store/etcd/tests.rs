@@ -10,9 +10,9 @@ use prost::Message;
 use super::OWN;
 use super::client::{Client, RangeRequest, prefix_end, read_key};
 use super::testing::{EtcdServer, fresh_namespace, shared};
-use super::{Change, Etcd};
+use super::{Change, Etcd, job_value};
 use crate::proto::store::{
-    FinishedJob, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
+    CronJob, EtcdJob, FinishedJob, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
 };
 use crate::store::{Op, OpResult, Store};
 
@@ -342,12 +342,124 @@ async fn keys_follow_go_etcd_crons_layout() {
         .range(read_key(format!("{ns}/jobs/{key}")))
         .await
         .unwrap();
-    assert_eq!(StoredJob::decode(&*got.kvs[0].value).unwrap(), job(7));
+    // The value is go-etcd-cron's `stored.Job` (what the Dapr CLI decodes): `partition_id` is
+    // the generation (`values_of_…` below and `job_value_tests.rs` check the rest).
+    let value = &got.kvs[0].value;
+    assert_eq!(job_value::layout(value), job_value::Layout::Cron);
+    assert_eq!(EtcdJob::decode(&**value).unwrap().partition_id, 7);
+    assert_eq!(job_value::decode(key, value).unwrap(), job(7));
+    // The counter is go-etcd-cron's `stored.Counter` in its first four fields (the CLI's COUNT
+    // and LAST TRIGGER), jobsd's status after them.
     let got = raw
         .range(read_key(format!("{ns}/counters/{key}")))
         .await
         .unwrap();
-    assert_eq!(StoredCounter::decode(&*got.kvs[0].value).unwrap().count, 3);
+    let counter = StoredCounter::decode(&*got.kvs[0].value).unwrap();
+    assert_eq!((counter.generation, counter.count), (7, 3));
+}
+
+/// A job in the layout of etcd values before they followed go-etcd-cron's (an older jobsd's),
+/// and one a Dapr Scheduler wrote, are read by every read and by the writer; a write puts
+/// go-etcd-cron's layout in their place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_of_an_older_jobsd_and_of_a_dapr_scheduler_are_read_and_rewritten() {
+    let endpoint = shared().endpoint();
+    let ns = fresh_namespace();
+    let s = Etcd::connect(&[&endpoint], &ns).await.unwrap();
+    let raw = Client::connect(&[&endpoint]).unwrap();
+    let meta = crate::proto::scheduler::JobMetadata {
+        app_id: "a".into(),
+        namespace: "default".into(),
+        ..Default::default()
+    };
+    let dapr_job = crate::proto::scheduler::Job {
+        schedule: Some("@every 1h".into()),
+        ..Default::default()
+    };
+    let old = StoredJob {
+        job: Some(dapr_job.clone()),
+        metadata: Some(meta.clone()),
+        generation: 5,
+        labels: [("team".to_owned(), "x".to_owned())].into(),
+        ..StoredJob::default()
+    };
+    let (old_key, dapr_key) = ("app||default||a||old", "app||default||a||dapr");
+    raw.put(format!("{ns}/jobs/{old_key}"), old.encode_to_vec())
+        .await
+        .unwrap();
+    let dapr_value = EtcdJob {
+        partition_id: 6,
+        job: Some(CronJob {
+            schedule: Some("@every 1h".into()),
+            metadata: Some(prost_types::Any {
+                type_url: job_value::METADATA_TYPE_URL.into(),
+                value: meta.encode_to_vec(),
+            }),
+            ..CronJob::default()
+        }),
+        ..EtcdJob::default()
+    };
+    raw.put(format!("{ns}/jobs/{dapr_key}"), dapr_value.encode_to_vec())
+        .await
+        .unwrap();
+    let from_dapr = StoredJob {
+        job: Some(dapr_job),
+        metadata: Some(meta),
+        generation: 6,
+        ..StoredJob::default()
+    };
+
+    assert_eq!(s.get_job(old_key).await.unwrap(), Some(old.clone()));
+    assert_eq!(s.get_job(dapr_key).await.unwrap(), Some(from_dapr.clone()));
+    let listed = s.list_jobs("app||default||a||").await.unwrap();
+    assert_eq!(
+        listed,
+        [
+            (dapr_key.to_owned(), from_dapr.clone()),
+            (old_key.to_owned(), old.clone())
+        ]
+    );
+    // The writer reads them (a counter needs its job's generation), and so does a scan.
+    assert_eq!(
+        write1(&s, put_counter(dapr_key, 6, 2)).await,
+        OpResult::Done
+    );
+    assert_eq!(write1(&s, put_counter(old_key, 5, 1)).await, OpResult::Done);
+    let mut scan = s.scan("app||default||a||", 10).await.unwrap();
+    let page = scan.next_page().await.unwrap().unwrap();
+    let counts: Vec<(u64, Option<u32>)> = page
+        .iter()
+        .map(|l| (l.job.generation, l.counter.as_ref().map(|c| c.count)))
+        .collect();
+    assert_eq!(counts, [(6, Some(2)), (5, Some(1))]);
+    // The active page reads them too.
+    let items = s
+        .page(crate::store::PageOf::Active, "app||default||a||", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[1].job, old);
+
+    // An overwrite of the older jobsd's job writes go-etcd-cron's layout, labels kept beside.
+    let again = StoredJob {
+        generation: 8,
+        ..old
+    };
+    let overwrite = Op::PutJob {
+        key: old_key.into(),
+        job: again.clone(),
+        create_only: false,
+        due: None,
+    };
+    assert_eq!(write1(&s, overwrite).await, OpResult::Done);
+    let got = raw
+        .range(read_key(format!("{ns}/jobs/{old_key}")))
+        .await
+        .unwrap();
+    let value = &got.kvs[0].value;
+    assert_eq!(job_value::layout(value), job_value::Layout::Cron);
+    assert_eq!(EtcdJob::decode(&**value).unwrap().partition_id, 8);
+    assert_eq!(s.get_job(old_key).await.unwrap(), Some(again));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

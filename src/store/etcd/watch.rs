@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::client::{self, EventType};
 use super::{CALL_TIMEOUT, Inner, backoff};
-use crate::store::apply::{self, Table};
+use crate::store::apply::Table;
 use crate::store::{Error, StoredJob};
 
 /// One change under the jobs prefix, from [`Etcd::watch_jobs`](super::Etcd::watch_jobs).
@@ -43,7 +43,7 @@ pub enum Change {
 impl Change {
     /// The job a [`Change::Put`] of `key` carries, decoded from its `value`.
     pub fn job(key: &str, value: &[u8]) -> Result<StoredJob, Error> {
-        apply::decode_job(key, value)
+        super::job_value::decode(key, value)
     }
 }
 

@@ -11,11 +11,10 @@
 use std::collections::HashMap;
 
 use prost::Message;
-use prost_types::{Any, Timestamp};
+use prost_types::Timestamp;
 
-use crate::proto::common::JobFailurePolicy;
 use crate::proto::scheduler as sv1;
-use crate::proto::store::{StoredCounter, StoredJob, stored_job::Begin};
+use crate::proto::store::{EtcdJob, StoredCounter, StoredJob, etcd_job, stored_job::Begin};
 use crate::scheduler::BackupRecord;
 use crate::trigger::keys;
 
@@ -39,43 +38,6 @@ pub fn too_large() -> String {
 pub fn looks_like_dapr_export(head: &[u8]) -> bool {
     head.windows(b"ExportFile".len())
         .any(|w| w == b"ExportFile")
-}
-
-/// go-etcd-cron's `stored.Job`.
-#[derive(Clone, PartialEq, Message)]
-struct DaprStoredJob {
-    #[prost(uint64, tag = "1")]
-    partition_id: u64,
-    #[prost(message, optional, tag = "2")]
-    start: Option<Timestamp>,
-    #[prost(message, optional, tag = "3")]
-    due_time: Option<Timestamp>,
-    #[prost(message, optional, tag = "4")]
-    expiration: Option<Timestamp>,
-    #[prost(message, optional, tag = "5")]
-    job: Option<DaprApiJob>,
-}
-
-/// go-etcd-cron's `api.Job`.
-#[derive(Clone, PartialEq, Message)]
-struct DaprApiJob {
-    #[prost(string, optional, tag = "1")]
-    schedule: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    due_time: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    ttl: Option<String>,
-    #[prost(uint32, optional, tag = "4")]
-    repeats: Option<u32>,
-    /// Dapr's `scheduler.v1.JobMetadata`.
-    #[prost(message, optional, tag = "5")]
-    metadata: Option<Any>,
-    /// The job's data.
-    #[prost(message, optional, tag = "6")]
-    payload: Option<Any>,
-    /// Same fields and numbers as Dapr's `common.v1.JobFailurePolicy`.
-    #[prost(message, optional, tag = "7")]
-    failure_policy: Option<JobFailurePolicy>,
 }
 
 /// go-etcd-cron's `stored.Counter`.
@@ -118,7 +80,9 @@ pub fn records(bytes: &[u8], metadata: &sv1::JobMetadata) -> Result<DaprJobs, St
             out.not_ours += 1;
             continue;
         };
-        let stored = DaprStoredJob::decode(jobs[key].as_slice())
+        // go-etcd-cron's `stored.Job`, as a Dapr Scheduler writes it and as a jobsd cluster
+        // does, with jobsd's settings beside it (`proto/jobsd/store/v1/etcd.proto`).
+        let stored = EtcdJob::decode(jobs[key].as_slice())
             .map_err(|e| format!("Dapr Scheduler export: job {job_key:?}: {e}"))?;
         let counter = counters
             .get(&format!("{COUNTERS}{job_key}"))
@@ -131,14 +95,14 @@ pub fn records(bytes: &[u8], metadata: &sv1::JobMetadata) -> Result<DaprJobs, St
     Ok(out)
 }
 
-/// jobsd's record of a go-etcd-cron job and counter.
-fn record_of(name: &str, stored: DaprStoredJob, counter: Option<DaprCounter>) -> BackupRecord {
+/// jobsd's record of a go-etcd-cron job and counter (with jobsd's settings when a jobsd
+/// cluster was exported).
+fn record_of(name: &str, stored: EtcdJob, counter: Option<DaprCounter>) -> BackupRecord {
     let api = stored.job.unwrap_or_default();
-    let begin = match (stored.due_time, stored.start) {
-        (Some(due), _) => Some(Begin::DueTime(due)),
-        (None, Some(start)) => Some(Begin::Start(start)),
-        (None, None) => None,
-    };
+    let begin = stored.begin.map(|b| match b {
+        etcd_job::Begin::DueTime(due) => Begin::DueTime(due),
+        etcd_job::Begin::Start(start) => Begin::Start(start),
+    });
     BackupRecord {
         name: name.to_owned(),
         job: StoredJob {
@@ -154,7 +118,10 @@ fn record_of(name: &str, stored: DaprStoredJob, counter: Option<DaprCounter>) ->
             generation: stored.partition_id,
             begin,
             expiration: stored.expiration,
-            ..StoredJob::default()
+            labels: stored.labels,
+            traceparent: stored.traceparent,
+            policy: stored.policy,
+            failure_policy: stored.failure_policy,
         },
         counter: counter.map(|c| StoredCounter {
             generation: stored.partition_id,
@@ -269,5 +236,55 @@ impl<'a> Gob<'a> {
     fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = usize::try_from(self.uint()?).ok()?;
         self.take(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::jobsd::v1::JobPolicy;
+    use crate::proto::store::CronJob;
+
+    /// A `dapr scheduler export` of a jobsd cluster carries jobsd's settings beside
+    /// go-etcd-cron's fields; `jobsd jobs import` keeps them, with the progress of the version.
+    #[test]
+    fn a_jobsd_clusters_job_keeps_its_settings_and_progress() {
+        let value = EtcdJob {
+            partition_id: 42,
+            begin: Some(etcd_job::Begin::Start(Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 0,
+            })),
+            job: Some(CronJob {
+                schedule: Some("@every 1h".into()),
+                ..CronJob::default()
+            }),
+            labels: [("team".to_owned(), "a".to_owned())].into(),
+            policy: Some(JobPolicy {
+                catch_up: "latest".into(),
+                ..JobPolicy::default()
+            }),
+            ..EtcdJob::default()
+        }
+        .encode_to_vec();
+        let counter = DaprCounter {
+            job_partition_id: 42,
+            count: 3,
+            ..DaprCounter::default()
+        };
+        let stored = EtcdJob::decode(value.as_slice()).unwrap();
+        let record = record_of("j", stored, Some(counter));
+        assert_eq!(record.job.generation, 42);
+        assert_eq!(record.job.labels.get("team").map(String::as_str), Some("a"));
+        assert_eq!(record.job.policy.unwrap().catch_up, "latest");
+        assert_eq!(
+            record.job.job.unwrap().schedule.as_deref(),
+            Some("@every 1h")
+        );
+        assert!(matches!(record.job.begin, Some(Begin::Start(_))));
+        assert_eq!(
+            record.counter.map(|c| (c.generation, c.count)),
+            Some((42, 3))
+        );
     }
 }

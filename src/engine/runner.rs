@@ -385,6 +385,11 @@ impl Runner {
                 self.leases.forget(&key, false);
                 self.resuming.remove(&key);
             }
+            if at.is_none() && plan.waits_forever(&counter) {
+                // Stored, never fired (see `Plan::waits_forever`).
+                self.jobs.remove(&key);
+                continue;
+            }
             if at.is_none() {
                 self.jobs.remove(&key);
                 self.outlet.metrics.skipped(Skip::Expired);
@@ -498,6 +503,13 @@ impl Runner {
                 let counter = Counter::default();
                 let at = plan.fire_time(&counter);
                 let generation = job.generation;
+                if at.is_none() && plan.waits_forever(&counter) {
+                    // A schedule that never matches: stored, never fired (Dapr keeps it).
+                    self.jobs.remove(&key);
+                    self.leases.forget(&key, false);
+                    self.resuming.remove(&key);
+                    return;
+                }
                 if at.is_none() {
                     // Nothing to fire, ever (e.g. a ttl already past): Dapr deletes such jobs.
                     self.jobs.remove(&key);

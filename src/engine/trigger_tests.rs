@@ -780,11 +780,19 @@ async fn trigger_carries_name_data_and_metadata() {
 }
 
 #[tokio::test]
-async fn impossible_schedule_is_stored_then_deleted_without_firing() {
+async fn impossible_schedule_is_kept_until_deleted_without_firing() {
+    // Dapr's Scheduler keeps such a job: GET returns it until it is deleted
+    // (e2e/dapr/differential.sh, B20).
     let h = Harness::new().await;
     h.schedule("never", every("0 0 0 30 2 *")).await;
     h.run_for(TimeDelta::days(3)).await;
     assert!(h.deliveries("never").is_empty());
+    assert!(h.exists("never").await);
+    let h = h.restart().await;
+    h.run_for(TimeDelta::days(3)).await;
+    assert!(h.deliveries("never").is_empty());
+    assert!(h.exists("never").await, "kept across a restart too");
+    h.delete("never").await;
     assert!(!h.exists("never").await);
 }
 

@@ -114,7 +114,15 @@ fn type_errors_read_like_protojson() {
         parse(r#"{"schedule":"x""#).unwrap_err(),
         "proto: unexpected EOF"
     );
-    assert_eq!(parse("  ").unwrap_err(), "proto: unexpected EOF");
+    // Whitespace only: Go's decoder hands back an empty EOF token (B22).
+    assert_eq!(
+        parse("  ").unwrap_err(),
+        "proto: syntax error (line 1:3): unexpected token "
+    );
+    assert_eq!(
+        parse("\n").unwrap_err(),
+        "proto: syntax error (line 2:1): unexpected token "
+    );
     assert_eq!(
         parse("{}{}").unwrap_err(),
         "proto: syntax error (line 1:3): unexpected token {"
@@ -192,7 +200,24 @@ fn data_is_any_json_value() {
 #[test]
 fn bad_strings_are_errors() {
     assert!(parse("{\"schedule\":\"a\u{1}\"}").is_err());
-    assert!(parse(r#"{"schedule":"\x"}"#).is_err());
+    assert_eq!(
+        parse(r#"{"failurePolicy":{"constant":{"interval":"315576000001s"}}}"#).unwrap_err(),
+        r#"proto: (line 1:42): google.protobuf.Duration value out of range: "315576000001s""#
+    );
+    // Errors inside a string are placed at its opening quote; a control byte is a rune to
+    // `%q` (B31).
+    assert_eq!(
+        parse(r#"{"schedule":"@daily","data":"\x41"}"#).unwrap_err(),
+        r#"proto: syntax error (line 1:29): invalid escape code "\\x" in string"#
+    );
+    assert_eq!(
+        parse("{\"schedule\":\"@daily\",\"data\":\"\t\"}").unwrap_err(),
+        r"proto: syntax error (line 1:29): invalid character '\t' in string"
+    );
+    assert_eq!(
+        parse(r#"{"data":"ab\u12"}"#).unwrap_err(),
+        r#"proto: syntax error (line 1:9): invalid escape code "\\u12\"}" in string"#
+    );
     assert!(parse(r#"{"schedule":"\ud800"}"#).is_err());
     assert!(parse_job_http_request(b"{\"schedule\":\"\xff\"}").is_err());
 }
@@ -201,7 +226,8 @@ fn bad_strings_are_errors() {
 fn deep_nesting_is_refused_without_overflowing() {
     let deep = format!(r#"{{"data":{}1{}}}"#, "[".repeat(5000), "]".repeat(5000));
     let err = parse(&deep).unwrap_err();
-    assert!(err.contains("exceeded max recursion depth"), "{err}");
+    // Go's text has no position (B30).
+    assert_eq!(err, "proto: exceeded max recursion depth");
     // Nesting prost could not decode again is refused too.
     let deep = format!(r#"{{"data":{}1{}}}"#, "[".repeat(60), "]".repeat(60));
     assert!(parse(&deep).is_err());
@@ -441,4 +467,22 @@ fn floats_print_like_go() {
         write_float(&mut out, n, false);
         assert_eq!(out, want, "{n}");
     }
+}
+
+#[test]
+fn data_is_stored_as_gos_wire_bytes() {
+    // Go writes a map entry's key and value even when empty; prost leaves them out (B13,
+    // daprd 1.18.2's bytes seen by e2e/dapr/differential.sh).
+    let stored = |body: &str| value_to_any(&parse(body).unwrap().data.unwrap()).value;
+    let hex = |bytes: Vec<u8>| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
+    assert_eq!(hex(stored(r#"{"data":{"":""}}"#)), "2a080a060a0012021a00");
+    // Without empty keys the bytes are prost's, and prost reads Go's back.
+    let plain = parse(r#"{"data":{"a":[1,"",{"b":null}]}}"#)
+        .unwrap()
+        .data
+        .unwrap();
+    assert_eq!(value_to_any(&plain).value, plain.encode_to_vec());
+    let nested = parse(r#"{"data":{"":{"":null}}}"#).unwrap().data.unwrap();
+    let bytes = value_to_any(&nested).value;
+    assert_eq!(Value::decode(bytes.as_slice()).unwrap(), nested);
 }

@@ -199,6 +199,9 @@ pub struct Persisted {
     /// Its op wrote the job's next fire time into the store's due index: once durable, the
     /// entry may leave memory if that time is past the horizon.
     indexed: bool,
+    /// No next tick, yet the job stays stored (its schedule never matches again, see
+    /// `Plan::waits_forever`): its progress is written, the job not finished.
+    waits: bool,
 }
 
 impl Persisted {
@@ -221,6 +224,7 @@ impl Persisted {
             lease: None,
             written: None,
             indexed: false,
+            waits: false,
         }
     }
 }
@@ -731,6 +735,7 @@ impl Runner {
             }
         };
         let step = entry.plan.apply(&entry.counter, outcome);
+        let waits = step.next.is_none() && entry.plan.waits_forever(&step.counter);
         // A failure that ends its tick: the failure policy is spent.
         let dropped = outcome == Outcome::Failed && step.counter.attempts == 0;
         let (pause, dead_letter) = if dropped {
@@ -757,6 +762,7 @@ impl Runner {
                 dropped,
                 pause,
                 dead_letter,
+                waits,
                 ..Persisted::step(key, generation, step.counter, step.next)
             }),
             Some((counter, skipped)) => {

@@ -797,6 +797,30 @@ async fn impossible_schedule_is_kept_until_deleted_without_firing() {
 }
 
 #[tokio::test]
+async fn impossible_schedule_after_a_due_time_fires_once_and_is_kept() {
+    let h = Harness::new().await;
+    h.schedule(
+        "once",
+        sv1::Job {
+            due_time: Some("0s".into()),
+            ..every("0 0 0 30 2 *")
+        },
+    )
+    .await;
+    h.run_for(TimeDelta::days(3)).await;
+    assert_eq!(h.deliveries("once").len(), 1);
+    assert!(h.exists("once").await, "kept after its only tick");
+    let h = h.restart().await;
+    h.run_for(TimeDelta::days(3)).await;
+    assert_eq!(
+        h.deliveries("once").len(),
+        1,
+        "not fired again after a restart"
+    );
+    assert!(h.exists("once").await);
+}
+
+#[tokio::test]
 async fn loop_ended_tells_when_the_trigger_loop_is_gone() {
     let h = Harness::new().await;
     let ended = tokio::time::timeout(Duration::from_millis(50), h.engine.loop_ended()).await;

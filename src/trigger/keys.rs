@@ -155,7 +155,15 @@ pub fn metadata_prefix(
 /// The composed key of job `name` under this metadata, validated with Dapr's name rules.
 /// Name errors are plain errors in go-etcd-cron, so the Scheduler reports them as `Unknown`.
 pub fn job_key(metadata: &sv1::JobMetadata, job_name: &str) -> Result<String, KeyError> {
-    let key = owner_prefix(metadata)? + job_name;
+    // A reminder's key always has the actor id's place, empty or not
+    // (`actorreminder||ns||T||||name`), as the Scheduler composes it; only the owner prefix
+    // of a whole type leaves it out.
+    let key = match metadata.target.as_ref().and_then(|t| t.r#type.as_ref()) {
+        Some(Target::Actor(actor)) => {
+            actor_reminder_key(&metadata.namespace, &actor.r#type, &actor.id, job_name)
+        }
+        _ => owner_prefix(metadata)? + job_name,
+    };
     name::validate(&key)?;
     Ok(key)
 }
@@ -242,6 +250,15 @@ mod tests {
         assert_eq!(
             job_key(&actor, "r").unwrap(),
             "actorreminder||default||Cart||42||r"
+        );
+        // An empty actor id keeps its place (daprd 1.18.2's Scheduler error texts, seen by
+        // e2e/dapr/differential.sh).
+        if let Some(Target::Actor(a)) = actor.target.as_mut().and_then(|t| t.r#type.as_mut()) {
+            a.id.clear();
+        }
+        assert_eq!(
+            job_key(&actor, "r").unwrap(),
+            "actorreminder||default||Cart||||r"
         );
     }
 

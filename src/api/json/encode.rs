@@ -161,6 +161,21 @@ pub fn write_any(out: &mut String, any: &Any) -> Result<(), JsonError> {
             f64::from(f32::decode(bytes).map_err(unmarshal_err)?),
             true,
         ),
+        "dapr.proto.runtime.v1.Job" => {
+            let job = runtime::Job::decode(bytes).map_err(unmarshal_err)?;
+            return inline_message(out, &any.type_url, |o| write_job(o, &job));
+        }
+        "dapr.proto.common.v1.JobFailurePolicy" => {
+            let policy = JobFailurePolicy::decode(bytes).map_err(unmarshal_err)?;
+            return inline_message(out, &any.type_url, |o| write_failure_policy(o, &policy));
+        }
+        "google.rpc.ErrorInfo" => {
+            let info = ErrorInfo::decode(bytes).map_err(unmarshal_err)?;
+            return inline_message(out, &any.type_url, |o| {
+                write_error_info(o, &info);
+                Ok(())
+            });
+        }
         _ => {
             return Err(JsonError(format!(
                 "google.protobuf.Any: unable to resolve {}: not found",
@@ -173,6 +188,65 @@ pub fn write_any(out: &mut String, any: &Any) -> Result<(), JsonError> {
     obj.key("value").push_str(&value);
     obj.close();
     Ok(())
+}
+
+/// An `Any` holding a message without a special JSON form, as protojson writes it: `@type`
+/// first, then the message's own members.
+fn inline_message(
+    out: &mut String,
+    type_url: &str,
+    write: impl FnOnce(&mut String) -> Result<(), JsonError>,
+) -> Result<(), JsonError> {
+    let mut inner = String::new();
+    write(&mut inner)?;
+    out.push('{');
+    write_str(out, "@type");
+    out.push(':');
+    write_str(out, type_url);
+    let members = inner
+        .strip_prefix('{')
+        .and_then(|m| m.strip_suffix('}'))
+        .unwrap_or_default();
+    if !members.is_empty() {
+        out.push(',');
+        out.push_str(members);
+    }
+    out.push('}');
+    Ok(())
+}
+
+/// `google.rpc.ErrorInfo`, which daprd links (its errors carry it) and so can render in an
+/// `Any`; jobsd's own copy, to read it from job data.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ErrorInfo {
+    /// Why the error happened.
+    #[prost(string, tag = "1")]
+    reason: String,
+    /// Who reported it.
+    #[prost(string, tag = "2")]
+    domain: String,
+    /// Details, by key.
+    #[prost(btree_map = "string, string", tag = "3")]
+    metadata: std::collections::BTreeMap<String, String>,
+}
+
+/// The protojson of an `ErrorInfo` (map keys in order, as protojson sorts them).
+fn write_error_info(out: &mut String, info: &ErrorInfo) {
+    let mut obj = Obj::new(out);
+    if !info.reason.is_empty() {
+        write_str(obj.key("reason"), &info.reason);
+    }
+    if !info.domain.is_empty() {
+        write_str(obj.key("domain"), &info.domain);
+    }
+    if !info.metadata.is_empty() {
+        let mut map = Obj::new(obj.key("metadata"));
+        for (k, v) in &info.metadata {
+            write_str(map.key(k), v);
+        }
+        map.close();
+    }
+    obj.close();
 }
 
 /// protojson's Duration text: seconds with 0, 3, 6 or 9 fraction digits, then `s`.

@@ -486,3 +486,61 @@ fn data_is_stored_as_gos_wire_bytes() {
     let bytes = value_to_any(&nested).value;
     assert_eq!(Value::decode(bytes.as_slice()).unwrap(), nested);
 }
+
+#[test]
+fn messages_daprd_links_render_inline() {
+    // daprd renders any message linked into it (B11, seen by e2e/dapr/differential.sh):
+    // `@type` first, then the message's members.
+    let policy = JobFailurePolicy {
+        policy: Some(Policy::Drop(JobFailurePolicyDrop {})),
+    };
+    assert_eq!(
+        any_json(&Any {
+            type_url: "type.googleapis.com/dapr.proto.common.v1.JobFailurePolicy".to_owned(),
+            value: policy.encode_to_vec(),
+        }),
+        Ok(
+            r#"{"@type":"type.googleapis.com/dapr.proto.common.v1.JobFailurePolicy","drop":{}}"#
+                .to_owned()
+        )
+    );
+    let job = runtime::Job {
+        name: "j".to_owned(),
+        schedule: Some("@daily".to_owned()),
+        ..Default::default()
+    };
+    assert_eq!(
+        any_json(&Any {
+            type_url: "type.googleapis.com/dapr.proto.runtime.v1.Job".to_owned(),
+            value: job.encode_to_vec(),
+        }),
+        Ok(
+            r#"{"@type":"type.googleapis.com/dapr.proto.runtime.v1.Job","name":"j","schedule":"@daily"}"#
+                .to_owned()
+        )
+    );
+    // google.rpc.ErrorInfo: reason 1, domain 2, metadata 3 (keys in order).
+    let mut info = Vec::new();
+    for (tag, text) in [(1u8, "R"), (2, "dapr.io")] {
+        info.extend_from_slice(&[tag << 3 | 2, text.len() as u8]);
+        info.extend_from_slice(text.as_bytes());
+    }
+    for (k, v) in [("b", "2"), ("a", "1")] {
+        info.extend_from_slice(&[0x1a, 6, 0x0a, 1, k.as_bytes()[0], 0x12, 1, v.as_bytes()[0]]);
+    }
+    assert_eq!(
+        any_json(&Any {
+            type_url: "type.googleapis.com/google.rpc.ErrorInfo".to_owned(),
+            value: info,
+        }),
+        Ok(r#"{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"R","domain":"dapr.io","metadata":{"a":"1","b":"2"}}"#.to_owned())
+    );
+    // An empty message: only its type.
+    assert_eq!(
+        any_json(&Any {
+            type_url: "type.googleapis.com/dapr.proto.common.v1.JobFailurePolicy".to_owned(),
+            value: Vec::new(),
+        }),
+        Ok(r#"{"@type":"type.googleapis.com/dapr.proto.common.v1.JobFailurePolicy"}"#.to_owned())
+    );
+}

@@ -208,6 +208,18 @@ impl ApiError {
         }
     }
 
+    /// 404 `ERR_DIRECT_INVOKE`: what daprd answers when none of its API routes serves a
+    /// request (its router hands it to service invocation, which finds no app id in it).
+    pub fn no_route() -> Self {
+        ApiError::Legacy {
+            code: tonic::Code::NotFound,
+            http: StatusCode::NOT_FOUND,
+            error_code: "ERR_DIRECT_INVOKE",
+            message: "failed getting app id either from the URL path or the header dapr-app-id"
+                .to_owned(),
+        }
+    }
+
     /// 400 `ERR_BODY_READ` `failed to read request body: <detail>`.
     pub fn body_read(detail: impl std::fmt::Display) -> Self {
         ApiError::Legacy {

@@ -227,18 +227,7 @@ async fn route_cleaned(strict: Router, mut req: Request) -> Response {
 /// the request to service invocation, which finds no app id in it (404
 /// `ERR_DIRECT_INVOKE`, seen from daprd 1.18.2 by e2e/dapr/differential.sh).
 async fn not_found() -> Response {
-    no_route().into_response()
-}
-
-/// daprd's answer when none of its routes serves a request (see [`not_found`]).
-pub(crate) fn no_route() -> ApiError {
-    ApiError::Legacy {
-        code: tonic::Code::NotFound,
-        http: StatusCode::NOT_FOUND,
-        error_code: "ERR_DIRECT_INVOKE",
-        message: "failed getting app id either from the URL path or the header dapr-app-id"
-            .to_owned(),
-    }
+    ApiError::no_route().into_response()
 }
 
 /// `POST …/jobs/{name}`: 204 on success. A well-formed `traceparent` is kept with the job.

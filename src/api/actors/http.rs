@@ -73,7 +73,7 @@ impl ActorPath {
         let actor_id = segments.next().unwrap_or_default();
         let name = segments.nth(1).unwrap_or_default();
         if actor_type.is_empty() || actor_id.is_empty() {
-            return Err(crate::api::http::no_route());
+            return Err(ApiError::no_route());
         }
         let mut utf8 = true;
         let mut param = |key: &str, raw: &str| -> Result<String, ApiError> {

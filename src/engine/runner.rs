@@ -785,7 +785,7 @@ impl Runner {
             keys.retain(|k| &**k != key);
         }
         let metadata = job.metadata.unwrap_or_default();
-        let prefix = keys::owner_prefix(&metadata).unwrap_or_default();
+        let prefix = keys::name_prefix(&metadata).unwrap_or_default();
         // The name is what follows the owner's prefix (names may contain `||`).
         let name_at = if key.starts_with(&prefix) {
             u32::try_from(prefix.len()).unwrap_or(0)

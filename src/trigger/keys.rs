@@ -127,6 +127,22 @@ pub fn owner_prefix(metadata: &sv1::JobMetadata) -> Result<String, KeyError> {
     }
 }
 
+/// What comes before a job's name in its key (the Scheduler's `PrefixFromMetadata`):
+/// `app||ns||app||`, or `actorreminder||ns||type||id||` with the actor id's place kept when
+/// it is empty (`actorreminder||ns||T||||name`); unlike [`owner_prefix`], which then means
+/// the whole type.
+pub fn name_prefix(metadata: &sv1::JobMetadata) -> Result<String, KeyError> {
+    match metadata.target.as_ref().and_then(|t| t.r#type.as_ref()) {
+        Some(Target::Actor(actor)) => Ok(actor_reminder_key(
+            &metadata.namespace,
+            &actor.r#type,
+            &actor.id,
+            "",
+        )),
+        _ => owner_prefix(metadata),
+    }
+}
+
 /// The prefix a WatchJobs stream must have registered to take a trigger of this target: the
 /// app's jobs, or every reminder of the actor type (`None` without a target).
 pub fn target_prefix(metadata: &sv1::JobMetadata) -> Option<String> {
@@ -155,15 +171,7 @@ pub fn metadata_prefix(
 /// The composed key of job `name` under this metadata, validated with Dapr's name rules.
 /// Name errors are plain errors in go-etcd-cron, so the Scheduler reports them as `Unknown`.
 pub fn job_key(metadata: &sv1::JobMetadata, job_name: &str) -> Result<String, KeyError> {
-    // A reminder's key always has the actor id's place, empty or not
-    // (`actorreminder||ns||T||||name`), as the Scheduler composes it; only the owner prefix
-    // of a whole type leaves it out.
-    let key = match metadata.target.as_ref().and_then(|t| t.r#type.as_ref()) {
-        Some(Target::Actor(actor)) => {
-            actor_reminder_key(&metadata.namespace, &actor.r#type, &actor.id, job_name)
-        }
-        _ => owner_prefix(metadata)? + job_name,
-    };
+    let key = name_prefix(metadata)? + job_name;
     name::validate(&key)?;
     Ok(key)
 }

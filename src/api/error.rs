@@ -50,8 +50,8 @@ pub mod reason {
     pub const INTERNAL: &str = "ERR_INTERNAL";
     /// Legacy: the sidecar is not ready (`GET /v1.0/healthz`).
     pub const HEALTH_NOT_READY: &str = "ERR_HEALTH_NOT_READY";
-    /// jobsd: the body is larger than `--max-body-size` (daprd answers 400 `ERR_BODY_READ`
-    /// `stream too large`; jobsd says what happened, with 413).
+    /// jobsd's own routes: the body is larger than `--max-body-size` (Dapr's routes answer
+    /// as daprd does, 400 `ERR_BODY_READ` `stream too large`).
     pub const BODY_TOO_LARGE: &str = "ERR_REQUEST_BODY_TOO_LARGE";
 }
 

@@ -353,6 +353,9 @@ impl Sidecar {
             let stop = shutdown.clone();
             servers.spawn(async move {
                 crate::serve::grpc_limits(tonic::transport::Server::builder())
+                    .layer(tower::util::MapResponseLayer::new(
+                        api::grpc::go_request_errors::<tonic::body::Body>,
+                    ))
                     .add_routes(extras.routes)
                     .add_service(dapr)
                     .add_service(jobsd)

@@ -601,6 +601,77 @@ async fn actor_routes_answer_daprds_errors() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actor_paths_read_as_daprds_router_reads_them() {
+    // daprd 1.18.2, e2e/dapr/differential.sh B17, B14, B9, B28.
+    let h = Harness::start(Kind::Embedded).await;
+    let call = |method: &'static str, path: &'static str, body: &'static [u8]| {
+        let addr = h.http();
+        async move { http(addr, method, path, &[], body).await }
+    };
+    // The actor id is query-unescaped: `+` is a space.
+    let put = call(
+        "PUT",
+        "/v1.0/actors/DemoActor/a+b/reminders/r",
+        br#"{"dueTime":"1h"}"#,
+    );
+    assert_eq!(put.await.status, 204);
+    let got = call("GET", "/v1.0/actors/DemoActor/a%20b/reminders/r", b"").await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(got.json()["actorID"], "a b");
+    // An empty type or id matches none of daprd's routes.
+    for path in [
+        "/v1.0/actors/DemoActor//reminders/r",
+        "/v1.0/actors//1/reminders/r",
+    ] {
+        let r = call("GET", path, b"").await;
+        assert_eq!(
+            answer(&r),
+            (
+                404,
+                r#"{"errorCode":"ERR_DIRECT_INVOKE","message":"failed getting app id either from the URL path or the header dapr-app-id"}"#.into()
+            ),
+            "{path}"
+        );
+    }
+    // Bytes that are not UTF-8 get as far as the Scheduler call, which cannot marshal them.
+    let marshal = "rpc error: code = Internal desc = grpc: error while marshaling: string field contains invalid UTF-8";
+    let put = call(
+        "PUT",
+        "/v1.0/actors/DemoActor/1/reminders/bad%FFname",
+        br#"{"dueTime":"1h"}"#,
+    );
+    assert_eq!(
+        answer(&put.await),
+        (
+            500,
+            format!(
+                r#"{{"errorCode":"ERR_ACTOR_REMINDER_CREATE","message":"error creating actor reminder: {marshal}"}}"#
+            )
+        )
+    );
+    let get = call("GET", "/v1.0/actors/DemoActor/%C0%AE/reminders/r", b"").await;
+    assert_eq!(
+        answer(&get),
+        (
+            500,
+            format!(
+                r#"{{"errorCode":"ERR_ACTOR_REMINDER_GET","message":"error getting actor reminder: api error: code = Internal desc = failed to get job due to: {marshal}"}}"#
+            )
+        )
+    );
+    let delete = call("DELETE", "/v1.0/actors/DemoActor/1/reminders/%FF", b"").await;
+    assert_eq!(delete.status, 500);
+    // The body's first JSON value counts; what follows is never read.
+    let put = call(
+        "PUT",
+        "/v1.0/actors/DemoActor/1/reminders/t",
+        b"{\"dueTime\":\"1h\"}x",
+    );
+    assert_eq!(put.await.status, 204);
+    assert_eq!(h.get_reminder(&demo("1"), "t").await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn method_calls_pass_through_one_at_a_time_per_actor() {
     let h = Harness::start(Kind::Embedded).await;
     let r = http(

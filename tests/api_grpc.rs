@@ -526,11 +526,49 @@ async fn messages_over_the_limit_are_refused() {
         type_url: "type.googleapis.com/google.protobuf.BytesValue".to_owned(),
         value: vec![7; 4096],
     });
-    let err = c.schedule_job(schedule_req(j, false)).await.unwrap_err();
-    // tonic answers OutOfRange where grpc-go says ResourceExhausted.
-    assert!(
-        matches!(err.code(), Code::OutOfRange | Code::ResourceExhausted),
-        "{err:?}"
+    let req = schedule_req(j, false);
+    let size = prost::Message::encoded_len(&req);
+    let err = c.schedule_job(req).await.unwrap_err();
+    // grpc-go's code and words (daprd 1.18.2, e2e/dapr/differential.sh B33), not tonic's.
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!("grpc: received message larger than max ({size} vs. 1024)")
     );
     assert!(c.get_job(get_req("big")).await.is_err());
+}
+
+/// `GetJobRequest` with its name as bytes, to send what no generated client can: a name that
+/// is not UTF-8.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawGetJob {
+    #[prost(bytes = "vec", tag = "1")]
+    name: Vec<u8>,
+}
+
+#[tokio::test]
+async fn strings_that_are_not_utf8_get_grpc_gos_error() {
+    // daprd 1.18.2, e2e/dapr/differential.sh B23.
+    let addr = serve_grpc(state(engine(), "myapp", "default")).await;
+    let mut grpc = tonic::client::Grpc::new(channel(addr).await);
+    for rpc in ["GetJob", "GetJobAlpha1"] {
+        grpc.ready().await.unwrap();
+        let path = format!("/dapr.proto.runtime.v1.Dapr/{rpc}");
+        let err = grpc
+            .unary(
+                Request::new(RawGetJob {
+                    name: b"bad-\xff".to_vec(),
+                }),
+                http::uri::PathAndQuery::try_from(path).unwrap(),
+                tonic_prost::ProstCodec::<RawGetJob, rv1::GetJobResponse>::default(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Internal, "{rpc}");
+        assert_eq!(
+            err.message(),
+            "grpc: error unmarshalling request: string field contains invalid UTF-8",
+            "{rpc}"
+        );
+    }
 }

@@ -287,20 +287,57 @@ async fn name_checks_follow_daprd_order() {
 }
 
 #[tokio::test]
-async fn bad_url_escapes_are_plain_text_400() {
+async fn bad_url_escapes_get_gos_bare_400() {
+    // Go's HTTP server refuses the request target before daprd's router sees it (daprd
+    // 1.18.2, e2e/dapr/differential.sh B8): no traceparent, no nosniff, the connection closes.
     let (addr, _) = server().await;
-    for method in ["POST", "GET", "DELETE"] {
-        let resp = http(addr, method, "/v1.0/jobs/bad%zzname", &[], b"").await;
-        assert_eq!(resp.status, 400, "{method}");
+    for (method, path) in [
+        ("POST", "/v1.0/jobs/bad%zzname"),
+        ("GET", "/v1.0/jobs/bad%zzname"),
+        ("DELETE", "/v1.0-alpha1/jobs/bad%"),
+        ("PUT", "/v1.0/actors/T/1/reminders/r%4"),
+        ("GET", "/v1.0/actors/T/a%zz/reminders/r"),
+    ] {
+        let resp = http(addr, method, path, &[], b"").await;
+        assert_eq!(resp.status, 400, "{method} {path}");
         assert_eq!(
             resp.header("content-type"),
             Some("text/plain; charset=utf-8")
         );
-        assert_eq!(
-            resp.text(),
-            "failed to unescape request parameter \"name\". Error: invalid URL escape \"%zz\"\n"
-        );
+        assert_eq!(resp.header("connection"), Some("close"));
+        assert_eq!(resp.header("traceparent"), None);
+        assert_eq!(resp.header("x-content-type-options"), None);
+        assert_eq!(resp.text(), "400 Bad Request");
     }
+}
+
+#[tokio::test]
+async fn head_and_dot_segments_route_as_daprd() {
+    // daprd has no HEAD routes, and chi cleans `.`/`..` segments before routing (daprd
+    // 1.18.2, e2e/dapr/differential.sh B18, B25).
+    let (addr, _) = server().await;
+    post_ok(addr, "/v1.0/jobs/h", r#"{"schedule":"@daily"}"#).await;
+    let direct = serde_json::json!({
+        "errorCode": "ERR_DIRECT_INVOKE",
+        "message": "failed getting app id either from the URL path or the header dapr-app-id"
+    });
+    for path in ["/v1.0/jobs/h", "/v1.0/healthz", "/v1.0/metadata"] {
+        let head = http(addr, "HEAD", path, &[], b"").await;
+        assert_eq!(head.status, 404, "HEAD {path}");
+        assert_eq!(head.header("content-type"), Some("application/json"));
+    }
+    for method in ["GET", "POST", "DELETE"] {
+        for path in ["/v1.0/jobs/..", "/v1.0/jobs/h/../.."] {
+            let resp = http(addr, method, path, &[], b"").await;
+            assert_eq!(resp.status, 404, "{method} {path}");
+            assert_eq!(resp.json(), direct);
+        }
+    }
+    // A method the health routes do not serve: daprd's 404, with no `Allow`.
+    let put = http(addr, "PUT", "/v1.0/healthz", &[], b"").await;
+    assert_eq!(put.status, 404);
+    assert_eq!(put.header("allow"), None);
+    assert_eq!(get(addr, "/v1.0/jobs/h").await.status, 200);
 }
 
 #[tokio::test]
@@ -510,7 +547,9 @@ async fn api_token_is_enforced_except_on_healthz() {
 }
 
 #[tokio::test]
-async fn bodies_over_the_limit_are_413() {
+async fn bodies_over_the_limit_are_daprds_stream_too_large() {
+    // daprd 1.18.2 (e2e/dapr/differential.sh B32): 400 `stream too large`; a body one byte
+    // over is cut at the limit and read as if whole.
     let mut st = state(engine(), "myapp", "default");
     st.max_body_size = 1000;
     let addr = serve_http(st).await;
@@ -518,11 +557,42 @@ async fn bodies_over_the_limit_are_413() {
     let resp = post(addr, "/v1.0/jobs/big", &big).await;
     assert_legacy_error(
         &resp,
-        413,
-        "ERR_REQUEST_BODY_TOO_LARGE",
-        "failed to read request body: ",
+        400,
+        "ERR_BODY_READ",
+        "failed to read request body: stream too large",
     );
     assert_eq!(get(addr, "/v1.0/jobs/big").await.status, 500);
+    let resp = http(
+        addr,
+        "PUT",
+        "/v1.0/actors/T/1/reminders/big",
+        &[],
+        big.as_bytes(),
+    )
+    .await;
+    assert_legacy_error(
+        &resp,
+        400,
+        "ERR_MALFORMED_REQUEST",
+        "failed deserializing HTTP body: stream too large",
+    );
+    let one_over = format!(
+        r#"{{"schedule":"@daily","data":"{}"}}"#,
+        "x".repeat(1001 - 31)
+    );
+    let resp = post(addr, "/v1.0/jobs/cut", &one_over).await;
+    assert_legacy_error(
+        &resp,
+        400,
+        "ERR_MALFORMED_REQUEST",
+        "failed deserializing HTTP body: proto: unexpected EOF",
+    );
+    // Cut at the limit, a trailing space leaves a whole body.
+    let spaced = format!(
+        r#"{{"schedule":"@daily","data":"{}"}} "#,
+        "x".repeat(1000 - 31)
+    );
+    assert_eq!(post(addr, "/v1.0/jobs/spaced", &spaced).await.status, 204);
     // Exactly at the limit is fine.
     let fits = format!(
         r#"{{"schedule":"@daily","data":"{}"}}"#,

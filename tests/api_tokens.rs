@@ -233,6 +233,13 @@ async fn every_http_route_needs_the_token_but_daprds_open_ones() {
         .await;
         assert_eq!(resp.status, 401, "{given:?}");
     }
+    // A method a route does not serve is refused before routing too: no `Allow` (daprd
+    // 1.18.2, e2e/dapr/differential.sh B34).
+    for method in ["PUT", "PATCH", "HEAD"] {
+        let resp = http(r.api, method, "/v1.0/jobs/x", &[], b"").await;
+        assert_eq!(resp.status, 401, "{method}");
+        assert_eq!(resp.header("allow"), None, "{method}");
+    }
     // A path that routes nowhere (or only after cleaning) is refused before routing.
     for path in [
         "/nowhere",

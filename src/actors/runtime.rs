@@ -308,6 +308,22 @@ impl ActorRuntime {
         Ok(self.reminders()?.create(reminder).await?)
     }
 
+    /// Every check a reminder call makes before it reaches the scheduler: the type is hosted,
+    /// a scheduler is attached and (for a create) the period parses. daprd makes them on a
+    /// request whose path holds bytes that are not UTF-8 before its Scheduler call fails.
+    pub async fn check_reminder_call(
+        &self,
+        actor_type: &str,
+        period: Option<Option<&str>>,
+    ) -> Result<(), ActorError> {
+        self.check_hosted(actor_type).await?;
+        self.reminders()?;
+        if let Some(period) = period {
+            crate::schedule::period::reminder_schedule(period).map_err(ReminderError::from)?;
+        }
+        Ok(())
+    }
+
     /// A reminder of a hosted actor (`None`: there is none).
     pub async fn get_reminder(
         &self,

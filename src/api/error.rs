@@ -50,8 +50,8 @@ pub mod reason {
     pub const INTERNAL: &str = "ERR_INTERNAL";
     /// Legacy: the sidecar is not ready (`GET /v1.0/healthz`).
     pub const HEALTH_NOT_READY: &str = "ERR_HEALTH_NOT_READY";
-    /// jobsd: the body is larger than `--max-body-size` (daprd answers 400 `ERR_BODY_READ`
-    /// `stream too large`; jobsd says what happened, with 413).
+    /// jobsd's own routes: the body is larger than `--max-body-size` (Dapr's routes answer
+    /// as daprd does, 400 `ERR_BODY_READ` `stream too large`).
     pub const BODY_TOO_LARGE: &str = "ERR_REQUEST_BODY_TOO_LARGE";
 }
 
@@ -205,6 +205,18 @@ impl ApiError {
             http: StatusCode::BAD_REQUEST,
             error_code: reason::MALFORMED_REQUEST,
             message: format!("failed deserializing HTTP body: {detail}"),
+        }
+    }
+
+    /// 404 `ERR_DIRECT_INVOKE`: what daprd answers when none of its API routes serves a
+    /// request (its router hands it to service invocation, which finds no app id in it).
+    pub fn no_route() -> Self {
+        ApiError::Legacy {
+            code: tonic::Code::NotFound,
+            http: StatusCode::NOT_FOUND,
+            error_code: "ERR_DIRECT_INVOKE",
+            message: "failed getting app id either from the URL path or the header dapr-app-id"
+                .to_owned(),
         }
     }
 

@@ -22,6 +22,79 @@ pub struct DaprApi {
     state: ApiState,
 }
 
+/// grpc-go's words for what tonic refuses before a handler runs, put on tonic's answer (a
+/// trailers-only response, the status in its headers): a request message over the limit
+/// (tonic: `OUT_OF_RANGE` "Error, decoded message length too large: found N bytes, the
+/// limit is: M bytes"; grpc-go: `RESOURCE_EXHAUSTED` "grpc: received message larger than max
+/// (N vs. M)") and a string field that is not UTF-8 (grpc-go: `INTERNAL` "grpc: error
+/// unmarshalling request: string field contains invalid UTF-8"). Other answers pass as
+/// they are.
+pub fn go_request_errors<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let headers = response.headers();
+    let (Some(code), Some(message)) = (
+        headers.get("grpc-status").and_then(|v| v.to_str().ok()),
+        headers
+            .get("grpc-message")
+            .map(|v| percent_decoded(v.as_bytes())),
+    ) else {
+        return response;
+    };
+    let message = message.as_str();
+    let (code, message) = match code {
+        "11" => {
+            let Some((found, limit)) = message
+                .strip_prefix("Error, decoded message length too large: found ")
+                .and_then(|rest| rest.strip_suffix(" bytes"))
+                .and_then(|rest| rest.split_once(" bytes, the limit is: "))
+            else {
+                return response;
+            };
+            (
+                "8",
+                format!("grpc: received message larger than max ({found} vs. {limit})"),
+            )
+        }
+        "13" if message.starts_with("failed to decode Protobuf message: ")
+            && message.contains("not UTF-8 encoded") =>
+        {
+            (
+                "13",
+                "grpc: error unmarshalling request: string field contains invalid UTF-8".to_owned(),
+            )
+        }
+        _ => return response,
+    };
+    if let Ok(message) = http::HeaderValue::from_str(&message) {
+        let headers = response.headers_mut();
+        headers.insert("grpc-status", http::HeaderValue::from_static(code));
+        headers.insert("grpc-message", message);
+    }
+    response
+}
+
+/// A `grpc-message` as sent (tonic percent-encodes spaces among others).
+fn percent_decoded(raw: &[u8]) -> String {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let hex = raw
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (raw[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// The `dapr.proto.runtime.v1.Dapr` service, with message limits of `max_body_size`
 /// (daprd's `--max-body-size` applies to gRPC messages both ways).
 pub fn service(state: ApiState) -> DaprServer<DaprApi> {

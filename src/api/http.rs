@@ -5,8 +5,8 @@
 //! Behaviour follows daprd (`pkg/api/http`): paths are cleaned like chi's
 //! `CleanPathMiddleware`, the `{name}` segment is `url.QueryUnescape`d (so `+` is a space),
 //! `dapr-api-token` is enforced on everything but the health routes, bodies are protojson,
-//! errors are Dapr's. One deliberate difference: a body over `--max-body-size` gets a 413
-//! with `ERR_REQUEST_BODY_TOO_LARGE` instead of daprd's 400 `stream too large`.
+//! errors are Dapr's, a body over `--max-body-size` too (400 `stream too large`); jobsd's own
+//! routes answer that with a 413 `ERR_REQUEST_BODY_TOO_LARGE`.
 
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ use tower::ServiceExt;
 
 use super::error::ApiError;
 pub use super::http_parts::API_TOKEN_HEADER;
-use super::http_parts::{Shared, json_response, read_body};
+use super::http_parts::{STREAM_TOO_LARGE, Shared, json_response, read_body_as_daprd};
 use super::http_request::{
     RouteName, invalid_utf8_marshal_error, parse_schedule_request, query_param,
 };
@@ -59,18 +59,74 @@ pub fn router(state: ApiState) -> Router {
     let strict = routes.clone().fallback(not_found);
     let routes = routes.fallback(move |req: Request| route_cleaned(strict.clone(), req));
     // The token is fixed for the router's life: without one the check is left out rather
-    // than run as a no-op on every request.
-    let routes = match state.required_token() {
-        Some(_) => routes.layer(middleware::from_fn_with_state(state, authenticate)),
-        None => routes,
-    };
-    // Around the whole router, as daprd's tracing middleware is (a refused token's answer has
-    // it too): `Router::layer` would wrap each route inside axum's method dispatch.
+    // than run as a no-op on every request. It runs before routing, as chi's middlewares do
+    // (`Router::layer` would wrap each route inside axum's method dispatch, whose `Allow`
+    // header then lands on the 401).
+    let auth = state
+        .required_token()
+        .is_some()
+        .then(|| middleware::from_fn_with_state(state, authenticate));
+    // Around the whole router, as Go's server and daprd's tracing middleware are (a refused
+    // token's answer has a traceparent too).
     Router::new().fallback_service(
         tower::ServiceBuilder::new()
+            .layer(middleware::from_fn(go_request_target))
             .layer(middleware::from_fn(answer_traceparent))
+            .option_layer(auth)
+            .layer(middleware::from_fn(dapr_routing))
             .service(routes),
     )
+}
+
+/// What Go's HTTP server answers before any handler to a request target whose path has a
+/// `%` not followed by two hex digits (`url.ParseRequestURI` fails): its bare 400, which
+/// closes the connection, with no traceparent (daprd's middlewares never ran).
+async fn go_request_target(request: Request, next: Next) -> Response {
+    if go::url::valid_path_escapes(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let mut response = Response::new(Body::from("400 Bad Request"));
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    if request.version() <= http::Version::HTTP_11 {
+        headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// Routing as daprd's chi router does it, where axum's differs: a path with a `.` or `..`
+/// segment is routed cleaned (chi's `CleanPath`; `/v1.0/jobs/..` is `/v1.0`, no route),
+/// and `HEAD` matches none of daprd's routes (axum would answer it as `GET`); jobsd's own
+/// `/jobsd/…` routes keep axum's `HEAD`.
+async fn dapr_routing(mut request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if path.starts_with("/jobsd/") {
+        return next.run(request).await;
+    }
+    if request.method() == Method::HEAD {
+        return not_found().await;
+    }
+    if path
+        .split('/')
+        .any(|segment| segment == "." || segment == "..")
+    {
+        let cleaned = go::path::clean_path(path);
+        let path_and_query = match request.uri().query() {
+            Some(q) => format!("{cleaned}?{q}"),
+            None => cleaned,
+        };
+        let mut parts = request.uri().clone().into_parts();
+        parts.path_and_query = path_and_query.parse().ok();
+        match Uri::from_parts(parts) {
+            Ok(uri) => *request.uri_mut() = uri,
+            Err(_) => return not_found().await,
+        }
+    }
+    next.run(request).await
 }
 
 /// daprd's HTTP tracing middleware without a tracing configuration: every answer but the
@@ -78,7 +134,9 @@ pub fn router(state: ApiState) -> Router {
 /// context passes through daprd's non-recording span unchanged), else the all-zero one.
 async fn answer_traceparent(request: Request, next: Next) -> Response {
     if request.uri().path().contains("/healthz") {
-        return next.run(request).await;
+        let mut response = next.run(request).await;
+        drop_allow(&mut response);
+        return response;
     }
     let value = request
         .headers()
@@ -92,12 +150,16 @@ async fn answer_traceparent(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     headers.entry(TRACEPARENT).or_insert(value);
-    // axum names the methods a route serves (`Allow`) on what its method fallback answers
-    // (daprd's 404 below); daprd names none.
+    drop_allow(&mut response);
+    response
+}
+
+/// axum names the methods a route serves (`Allow`) on what its method fallback answers
+/// (daprd's 404 below); daprd names none.
+fn drop_allow(response: &mut Response) {
     if response.status() == StatusCode::NOT_FOUND {
         response.headers_mut().remove(http::header::ALLOW);
     }
-    response
 }
 
 /// The `traceparent` of an empty span context, as daprd writes it.
@@ -165,14 +227,7 @@ async fn route_cleaned(strict: Router, mut req: Request) -> Response {
 /// the request to service invocation, which finds no app id in it (404
 /// `ERR_DIRECT_INVOKE`, seen from daprd 1.18.2 by e2e/dapr/differential.sh).
 async fn not_found() -> Response {
-    ApiError::Legacy {
-        code: tonic::Code::NotFound,
-        http: StatusCode::NOT_FOUND,
-        error_code: "ERR_DIRECT_INVOKE",
-        message: "failed getting app id either from the URL path or the header dapr-app-id"
-            .to_owned(),
-    }
-    .into_response()
+    ApiError::no_route().into_response()
 }
 
 /// `POST …/jobs/{name}`: 204 on success. A well-formed `traceparent` is kept with the job.
@@ -199,7 +254,9 @@ async fn schedule_job_inner(
     traceparent: Option<String>,
 ) -> Result<Response, ApiError> {
     let conditions = super::jobsd::conditions::from_headers(headers)?;
-    let bytes = read_body(body, state.body_limit()).await?;
+    let bytes = read_body_as_daprd(body, state.body_limit())
+        .await?
+        .ok_or_else(|| ApiError::body_read(STREAM_TOO_LARGE))?;
     let req = parse_schedule_request(state, uri, &bytes)?;
     let Some(conditions) = conditions else {
         state.schedule_job_traced(req, traceparent).await?;

@@ -41,6 +41,35 @@ pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     }
 }
 
+/// Reads a body of one of Dapr's routes as daprd does behind `--max-body-size` (dapr/kit's
+/// `LimitReadCloser`): `Ok(None)` for a body over `limit` bytes (its handler then answers with
+/// `stream too large`), except that a body of exactly `limit + 1` bytes is cut to `limit` and
+/// read as if whole (Go's body reader hands the end of the body with the read that crosses
+/// the limit). Too slow a body is a 400 `ERR_BODY_READ`, as in [`read_body`].
+pub async fn read_body_as_daprd(body: Body, limit: usize) -> Result<Option<Bytes>, ApiError> {
+    let over = limit.saturating_add(1);
+    let read = tokio::time::timeout(BODY_READ_TIMEOUT, Limited::new(body, over).collect());
+    match read.await {
+        Ok(Ok(collected)) => {
+            let bytes = collected.to_bytes();
+            Ok(Some(if bytes.len() > limit {
+                bytes.slice(..limit)
+            } else {
+                bytes
+            }))
+        }
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Ok(None),
+        Ok(Err(e)) => Err(ApiError::body_read(e)),
+        Err(_) => Err(ApiError::body_read(format_args!(
+            "the body did not arrive within {}s",
+            BODY_READ_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// What dapr/kit's `LimitReadCloser` says of a body over the limit.
+pub const STREAM_TOO_LARGE: &str = "stream too large";
+
 pub fn json_response(body: String) -> Response {
     (
         StatusCode::OK,

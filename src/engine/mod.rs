@@ -438,7 +438,7 @@ impl Engine {
                 let own = stored
                     .metadata
                     .as_ref()
-                    .and_then(|m| keys::owner_prefix(m).ok());
+                    .and_then(|m| keys::name_prefix(m).ok());
                 let name = own
                     .and_then(|own| key.strip_prefix(own.as_str()))
                     .or_else(|| key.strip_prefix(prefix.as_str()))

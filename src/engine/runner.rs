@@ -199,6 +199,9 @@ pub struct Persisted {
     /// Its op wrote the job's next fire time into the store's due index: once durable, the
     /// entry may leave memory if that time is past the horizon.
     indexed: bool,
+    /// No next tick, yet the job stays stored (its schedule never matches again, see
+    /// `Plan::waits_forever`): its progress is written, the job not finished.
+    waits: bool,
 }
 
 impl Persisted {
@@ -221,6 +224,7 @@ impl Persisted {
             lease: None,
             written: None,
             indexed: false,
+            waits: false,
         }
     }
 }
@@ -385,6 +389,11 @@ impl Runner {
                 self.leases.forget(&key, false);
                 self.resuming.remove(&key);
             }
+            if at.is_none() && plan.waits_forever(&counter) {
+                // Stored, never fired (see `Plan::waits_forever`).
+                self.jobs.remove(&key);
+                continue;
+            }
             if at.is_none() {
                 self.jobs.remove(&key);
                 self.outlet.metrics.skipped(Skip::Expired);
@@ -498,6 +507,13 @@ impl Runner {
                 let counter = Counter::default();
                 let at = plan.fire_time(&counter);
                 let generation = job.generation;
+                if at.is_none() && plan.waits_forever(&counter) {
+                    // A schedule that never matches: stored, never fired (Dapr keeps it).
+                    self.jobs.remove(&key);
+                    self.leases.forget(&key, false);
+                    self.resuming.remove(&key);
+                    return;
+                }
                 if at.is_none() {
                     // Nothing to fire, ever (e.g. a ttl already past): Dapr deletes such jobs.
                     self.jobs.remove(&key);
@@ -719,6 +735,7 @@ impl Runner {
             }
         };
         let step = entry.plan.apply(&entry.counter, outcome);
+        let waits = step.next.is_none() && entry.plan.waits_forever(&step.counter);
         // A failure that ends its tick: the failure policy is spent.
         let dropped = outcome == Outcome::Failed && step.counter.attempts == 0;
         let (pause, dead_letter) = if dropped {
@@ -745,6 +762,7 @@ impl Runner {
                 dropped,
                 pause,
                 dead_letter,
+                waits,
                 ..Persisted::step(key, generation, step.counter, step.next)
             }),
             Some((counter, skipped)) => {
@@ -767,7 +785,7 @@ impl Runner {
             keys.retain(|k| &**k != key);
         }
         let metadata = job.metadata.unwrap_or_default();
-        let prefix = keys::owner_prefix(&metadata).unwrap_or_default();
+        let prefix = keys::name_prefix(&metadata).unwrap_or_default();
         // The name is what follows the owner's prefix (names may contain `||`).
         let name_at = if key.starts_with(&prefix) {
             u32::try_from(prefix.len()).unwrap_or(0)

@@ -207,6 +207,48 @@ async fn list_and_delete_by_prefix_see_only_the_owner() {
 }
 
 #[tokio::test]
+async fn reminders_of_an_empty_actor_id_are_named_as_daprs_scheduler_names_them() {
+    // The key keeps the id's empty place (`actorreminder||default||T||||r||x`); listing the
+    // type names the reminder `r||x` (daprd 1.18.2, e2e/dapr/differential.sh).
+    let e = engine();
+    let actor = |id: &str| {
+        Some(sv1::JobMetadata {
+            target: Some(sv1::JobTargetMetadata {
+                r#type: Some(Target::Actor(sv1::TargetActorReminder {
+                    id: id.into(),
+                    r#type: "T".into(),
+                })),
+            }),
+            ..meta("myapp").unwrap()
+        })
+    };
+    for (id, name) in [("", "r||x"), ("1", "s")] {
+        e.schedule_job(sv1::ScheduleJobRequest {
+            metadata: actor(id),
+            ..schedule(name, daily(), false)
+        })
+        .await
+        .unwrap();
+    }
+    let list = e
+        .list_jobs(sv1::ListJobsRequest {
+            metadata: actor(""),
+        })
+        .await
+        .unwrap();
+    let mut names: Vec<_> = list.into_iter().map(|j| j.name).collect();
+    names.sort();
+    assert_eq!(names, ["r||x", "s"]);
+    let got = e
+        .get_job(sv1::GetJobRequest {
+            name: "r||x".into(),
+            metadata: actor(""),
+        })
+        .await;
+    assert!(got.is_ok(), "{got:?}");
+}
+
+#[tokio::test]
 async fn extras_are_stored_beside_the_dapr_job_and_never_shown_by_get() {
     let store = Arc::new(store::Memory::new());
     let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());

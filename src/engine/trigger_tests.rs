@@ -780,12 +780,44 @@ async fn trigger_carries_name_data_and_metadata() {
 }
 
 #[tokio::test]
-async fn impossible_schedule_is_stored_then_deleted_without_firing() {
+async fn impossible_schedule_is_kept_until_deleted_without_firing() {
+    // Dapr's Scheduler keeps such a job: GET returns it until it is deleted
+    // (e2e/dapr/differential.sh, B20).
     let h = Harness::new().await;
     h.schedule("never", every("0 0 0 30 2 *")).await;
     h.run_for(TimeDelta::days(3)).await;
     assert!(h.deliveries("never").is_empty());
+    assert!(h.exists("never").await);
+    let h = h.restart().await;
+    h.run_for(TimeDelta::days(3)).await;
+    assert!(h.deliveries("never").is_empty());
+    assert!(h.exists("never").await, "kept across a restart too");
+    h.delete("never").await;
     assert!(!h.exists("never").await);
+}
+
+#[tokio::test]
+async fn impossible_schedule_after_a_due_time_fires_once_and_is_kept() {
+    let h = Harness::new().await;
+    h.schedule(
+        "once",
+        sv1::Job {
+            due_time: Some("0s".into()),
+            ..every("0 0 0 30 2 *")
+        },
+    )
+    .await;
+    h.run_for(TimeDelta::days(3)).await;
+    assert_eq!(h.deliveries("once").len(), 1);
+    assert!(h.exists("once").await, "kept after its only tick");
+    let h = h.restart().await;
+    h.run_for(TimeDelta::days(3)).await;
+    assert_eq!(
+        h.deliveries("once").len(),
+        1,
+        "not fired again after a restart"
+    );
+    assert!(h.exists("once").await);
 }
 
 #[tokio::test]

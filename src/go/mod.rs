@@ -4,6 +4,7 @@
 //! exists once.
 
 pub mod json;
+pub mod json_stream;
 pub mod path;
 pub mod protojson;
 pub mod quote;

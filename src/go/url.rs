@@ -50,6 +50,13 @@ fn hex_value(c: u8) -> Option<u8> {
     }
 }
 
+/// Whether Go's `url.ParseRequestURI` takes `path` (a request target's path): every `%` is
+/// followed by two hex digits. Go's HTTP server answers anything else with its bare
+/// `400 Bad Request` before a handler sees it.
+pub fn valid_path_escapes(path: &str) -> bool {
+    unescape(path.as_bytes()).is_some()
+}
+
 /// What Go's `URL.EscapedPath()` gives for a path parsed from `raw` by `url.Parse`.
 ///
 /// Go keeps the path as written when it is already a valid escaped path (sub-delims like
@@ -174,6 +181,15 @@ mod tests {
         assert_eq!(err.to_string(), r#"invalid URL escape "%4""#);
         let err = query_unescape("%").unwrap_err();
         assert_eq!(err.to_string(), r#"invalid URL escape "%""#);
+    }
+
+    #[test]
+    fn request_paths_need_whole_escapes() {
+        assert!(valid_path_escapes("/v1.0/jobs/a%2Fb%e2%82%ac"));
+        assert!(valid_path_escapes("/v1.0/jobs/a+b"));
+        for bad in ["/v1.0/jobs/a%zz", "/v1.0/jobs/a%", "/v1.0/jobs/a%4", "/%g0"] {
+            assert!(!valid_path_escapes(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -212,6 +212,26 @@ impl Plan {
         Some(tick)
     }
 
+    /// Whether a job with no tick for this counter is nonetheless kept, waiting for ever:
+    /// its schedule never matches from where its clock stands (`0 0 0 31 2 *`, or a `TZ=`
+    /// schedule whose only matches fall in skipped local times). Dapr's Scheduler keeps such
+    /// a job (kit's cron answers Go's zero time, not "none"; the job stays until deleted);
+    /// a job finished by its repeats, its due time or its expiration is not kept.
+    pub fn waits_forever(&self, counter: &Counter) -> bool {
+        if self.repeats.is_some_and(|r| counter.count >= r) {
+            return false;
+        }
+        let Some(schedule) = &self.schedule else {
+            return false;
+        };
+        let from = match (counter.last_trigger, self.begin) {
+            (Some(last), _) => last,
+            (None, Begin::Start(start)) => start,
+            (None, Begin::DueTime(_)) => return false,
+        };
+        schedule.next_with(from, &self.policy().dst).is_none()
+    }
+
     /// When to fire for this counter: the nominal tick, or for retry k of it the time the
     /// failure policy gives (Dapr's constant policy: tick + k·interval, a negative interval
     /// read as zero so that a retry never fires before its tick).

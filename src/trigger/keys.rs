@@ -127,6 +127,22 @@ pub fn owner_prefix(metadata: &sv1::JobMetadata) -> Result<String, KeyError> {
     }
 }
 
+/// What comes before a job's name in its key (the Scheduler's `PrefixFromMetadata`):
+/// `app||ns||app||`, or `actorreminder||ns||type||id||` with the actor id's place kept when
+/// it is empty (`actorreminder||ns||T||||name`); unlike [`owner_prefix`], which then means
+/// the whole type.
+pub fn name_prefix(metadata: &sv1::JobMetadata) -> Result<String, KeyError> {
+    match metadata.target.as_ref().and_then(|t| t.r#type.as_ref()) {
+        Some(Target::Actor(actor)) => Ok(actor_reminder_key(
+            &metadata.namespace,
+            &actor.r#type,
+            &actor.id,
+            "",
+        )),
+        _ => owner_prefix(metadata),
+    }
+}
+
 /// The prefix a WatchJobs stream must have registered to take a trigger of this target: the
 /// app's jobs, or every reminder of the actor type (`None` without a target).
 pub fn target_prefix(metadata: &sv1::JobMetadata) -> Option<String> {
@@ -155,7 +171,7 @@ pub fn metadata_prefix(
 /// The composed key of job `name` under this metadata, validated with Dapr's name rules.
 /// Name errors are plain errors in go-etcd-cron, so the Scheduler reports them as `Unknown`.
 pub fn job_key(metadata: &sv1::JobMetadata, job_name: &str) -> Result<String, KeyError> {
-    let key = owner_prefix(metadata)? + job_name;
+    let key = name_prefix(metadata)? + job_name;
     name::validate(&key)?;
     Ok(key)
 }
@@ -242,6 +258,15 @@ mod tests {
         assert_eq!(
             job_key(&actor, "r").unwrap(),
             "actorreminder||default||Cart||42||r"
+        );
+        // An empty actor id keeps its place (daprd 1.18.2's Scheduler error texts, seen by
+        // e2e/dapr/differential.sh).
+        if let Some(Target::Actor(a)) = actor.target.as_mut().and_then(|t| t.r#type.as_mut()) {
+            a.id.clear();
+        }
+        assert_eq!(
+            job_key(&actor, "r").unwrap(),
+            "actorreminder||default||Cart||||r"
         );
     }
 

@@ -193,6 +193,9 @@ pub async fn serve_grpc(state: ApiState) -> SocketAddr {
     let jobsd = api::jobsd::grpc::service(state);
     tokio::spawn(async move {
         let _ = jobsd::serve::grpc_limits(tonic::transport::Server::builder())
+            .layer(tower::util::MapResponseLayer::new(
+                api::grpc::go_request_errors::<tonic::body::Body>,
+            ))
             .add_routes(extras.routes)
             .add_service(dapr)
             .add_service(jobsd)

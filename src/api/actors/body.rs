@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::value::RawValue;
 
+use crate::go::json_stream;
 use crate::proto::common::{
     JobFailurePolicy, JobFailurePolicyConstant, JobFailurePolicyDrop, job_failure_policy::Policy,
 };
@@ -37,7 +38,158 @@ pub struct ActorBody {
 #[error("{0}")]
 pub struct BodyError(pub String);
 
-/// Reads a reminder or timer body. An empty body is Go's `EOF`.
+/// How `reflect` names the struct daprd's `CreateReminderRequest.UnmarshalJSON` decodes into,
+/// as Go's type errors for a body that is not an object print it.
+const REMINDER_GO_TYPE: &str = "struct { Data json.RawMessage \"json:\\\"data\\\"\"; \
+     FailurePolicy *common.JobFailurePolicy \"json:\\\"failure_policy,omitempty\\\"\"; \
+     *api.createReminderAlias }";
+
+/// The JSON fields of that struct: its own two, then those promoted from the embedded
+/// `*createReminderAlias` (`Name`, `ActorType`, `ActorID` have no tag; `ConcurrencyKey` is
+/// `json:"-"`; the alias's `data` and `failure_policy` are shadowed).
+const REMINDER_FIELDS: [&str; 9] = [
+    "data",
+    "failure_policy",
+    "Name",
+    "ActorType",
+    "ActorID",
+    "dueTime",
+    "period",
+    "ttl",
+    "overwrite",
+];
+
+/// Reads a reminder body as daprd does (`json.NewDecoder(r.Body).Decode` into
+/// `CreateReminderRequest`, whose `UnmarshalJSON` runs `encoding/json` on an anonymous
+/// struct): the first JSON value only, Go's syntax errors, bytes that are not UTF-8 read as
+/// U+FFFD, keys matched exactly or else case-insensitively, the last of a repeated key kept,
+/// and the first type error reported in Go's words. `failure_policy` goes through
+/// `encoding/json` into the generated proto struct, whose oneof no JSON names: an object
+/// is an empty policy, whatever it holds; `failurePolicy` is no field at all.
+pub fn parse_reminder(body: &[u8]) -> Result<ActorBody, BodyError> {
+    let value = json_stream::first_value(body).map_err(BodyError)?;
+    let text = json_stream::lossy(value);
+    let kind = json_kind(&text);
+    if kind != "object" {
+        return Err(BodyError(format!(
+            "json: cannot unmarshal {kind} into Go value of type {REMINDER_GO_TYPE}"
+        )));
+    }
+    let Entries(entries) = serde_json::from_str(&text).map_err(|e| BodyError(e.to_string()))?;
+    let mut out = ActorBody::default();
+    for (key, raw) in entries {
+        let Some(field) = go_field(&REMINDER_FIELDS, &key) else {
+            continue;
+        };
+        let kind = json_kind(raw.get());
+        match field {
+            "data" => out.data = Some(raw.get().as_bytes().to_vec()),
+            "failure_policy" => match kind {
+                "null" => out.failure_policy = None,
+                "object" => {
+                    let Entries(inner) =
+                        serde_json::from_str(raw.get()).map_err(|e| BodyError(e.to_string()))?;
+                    for (key, raw) in inner {
+                        let kind = json_kind(raw.get());
+                        if go_field(&["Policy"], &key).is_some() && kind != "null" {
+                            return Err(BodyError(format!(
+                                "json: cannot unmarshal {kind} into Go struct field \
+                                 JobFailurePolicy.failure_policy.Policy of type \
+                                 common.isJobFailurePolicy_Policy"
+                            )));
+                        }
+                    }
+                    out.failure_policy = Some(JobFailurePolicy { policy: None });
+                }
+                _ => {
+                    return Err(BodyError(format!(
+                        "json: cannot unmarshal {kind} into Go struct field .failure_policy \
+                         of type common.JobFailurePolicy"
+                    )));
+                }
+            },
+            "overwrite" => match kind {
+                "null" => out.overwrite = None,
+                "bool" => out.overwrite = Some(raw.get() == "true"),
+                _ => return Err(alias_type_error(kind, field, "bool")),
+            },
+            _ => {
+                let text = match kind {
+                    "null" => continue,
+                    "string" => serde_json::from_str::<String>(raw.get())
+                        .map_err(|e| BodyError(e.to_string()))?,
+                    _ => return Err(alias_type_error(kind, field, "string")),
+                };
+                match field {
+                    "dueTime" => out.due_time = Some(text),
+                    "period" => out.period = Some(text),
+                    "ttl" => out.ttl = Some(text),
+                    // The actor and the name come from the path.
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Go's type error for a field promoted from `*createReminderAlias`.
+fn alias_type_error(kind: &str, field: &str, go_type: &str) -> BodyError {
+    BodyError(format!(
+        "json: cannot unmarshal {kind} into Go struct field .createReminderAlias.{field} of \
+         type {go_type}"
+    ))
+}
+
+/// The field `key` names: an exact match, else one equal but for ASCII case (Go's
+/// `encoding/json` lookup).
+fn go_field(fields: &[&'static str], key: &str) -> Option<&'static str> {
+    fields
+        .iter()
+        .find(|f| **f == key)
+        .or_else(|| fields.iter().find(|f| f.eq_ignore_ascii_case(key)))
+        .copied()
+}
+
+/// How Go's type errors name the kind of a (valid) JSON value.
+fn json_kind(raw: &str) -> &'static str {
+    match raw.trim_start().as_bytes().first() {
+        Some(b'"') => "string",
+        Some(b'{') => "object",
+        Some(b'[') => "array",
+        Some(b't' | b'f') => "bool",
+        Some(b'n') => "null",
+        _ => "number",
+    }
+}
+
+/// An object's members in the order they were written (repeated keys included).
+struct Entries<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for Entries<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Entries<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// Reads a timer body. An empty body is Go's `EOF`.
 pub fn parse(body: &[u8]) -> Result<ActorBody, BodyError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(BodyError("EOF".to_owned()));
@@ -205,6 +357,61 @@ mod tests {
     fn raw_data_is_kept_byte_for_byte() {
         let b = parse(br#"{"data": {"a" : [1, 2]} }"#).unwrap();
         assert_eq!(b.data.as_deref(), Some(&br#"{"a" : [1, 2]}"#[..]));
+    }
+
+    #[test]
+    fn reminder_bodies_read_as_daprds_decoder() {
+        // The first value only; strings that are not UTF-8 read with U+FFFD (B28).
+        let b = parse_reminder(b"{\"dueTime\":\"1000h\"}x").unwrap();
+        assert_eq!(b.due_time.as_deref(), Some("1000h"));
+        let b = parse_reminder(b"{\"dueTime\":\"\xff1s\"}").unwrap();
+        assert_eq!(b.due_time.as_deref(), Some("\u{fffd}1s"));
+        // `failurePolicy` is no field; `failure_policy` is an empty policy whatever the
+        // object holds (B7).
+        let b = parse_reminder(br#"{"failurePolicy":{"constant":{"maxRetries":"4"}}}"#).unwrap();
+        assert_eq!(b.failure_policy, None);
+        let b = parse_reminder(br#"{"failure_policy":{"constant":{"interval":"s"}}}"#).unwrap();
+        assert_eq!(b.failure_policy, Some(JobFailurePolicy { policy: None }));
+        // Repeated keys: the last wins; `null` leaves a string as it was.
+        let b = parse_reminder(br#"{"period":"1s","PERIOD":"2s","period":null}"#).unwrap();
+        assert_eq!(b.period.as_deref(), Some("2s"));
+    }
+
+    #[test]
+    fn reminder_body_errors_are_gos() {
+        let err = |b: &[u8]| parse_reminder(b).unwrap_err().0;
+        assert_eq!(err(b""), "EOF");
+        assert_eq!(
+            err(br#"{"overwrite":"true","dueTime":5}"#),
+            "json: cannot unmarshal string into Go struct field .createReminderAlias.overwrite \
+             of type bool"
+        );
+        assert_eq!(
+            err(br#"{"dueTime":5}"#),
+            "json: cannot unmarshal number into Go struct field .createReminderAlias.dueTime of \
+             type string"
+        );
+        assert_eq!(
+            err(b"[1]"),
+            "json: cannot unmarshal array into Go value of type struct { Data json.RawMessage \
+             \"json:\\\"data\\\"\"; FailurePolicy *common.JobFailurePolicy \
+             \"json:\\\"failure_policy,omitempty\\\"\"; *api.createReminderAlias }"
+        );
+        assert_eq!(
+            err(b"\xef\xbb\xbf{}"),
+            "invalid character '\u{ef}' looking for beginning of value"
+        );
+        assert_eq!(
+            err(br#"{"failure_policy":"drop"}"#),
+            "json: cannot unmarshal string into Go struct field .failure_policy of type \
+             common.JobFailurePolicy"
+        );
+        // Nested beyond Go's 10,000 levels (B16).
+        let deep = format!("{{\"data\":{}", "[".repeat(10_001));
+        assert_eq!(
+            err(deep.as_bytes()),
+            "invalid character '[' exceeded max depth"
+        );
     }
 
     #[test]

@@ -4,16 +4,20 @@
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderMap, StatusCode, Uri};
 
+use super::errors::ReminderOp;
 use super::{body, errors, names, reminder_json};
 use crate::actors::reminders::data_from_json;
 use crate::actors::{ActorRef, MethodCall, NewReminder, NewTimer};
-use crate::api::http_parts::{API_TOKEN_HEADER, Shared, json_response, read_body};
+use crate::api::http_parts::{
+    API_TOKEN_HEADER, STREAM_TOO_LARGE, Shared, json_response, read_body, read_body_as_daprd,
+};
 use crate::api::{ApiError, ApiState};
+use crate::go;
 use crate::observe::trace::{self, TRACEPARENT};
 
 /// The actor routes, to merge into the API router.
@@ -46,34 +50,98 @@ pub fn routes() -> Router<Shared> {
         )
 }
 
-/// `{actor_type}/{actor_id}/…/{name}` of a route.
-type Named = Path<(String, String, String)>;
+/// The `{actorType}`, `{actorId}` and trailing `{name}` (or `{method}`) of an actor route as
+/// daprd reads them: chi's segments of the escaped path, each `url.QueryUnescape`d (`+` is
+/// a space); Go keeps bytes that are not UTF-8, which only fail later, at the Scheduler.
+struct ActorPath {
+    /// The actor type (U+FFFD for bytes that are not UTF-8).
+    actor_type: String,
+    /// The actor id (likewise).
+    actor_id: String,
+    /// The reminder or timer name, or the method (likewise).
+    name: String,
+    /// Whether all three were UTF-8.
+    utf8: bool,
+}
+
+impl ActorPath {
+    /// Reads `/v1.0/actors/{actorType}/{actorId}/<kind>/{name}`. An empty type or id is no
+    /// route of daprd's: 404 `ERR_DIRECT_INVOKE`, as service invocation answers.
+    fn of(uri: &Uri) -> Result<Self, ApiError> {
+        let mut segments = uri.path().split('/').skip(3);
+        let actor_type = segments.next().unwrap_or_default();
+        let actor_id = segments.next().unwrap_or_default();
+        let name = segments.nth(1).unwrap_or_default();
+        if actor_type.is_empty() || actor_id.is_empty() {
+            return Err(ApiError::no_route());
+        }
+        let mut utf8 = true;
+        let mut param = |key: &str, raw: &str| -> Result<String, ApiError> {
+            let bytes =
+                go::url::query_unescape(raw).map_err(|e| ApiError::unescape_param(key, e))?;
+            Ok(String::from_utf8(bytes).unwrap_or_else(|e| {
+                utf8 = false;
+                String::from_utf8_lossy(e.as_bytes()).into_owned()
+            }))
+        };
+        Ok(ActorPath {
+            actor_type: param("actorType", actor_type)?,
+            actor_id: param("actorId", actor_id)?,
+            name: param("name", name)?,
+            utf8,
+        })
+    }
+
+    fn actor(&self) -> ActorRef {
+        ActorRef::new(&self.actor_type, &self.actor_id)
+    }
+}
 
 fn respond(result: Result<Response, ApiError>) -> Response {
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// Reads and decodes a reminder or timer body.
-async fn actor_body(state: &ApiState, body: Body) -> Result<body::ActorBody, ApiError> {
-    let bytes = read_body(body, state.body_limit()).await?;
-    body::parse(&bytes).map_err(ApiError::malformed_request)
+/// Reads and decodes a timer body, or a reminder body (`reminder`: daprd reads those its
+/// own way, see [`body::parse_reminder`]).
+async fn actor_body(
+    state: &ApiState,
+    body: Body,
+    reminder: bool,
+) -> Result<body::ActorBody, ApiError> {
+    // daprd's json.Decoder reads through the limited stream: its error is a decode error.
+    let bytes = read_body_as_daprd(body, state.body_limit())
+        .await?
+        .ok_or_else(|| ApiError::malformed_request(STREAM_TOO_LARGE))?;
+    let parse = if reminder {
+        body::parse_reminder
+    } else {
+        body::parse
+    };
+    parse(&bytes).map_err(ApiError::malformed_request)
 }
 
 /// `POST|PUT …/reminders/{name}`: 204.
 async fn register_reminder(
     State(state): State<Shared>,
-    Path((actor_type, actor_id, name)): Named,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let traceparent = trace::valid(headers.get(TRACEPARENT).map(|v| v.as_bytes()));
     respond(
         async {
-            let b = actor_body(&state, body).await?;
+            let path = ActorPath::of(&uri)?;
+            let b = actor_body(&state, body, true).await?;
+            if !path.utf8 {
+                let period = Some(b.period.as_deref());
+                return Err(state
+                    .reminder_not_utf8(ReminderOp::Create, &path.actor_type, &path.name, period)
+                    .await);
+            }
             state
                 .register_reminder(NewReminder {
-                    actor: ActorRef::new(&actor_type, &actor_id),
-                    name,
+                    actor: path.actor(),
+                    name: path.name,
                     due_time: b.due_time,
                     period: b.period,
                     ttl: b.ttl,
@@ -90,15 +158,16 @@ async fn register_reminder(
 }
 
 /// `GET …/reminders/{name}`: 200 with daprd's reminder JSON.
-async fn get_reminder(
-    State(state): State<Shared>,
-    Path((actor_type, actor_id, name)): Named,
-) -> Response {
+async fn get_reminder(State(state): State<Shared>, uri: Uri) -> Response {
     respond(
         async {
-            let reminder = state
-                .get_reminder(&ActorRef::new(&actor_type, &actor_id), &name)
-                .await?;
+            let path = ActorPath::of(&uri)?;
+            if !path.utf8 {
+                return Err(state
+                    .reminder_not_utf8(ReminderOp::Get, &path.actor_type, &path.name, None)
+                    .await);
+            }
+            let reminder = state.get_reminder(&path.actor(), &path.name).await?;
             Ok(json_response(reminder_json(&reminder)))
         }
         .await,
@@ -106,15 +175,16 @@ async fn get_reminder(
 }
 
 /// `DELETE …/reminders/{name}`: 204, also when there was none.
-async fn unregister_reminder(
-    State(state): State<Shared>,
-    Path((actor_type, actor_id, name)): Named,
-) -> Response {
+async fn unregister_reminder(State(state): State<Shared>, uri: Uri) -> Response {
     respond(
         async {
-            state
-                .unregister_reminder(&ActorRef::new(&actor_type, &actor_id), &name)
-                .await?;
+            let path = ActorPath::of(&uri)?;
+            if !path.utf8 {
+                return Err(state
+                    .reminder_not_utf8(ReminderOp::Delete, &path.actor_type, &path.name, None)
+                    .await);
+            }
+            state.unregister_reminder(&path.actor(), &path.name).await?;
             Ok(StatusCode::NO_CONTENT.into_response())
         }
         .await,
@@ -122,17 +192,14 @@ async fn unregister_reminder(
 }
 
 /// `POST|PUT …/timers/{name}`: 204.
-async fn register_timer(
-    State(state): State<Shared>,
-    Path((actor_type, actor_id, name)): Named,
-    body: Body,
-) -> Response {
+async fn register_timer(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
     respond(
         async {
-            let b = actor_body(&state, body).await?;
+            let path = ActorPath::of(&uri)?;
+            let b = actor_body(&state, body, false).await?;
             state.register_timer(NewTimer {
-                actor: ActorRef::new(&actor_type, &actor_id),
-                name,
+                actor: path.actor(),
+                name: path.name,
                 due_time: b.due_time.unwrap_or_default(),
                 period: b.period.unwrap_or_default(),
                 ttl: b.ttl.unwrap_or_default(),
@@ -146,12 +213,11 @@ async fn register_timer(
 }
 
 /// `DELETE …/timers/{name}`: always 204.
-async fn unregister_timer(
-    State(state): State<Shared>,
-    Path((actor_type, actor_id, name)): Named,
-) -> StatusCode {
-    state.unregister_timer(&ActorRef::new(&actor_type, &actor_id), &name);
-    StatusCode::NO_CONTENT
+async fn unregister_timer(State(state): State<Shared>, uri: Uri) -> Response {
+    respond(ActorPath::of(&uri).map(|path| {
+        state.unregister_timer(&path.actor(), &path.name);
+        StatusCode::NO_CONTENT.into_response()
+    }))
 }
 
 /// The actor state routes: 500 `ERR_ACTOR_RUNTIME_NOT_FOUND` (jobsd keeps no actor state).
@@ -178,13 +244,18 @@ const NOT_FORWARDED: [&str; 9] = [
 /// the app's status, headers and body.
 async fn invoke(
     State(state): State<Shared>,
-    Path((actor_type, actor_id, method)): Named,
     uri: Uri,
     mut headers: HeaderMap,
     body: Body,
 ) -> Response {
     respond(
         async {
+            let ActorPath {
+                actor_type,
+                actor_id,
+                name: method,
+                ..
+            } = ActorPath::of(&uri)?;
             for (param, value) in [("actorType", &actor_type), ("actorId", &actor_id)] {
                 names::validate(value)
                     .map_err(|e| errors::bad_request(format!("invalid {param}: {e}")))?;

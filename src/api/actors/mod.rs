@@ -35,6 +35,33 @@ impl ApiState {
             .map_err(|e| errors::reminder(ReminderOp::Create, &name, &e))
     }
 
+    /// daprd's answer to a reminder call whose actor type, id or name is not UTF-8 (a
+    /// `%FF` in the path): Go keeps the bytes, makes every check before its Scheduler call
+    /// (`period` is `Some` for a create), and then grpc-go refuses to marshal the string.
+    pub async fn reminder_not_utf8(
+        &self,
+        op: ReminderOp,
+        actor_type: &str,
+        name: &str,
+        period: Option<Option<&str>>,
+    ) -> ApiError {
+        if op == ReminderOp::Create {
+            if name.is_empty() {
+                return errors::bad_request("reminder name cannot be empty");
+            }
+            if let Err(e) = names::validate(name) {
+                return errors::bad_request(e);
+            }
+        }
+        let err = match self.actors.check_reminder_call(actor_type, period).await {
+            Err(e) => e,
+            Ok(()) => ActorError::Reminder(crate::actors::ReminderError::Scheduler(
+                crate::api::http_request::invalid_utf8_marshal_error(),
+            )),
+        };
+        errors::reminder(op, name, &err)
+    }
+
     /// A reminder; 404 `ERR_ACTOR_REMINDER_NOT_FOUND` when there is none.
     pub async fn get_reminder(&self, actor: &ActorRef, name: &str) -> Result<Reminder, ApiError> {
         match self.actors.get_reminder(actor, name).await {

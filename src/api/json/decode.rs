@@ -261,24 +261,26 @@ impl<'a> Decoder<'a> {
                     }
                     if e != b'u' {
                         return Err(self.syntax_error(
-                            i,
+                            start,
                             format!(
                                 "invalid escape code {} in string",
                                 quote_bytes(&src[i..(i + 2).min(src.len())])
                             ),
                         ));
                     }
-                    let (c, used) = self.unicode_escape(i)?;
+                    let (c, used) = self.unicode_escape(start, i)?;
                     let mut buf = [0u8; 4];
                     out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
                     i += used;
                 }
                 0x00..=0x1f => {
+                    // Go's `%q` of a rune: single quotes.
+                    let quoted = quote(&char::from(b).to_string());
                     return Err(self.syntax_error(
-                        i,
+                        start,
                         format!(
-                            "invalid character {} in string",
-                            quote(&char::from(b).to_string())
+                            "invalid character '{}' in string",
+                            &quoted[1..quoted.len() - 1]
                         ),
                     ));
                 }
@@ -299,9 +301,9 @@ impl<'a> Decoder<'a> {
         }
     }
 
-    /// A `\uXXXX` escape at `i` (and its low surrogate, if any): the character and the bytes
-    /// used.
-    fn unicode_escape(&self, i: usize) -> Result<(char, usize), JsonError> {
+    /// A `\uXXXX` escape at `i` (and its low surrogate, if any) of the string opened at
+    /// `start` (where Go places its errors): the character and the bytes used.
+    fn unicode_escape(&self, start: usize, i: usize) -> Result<(char, usize), JsonError> {
         let src = self.src;
         let hex4 = |at: usize| -> Option<u32> {
             let digits = src.get(at..at + 4)?;
@@ -313,7 +315,7 @@ impl<'a> Decoder<'a> {
         };
         let bad = |at: usize| {
             self.syntax_error(
-                at,
+                start,
                 format!(
                     "invalid escape code {} in string",
                     quote_bytes(&src[at..(at + 6).min(src.len())])
@@ -345,11 +347,12 @@ impl<'a> Decoder<'a> {
         }
     }
 
-    fn enter(&mut self, pos: usize) -> Result<(), JsonError> {
+    fn enter(&mut self) -> Result<(), JsonError> {
         self.depth += 1;
         self.max_depth = self.max_depth.max(self.depth);
         if self.depth > MAX_DEPTH {
-            return Err(self.error_at(pos, "exceeded max recursion depth"));
+            // Go's recursion limit error carries no position.
+            return Err(JsonError("exceeded max recursion depth".to_owned()));
         }
         Ok(())
     }
@@ -389,10 +392,16 @@ impl<'a> Decoder<'a> {
     /// Reads the `{` of a message value.
     fn message_open(&mut self) -> Result<(), JsonError> {
         let tok = self.next()?;
+        if tok.kind == TokKind::Eof && self.depth == 0 {
+            // Go's decoder hands an EOF outside any object back as a token (its "unexpected
+            // EOF" check is always false there), so a body of only whitespace is an
+            // unexpected empty token.
+            return Err(self.syntax_error(tok.pos, "unexpected token "));
+        }
         if tok.kind != TokKind::ObjectOpen {
             return Err(self.unexpected(&tok));
         }
-        self.enter(tok.pos)
+        self.enter()
     }
 
     /// Reads a message's members with Go's rules: unknown names skipped, a field named twice
@@ -564,7 +573,14 @@ impl<'a> Decoder<'a> {
         };
         match parse_duration(text) {
             Some(d) if d.seconds.abs() <= MAX_DURATION_SECONDS => Ok(d),
-            _ => Err(self.error_at(
+            Some(_) => Err(self.error_at(
+                tok.pos,
+                format!(
+                    "google.protobuf.Duration value out of range: {}",
+                    self.raw(&tok)
+                ),
+            )),
+            None => Err(self.error_at(
                 tok.pos,
                 format!("invalid google.protobuf.Duration value {}", self.raw(&tok)),
             )),
@@ -589,7 +605,7 @@ impl<'a> Decoder<'a> {
             }
             TokKind::Str(s) => Kind::StringValue(s),
             TokKind::ObjectOpen => {
-                self.enter(tok.pos)?;
+                self.enter()?;
                 let mut fields = BTreeMap::new();
                 self.members(|d, name, name_tok| {
                     if fields.contains_key(name) {
@@ -605,7 +621,7 @@ impl<'a> Decoder<'a> {
                 Kind::StructValue(Struct { fields })
             }
             TokKind::ArrayOpen => {
-                self.enter(tok.pos)?;
+                self.enter()?;
                 Kind::ListValue(ListValue {
                     values: self.elements(Self::value)?,
                 })
@@ -645,11 +661,11 @@ impl<'a> Decoder<'a> {
         match tok.kind {
             TokKind::Null | TokKind::Bool(_) | TokKind::Number | TokKind::Str(_) => Ok(()),
             TokKind::ObjectOpen => {
-                self.enter(tok.pos)?;
+                self.enter()?;
                 self.members(|d, _, _| d.skip_value())
             }
             TokKind::ArrayOpen => {
-                self.enter(tok.pos)?;
+                self.enter()?;
                 self.elements(Self::skip_value).map(drop)
             }
             _ => Err(self.unexpected(&tok)),

@@ -114,7 +114,15 @@ fn type_errors_read_like_protojson() {
         parse(r#"{"schedule":"x""#).unwrap_err(),
         "proto: unexpected EOF"
     );
-    assert_eq!(parse("  ").unwrap_err(), "proto: unexpected EOF");
+    // Whitespace only: Go's decoder hands back an empty EOF token (B22).
+    assert_eq!(
+        parse("  ").unwrap_err(),
+        "proto: syntax error (line 1:3): unexpected token "
+    );
+    assert_eq!(
+        parse("\n").unwrap_err(),
+        "proto: syntax error (line 2:1): unexpected token "
+    );
     assert_eq!(
         parse("{}{}").unwrap_err(),
         "proto: syntax error (line 1:3): unexpected token {"
@@ -192,7 +200,24 @@ fn data_is_any_json_value() {
 #[test]
 fn bad_strings_are_errors() {
     assert!(parse("{\"schedule\":\"a\u{1}\"}").is_err());
-    assert!(parse(r#"{"schedule":"\x"}"#).is_err());
+    assert_eq!(
+        parse(r#"{"failurePolicy":{"constant":{"interval":"315576000001s"}}}"#).unwrap_err(),
+        r#"proto: (line 1:42): google.protobuf.Duration value out of range: "315576000001s""#
+    );
+    // Errors inside a string are placed at its opening quote; a control byte is a rune to
+    // `%q` (B31).
+    assert_eq!(
+        parse(r#"{"schedule":"@daily","data":"\x41"}"#).unwrap_err(),
+        r#"proto: syntax error (line 1:29): invalid escape code "\\x" in string"#
+    );
+    assert_eq!(
+        parse("{\"schedule\":\"@daily\",\"data\":\"\t\"}").unwrap_err(),
+        r"proto: syntax error (line 1:29): invalid character '\t' in string"
+    );
+    assert_eq!(
+        parse(r#"{"data":"ab\u12"}"#).unwrap_err(),
+        r#"proto: syntax error (line 1:9): invalid escape code "\\u12\"}" in string"#
+    );
     assert!(parse(r#"{"schedule":"\ud800"}"#).is_err());
     assert!(parse_job_http_request(b"{\"schedule\":\"\xff\"}").is_err());
 }
@@ -201,7 +226,8 @@ fn bad_strings_are_errors() {
 fn deep_nesting_is_refused_without_overflowing() {
     let deep = format!(r#"{{"data":{}1{}}}"#, "[".repeat(5000), "]".repeat(5000));
     let err = parse(&deep).unwrap_err();
-    assert!(err.contains("exceeded max recursion depth"), "{err}");
+    // Go's text has no position (B30).
+    assert_eq!(err, "proto: exceeded max recursion depth");
     // Nesting prost could not decode again is refused too.
     let deep = format!(r#"{{"data":{}1{}}}"#, "[".repeat(60), "]".repeat(60));
     assert!(parse(&deep).is_err());
@@ -474,4 +500,80 @@ fn floats_print_like_go() {
         write_float(&mut out, n, false);
         assert_eq!(out, want, "{n}");
     }
+}
+
+#[test]
+fn data_is_stored_as_gos_wire_bytes() {
+    // Go writes a map entry's key and value even when empty; prost leaves them out (B13,
+    // daprd 1.18.2's bytes seen by e2e/dapr/differential.sh).
+    let stored = |body: &str| value_to_any(&parse(body).unwrap().data.unwrap()).value;
+    let hex = |bytes: Vec<u8>| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
+    assert_eq!(hex(stored(r#"{"data":{"":""}}"#)), "2a080a060a0012021a00");
+    // Without empty keys the bytes are prost's, and prost reads Go's back.
+    let plain = parse(r#"{"data":{"a":[1,"",{"b":null}]}}"#)
+        .unwrap()
+        .data
+        .unwrap();
+    assert_eq!(value_to_any(&plain).value, plain.encode_to_vec());
+    let nested = parse(r#"{"data":{"":{"":null}}}"#).unwrap().data.unwrap();
+    let bytes = value_to_any(&nested).value;
+    assert_eq!(Value::decode(bytes.as_slice()).unwrap(), nested);
+}
+
+#[test]
+fn messages_daprd_links_render_inline() {
+    // daprd renders any message linked into it (B11, seen by e2e/dapr/differential.sh):
+    // `@type` first, then the message's members.
+    let policy = JobFailurePolicy {
+        policy: Some(Policy::Drop(JobFailurePolicyDrop {})),
+    };
+    assert_eq!(
+        any_json(&Any {
+            type_url: "type.googleapis.com/dapr.proto.common.v1.JobFailurePolicy".to_owned(),
+            value: policy.encode_to_vec(),
+        }),
+        Ok(
+            r#"{"@type":"type.googleapis.com/dapr.proto.common.v1.JobFailurePolicy","drop":{}}"#
+                .to_owned()
+        )
+    );
+    let job = runtime::Job {
+        name: "j".to_owned(),
+        schedule: Some("@daily".to_owned()),
+        ..Default::default()
+    };
+    assert_eq!(
+        any_json(&Any {
+            type_url: "type.googleapis.com/dapr.proto.runtime.v1.Job".to_owned(),
+            value: job.encode_to_vec(),
+        }),
+        Ok(
+            r#"{"@type":"type.googleapis.com/dapr.proto.runtime.v1.Job","name":"j","schedule":"@daily"}"#
+                .to_owned()
+        )
+    );
+    // google.rpc.ErrorInfo: reason 1, domain 2, metadata 3 (keys in order).
+    let mut info = Vec::new();
+    for (tag, text) in [(1u8, "R"), (2, "dapr.io")] {
+        info.extend_from_slice(&[tag << 3 | 2, text.len() as u8]);
+        info.extend_from_slice(text.as_bytes());
+    }
+    for (k, v) in [("b", "2"), ("a", "1")] {
+        info.extend_from_slice(&[0x1a, 6, 0x0a, 1, k.as_bytes()[0], 0x12, 1, v.as_bytes()[0]]);
+    }
+    assert_eq!(
+        any_json(&Any {
+            type_url: "type.googleapis.com/google.rpc.ErrorInfo".to_owned(),
+            value: info,
+        }),
+        Ok(r#"{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"R","domain":"dapr.io","metadata":{"a":"1","b":"2"}}"#.to_owned())
+    );
+    // An empty message: only its type.
+    assert_eq!(
+        any_json(&Any {
+            type_url: "type.googleapis.com/dapr.proto.common.v1.JobFailurePolicy".to_owned(),
+            value: Vec::new(),
+        }),
+        Ok(r#"{"@type":"type.googleapis.com/dapr.proto.common.v1.JobFailurePolicy"}"#.to_owned())
+    );
 }

@@ -85,6 +85,7 @@ impl Runner {
                         // A resume whose job can fire no more is finished once applied, as at
                         // load.
                         finish: next.is_none()
+                            && !p.waits
                             && !p.record_only
                             && !p.detached
                             && p.by_hand.is_none(),
@@ -102,6 +103,10 @@ impl Runner {
                             due_ms: Some(convert::due_ms(next)),
                             ..convert::stored_counter(&p.counter, p.generation)
                         },
+                    },
+                    (None, None) if p.waits => Op::PutCounter {
+                        key: p.key.to_string(),
+                        counter: convert::stored_counter(&p.counter, p.generation),
                     },
                     (None, None) => Op::FinishJob {
                         key: p.key.to_string(),

@@ -212,6 +212,32 @@ fn impossible_schedule_never_fires() {
 }
 
 #[test]
+fn impossible_schedule_waits_forever_but_finished_jobs_do_not() {
+    // Dapr's Scheduler keeps such a job (GET returns it until it is deleted).
+    let p = plan(|s| s.schedule = Some("0 0 0 31 2 *".into()));
+    assert!(p.waits_forever(&Counter::default()));
+    let p = plan(|s| {
+        s.schedule = Some("0 0 0 31 2 *".into());
+        s.ttl = Some("1h".into());
+    });
+    assert!(p.waits_forever(&Counter::default()));
+    // Repeats used up, a one-shot done, a schedule that still matches: not kept.
+    let p = plan(|s| {
+        s.schedule = Some("0 0 0 31 2 *".into());
+        s.repeats = Some(1);
+    });
+    let done = Counter {
+        count: 1,
+        ..Counter::default()
+    };
+    assert!(!p.waits_forever(&done));
+    let p = plan(|s| s.due_time = Some("10s".into()));
+    assert!(!p.waits_forever(&done));
+    let p = plan(|s| s.schedule = Some("@every 1s".into()));
+    assert!(!p.waits_forever(&Counter::default()));
+}
+
+#[test]
 fn missed_ticks_replay_serially_at_nominal_times() {
     // After downtime the counter still says "last tick at t+1": the next ticks are the
     // missed ones, one after the other, not "now".

@@ -325,7 +325,7 @@ pub(super) fn ack(id: u64, result: TriggerResult) -> sv1::WatchJobsRequest {
 /// the delivery fails such a trigger rather than guessing its owner.
 pub(super) fn trigger(job: sv1::WatchJobsResponse, clock: &dyn Clock) -> Trigger {
     let metadata = job.metadata.unwrap_or_default();
-    let key = match keys::owner_prefix(&metadata) {
+    let key = match keys::name_prefix(&metadata) {
         Ok(prefix) => prefix + &job.name,
         Err(_) => job.name.clone(),
     };

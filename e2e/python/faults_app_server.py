@@ -13,7 +13,9 @@ HTTP framework would send:
     slow-*      answers 200 after 10 s; logs how many slow calls were in flight on arrival
     fail-*      answers 500 with a short body
     anything else answers 200 at once
-    GET /healthz  200; with --flap, 200 in even seconds and 503 in odd ones (not logged)
+    GET /healthz  200; with --flap, 200 and 503 in turn, probe by probe (not logged): by
+                  count rather than by the clock, so that probes a whole number of
+                  seconds apart cannot all land on the unhealthy side
 
 Every job call is appended to EVENTS.jsonl on arrival, flushed before any answer:
     {"t": <time.time()>, "name", "attempt": <Jobsd-Attempt>, "scheduled": <Jobsd-Scheduled-Time>,
@@ -28,6 +30,8 @@ import time
 import urllib.parse
 
 HUGE = 50 << 20
+# Health probes answered so far (--flap alternates on it).
+PROBES = {"n": 0}
 CHUNK = b"x" * (64 << 10)
 LOG = None
 INFLIGHT = {"slow": 0}
@@ -71,7 +75,8 @@ async def serve(reader, writer):
                 return
             method, path, headers = req
             if method == "GET" and path == "/healthz":
-                ok = not FLAP or int(time.time()) % 2 == 0
+                ok = not FLAP or PROBES["n"] % 2 == 0
+                PROBES["n"] += 1
                 writer.write(status(200, "OK") if ok else status(503, "Unavailable"))
                 await writer.drain()
                 continue

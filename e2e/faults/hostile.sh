@@ -4,7 +4,7 @@
 # phase runs a well-behaved client beside the attack and requires it to be answered within 2 s
 # every time, and prints jobsd's RSS before and after:
 #
-#   1. limits: a 10 MiB body (413), JSON nested 32 deep (stored), 64 and 100,000 deep (400), a
+#   1. limits: a 10 MiB body (daprd's 400 on its route, 413 on jobsd's), JSON nested 32 deep (stored), 64 and 100,000 deep (400), a
 #      100,000-char name over HTTP (414) and gRPC (Dapr's refusal), invalid UTF-8 in body and
 #      path (daprd's answers); nothing refused is stored.
 #   2. slowloris: 50 clients trickle header bytes one a second for HOSTILE_SLOWLORIS_SECONDS

@@ -133,14 +133,22 @@ def limits(http_port: str, grpc_port: str, pid: str) -> Suite:
     port = int(http_port)
 
     @suite.check
-    def ten_mib_body_is_refused_with_413():
+    def ten_mib_body_is_refused_as_daprd_refuses_it():
         before = print_rss(pid, "before a 10 MiB body")
         body = b'{"schedule":"@every 1h","data":"' + b"x" * (10 << 20) + b'"}'
+        # Dapr's route: daprd's answer (its body reader stops at --max-body-size).
         status, answer = post_early_answered(port, "/v1.0-alpha1/jobs/big", body)
         print_rss(pid, "after")
+        assert status == 400, (status, answer[:200])
+        assert json.loads(answer) == {
+            "errorCode": "ERR_BODY_READ",
+            "message": "failed to read request body: stream too large",
+        }, answer
+        assert request(port, "GET", "/v1.0-alpha1/jobs/big")[0] == 500  # daprd: not found
+        # jobsd's own route: a 413 naming the limit.
+        status, answer = post_early_answered(port, "/jobsd/v1/jobs/big", body)
         assert status == 413, (status, answer[:200])
         assert json.loads(answer)["errorCode"] == "ERR_REQUEST_BODY_TOO_LARGE", answer
-        assert request(port, "GET", "/v1.0-alpha1/jobs/big")[0] == 500  # daprd: not found
         assert rss_kib(pid) - before < 64 << 10, "10 MiB body left more than 64 MiB behind"
 
     @suite.check

@@ -276,9 +276,21 @@ impl Engine {
         self.send(Command::AdoptUntracked(jobs));
     }
 
-    /// A job version seen in the store: fired from a fresh counter unless the loop already
+    /// A job version seen in the store, with the counter stored beside it (`None`: none of
+    /// this version, as after a create): fired from that counter unless the loop already
     /// tracks this very version. A job that cannot be planned is logged and ignored.
-    pub fn observe_put(&self, key: &str, job: StoredJob) {
+    ///
+    /// A counter comes with a job written together with its progress (`dapr scheduler
+    /// import`, a restore): the job goes on from it instead of firing its done ticks again.
+    pub fn observe_put(&self, key: &str, job: StoredJob, counter: Option<store::StoredCounter>) {
+        if let Some(counter) = counter.filter(|c| c.generation == job.generation) {
+            self.send(Command::Observed(Box::new(store::LoadedJob {
+                key: key.into(),
+                job,
+                counter: Some(counter),
+            })));
+            return;
+        }
         match convert::plan_of(key, &job) {
             Ok(plan) => self.send(Command::Upsert {
                 key: key.into(),

@@ -122,6 +122,9 @@ pub enum Command {
     /// As `Adopt`, but a job this loop tracks already keeps its own (newer) progress: jobs a
     /// replica reads in as their time comes (`replica::cluster::far`).
     AdoptUntracked(Vec<LoadedJob>),
+    /// A job version seen in the store together with its progress: adopted from it unless
+    /// the loop tracks this very version already.
+    Observed(Box<LoadedJob>),
     /// A page of the due index, read as the horizon moves on (see `runner/horizon.rs`).
     Paged(Box<crate::store::DuePage>),
     /// Stop firing the jobs whose key `owns` accepts: queued and staged ones are dropped at
@@ -596,6 +599,23 @@ impl Runner {
             } => self.extra_done(key, generation, *attempt),
             Command::AdoptUntracked(mut jobs) => {
                 jobs.retain(|j| self.jobs.get(j.key.as_str()).is_none());
+                let finished = self.adopt(jobs);
+                if !finished.is_empty() {
+                    self.write_detached(finished);
+                }
+            }
+            Command::Observed(loaded) => {
+                let key = loaded.key.as_str();
+                if self
+                    .jobs
+                    .get(key)
+                    .is_some_and(|e| e.generation == loaded.job.generation)
+                {
+                    return;
+                }
+                self.leases.forget(key, false);
+                self.resuming.remove(key);
+                let jobs = self.within_horizon(vec![*loaded]);
                 let finished = self.adopt(jobs);
                 if !finished.is_empty() {
                     self.write_detached(finished);

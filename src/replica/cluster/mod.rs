@@ -65,6 +65,8 @@ const LOAD_PAGE: usize = 4096;
 const RELEASE_WAIT: Duration = Duration::from_secs(5);
 /// Partitions taken or given back concurrently.
 const PARALLEL_TXNS: usize = 16;
+/// Watched job puts read for their counters by one read of etcd, at most.
+const MAX_PENDING_PUTS: usize = 512;
 
 /// Settings of one member.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +139,7 @@ impl Cluster {
             owned: BTreeSet::new(),
             loaded_at: HashMap::new(),
             far: Far::default(),
+            pending: HashMap::new(),
         };
         let task = tokio::spawn(member.run(stop.clone()));
         Cluster {
@@ -221,6 +224,8 @@ struct Member {
     loaded_at: HashMap<u32, i64>,
     /// Owned jobs due past the horizon, not read yet.
     far: Far,
+    /// Job puts the watch brought, waiting for their counters ([`Member::observe_pending`]).
+    pending: HashMap<String, crate::store::StoredJob>,
 }
 
 impl Member {
@@ -255,7 +260,16 @@ impl Member {
                             None => break,
                         }
                     }
-                    Some(change) => self.apply(change),
+                    Some(change) => {
+                        if matches!(change, Change::Delete { .. }) {
+                            // A put waiting for its counter must not come after this.
+                            self.observe_pending().await;
+                        }
+                        self.apply(change);
+                        if self.pending.len() >= MAX_PENDING_PUTS {
+                            self.observe_pending().await;
+                        }
+                    }
                     None => {
                         if stop.is_cancelled() {
                             break;
@@ -268,6 +282,10 @@ impl Member {
                         }
                     }
                 },
+                // The watch has nothing more ready: the puts it brought go to the engine.
+                () = std::future::ready(()), if !self.pending.is_empty() => {
+                    self.observe_pending().await;
+                }
                 _ = tick.tick() => {
                     self.reconcile().await;
                     self.publish();
@@ -301,6 +319,8 @@ impl Member {
 
     /// Reads every owned partition again and watches from now on.
     async fn resync(&mut self, stop: &CancellationToken) -> Option<Changes> {
+        // Read again below, at a newer revision.
+        self.pending.clear();
         let owned = std::mem::take(&mut self.owned);
         self.directory.set_own(&self.owned);
         self.disown(&owned, true).await;
@@ -359,11 +379,40 @@ impl Member {
                         self.engine.observe_delete(&key);
                         self.far.insert(key, at.timestamp_millis());
                     }
-                    _ => self.engine.observe_put(&key, job),
+                    _ => {
+                        self.pending.insert(key, job);
+                    }
                 }
             }
-            (Change::Delete { key, .. }, _) => self.engine.observe_delete(&key),
+            (Change::Delete { key, .. }, _) => {
+                self.pending.remove(&key);
+                self.engine.observe_delete(&key);
+            }
             (Change::Put { .. } | Change::Resync { .. }, _) => {}
+        }
+    }
+
+    /// Hands the watched puts to the engine with the counters stored beside them, read by
+    /// one read of etcd for the lot. A job is most often put without one (a create starts
+    /// over), but `dapr scheduler import` writes each job with its counter: started without
+    /// it, the job would fire its done ticks again. go-etcd-cron reads the counter of every
+    /// job its informer sees put in the same way.
+    async fn observe_pending(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        let keys: Vec<String> = pending.keys().cloned().collect();
+        let mut counters = match self.store.read_counters(keys).await {
+            Ok(counters) => counters,
+            Err(e) => {
+                // The jobs fire from a fresh counter, as before jobsd read them: a job written
+                // with its progress may fire a done tick again.
+                tracing::warn!(jobs = pending.len(), error = %e,
+                    "cannot read the counters of watched jobs; they start from none");
+                HashMap::new()
+            }
+        };
+        for (key, job) in pending {
+            let counter = counters.remove(&key);
+            self.engine.observe_put(&key, job, counter);
         }
     }
 

@@ -775,3 +775,101 @@ async fn a_member_reads_far_jobs_in_as_their_time_comes() {
     assert!(gap >= chrono::TimeDelta::milliseconds(1500), "{gap:?}");
     stop_all(vec![member]).await;
 }
+
+/// `dapr scheduler import` writes each job together with its counter (one txn per job, no
+/// partition index key). The member that owns it sees the put through its watch and goes on
+/// from the imported counter: ticks done before the export do not fire again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_imported_with_its_counter_goes_on_from_it() {
+    const REPEATS: usize = 5;
+    // Jobs that have fired some of their ticks, exported as the CLI reads them.
+    let source = testing::fresh_namespace();
+    let fired = Arc::new(Log::default());
+    let exporter = node(0, &source, &fired).await;
+    settle(std::slice::from_ref(&exporter)).await;
+    let names: Vec<String> = (0..8).map(|i| format!("imported-{i}")).collect();
+    for name in &names {
+        let job = sv1::Job {
+            schedule: Some("@every 1s".into()),
+            repeats: Some(REPEATS as u32),
+            ..Default::default()
+        };
+        exporter
+            .engine
+            .schedule_job(request(name, job))
+            .await
+            .unwrap();
+    }
+    wait_for("every job to fire once", || {
+        names.iter().all(|n| fired.count(n) >= 1)
+    })
+    .await;
+    stop_all(vec![exporter]).await;
+    let raw = crate::store::etcd::client::Client::connect(&[testing::shared().endpoint()]).unwrap();
+    let read = |table: &str| {
+        let prefix = format!("{source}/{table}/");
+        let raw = raw.clone();
+        async move {
+            let got = raw
+                .range(etcd::RangeRequest {
+                    key: prefix.clone().into_bytes(),
+                    range_end: etcd::prefix_end(prefix.as_bytes()),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            got.kvs
+                .into_iter()
+                .map(|kv| {
+                    (
+                        String::from_utf8(kv.key).unwrap()[prefix.len()..].to_owned(),
+                        kv.value,
+                    )
+                })
+                .collect::<BTreeMap<String, Vec<u8>>>()
+        }
+    };
+    let (jobs, counters) = (read("jobs").await, read("counters").await);
+    assert_eq!(
+        jobs.len(),
+        names.len(),
+        "every job is left with ticks to go"
+    );
+    assert_eq!(counters.len(), names.len(), "every job has its counter");
+    // Imported into a running member's namespace.
+    let target = testing::fresh_namespace();
+    let log = Arc::new(Log::default());
+    let member = node(0, &target, &log).await;
+    settle(std::slice::from_ref(&member)).await;
+    let mut left = HashMap::new();
+    for (key, value) in &jobs {
+        let counter =
+            <crate::store::StoredCounter as prost::Message>::decode(&counters[key][..]).unwrap();
+        let name = key.rsplit("||").next().unwrap().to_owned();
+        left.insert(name, REPEATS - counter.count as usize);
+        raw.txn(etcd::txn(
+            Vec::new(),
+            vec![
+                etcd::put(format!("{target}/jobs/{key}"), value.clone(), 0),
+                etcd::put(format!("{target}/counters/{key}"), counters[key].clone(), 0),
+            ],
+            Vec::new(),
+        ))
+        .await
+        .unwrap();
+    }
+    wait_for("every imported job to finish its ticks", || {
+        names.iter().all(|n| log.count(n) >= left[n])
+    })
+    .await;
+    // Time for a tick fired again to show.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in &names {
+        assert_eq!(
+            log.count(name),
+            left[name],
+            "{name}: ticks after the import"
+        );
+    }
+    stop_all(vec![member]).await;
+}

@@ -310,6 +310,15 @@ impl Etcd {
         Ok((jobs, revision))
     }
 
+    /// The counters of `keys` that exist, read at one revision, by key.
+    pub async fn read_counters(
+        &self,
+        keys: Vec<String>,
+    ) -> Result<std::collections::HashMap<String, StoredCounter>, Error> {
+        self.check_open()?;
+        partition::read_counters(&self.inner, keys).await
+    }
+
     /// The etcd client (for the cluster's membership keys, next to the store's).
     pub(crate) fn client(&self) -> Client {
         self.inner.client.clone()

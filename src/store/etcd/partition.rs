@@ -19,7 +19,7 @@
 //! an older version, writing into the same etcd after that is not supported: its jobs would go
 //! unindexed (upgrade every replica together, or delete that record to index again).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -28,8 +28,8 @@ use tokio::sync::mpsc;
 
 use super::client::{self, CompareWith, RangeRequest, RequestOp};
 use super::{Inner, LIST_PAGE, OWN, job_value};
-use crate::store::apply::{Joiner, Table};
-use crate::store::{Error, LoadedJob};
+use crate::store::apply::{Joiner, Table, decode_counter};
+use crate::store::{Error, LoadedJob, StoredCounter};
 
 /// Txns of a partition read in flight at once.
 const PARALLEL_READS: usize = 8;
@@ -264,6 +264,48 @@ async fn read_jobs(
         .map(|(key, value)| joiner.join(key, &value))
         .collect::<Result<Vec<LoadedJob>, Error>>()?;
     Ok((loaded, missing))
+}
+
+/// The counters of `keys` that exist, read at one revision (the current one), by key.
+pub(super) async fn read_counters(
+    inner: &Inner,
+    keys: Vec<String>,
+) -> Result<HashMap<String, StoredCounter>, Error> {
+    let per_txn = inner.txn_keys().await.max(1);
+    let chunks: Vec<Vec<String>> = keys.chunks(per_txn).map(<[_]>::to_vec).collect();
+    let mut revision = 0;
+    let mut counters = HashMap::new();
+    for chunk in chunks {
+        let gets: Vec<RequestOp> = chunk
+            .iter()
+            .map(|k| {
+                client::range_op(RangeRequest {
+                    key: inner.full(Table::Counters, k).into_bytes(),
+                    revision,
+                    ..RangeRequest::default()
+                })
+            })
+            .collect();
+        let resp = inner
+            .retrying(|etcd| {
+                let txn = client::txn(Vec::new(), gets.clone(), Vec::new());
+                async move { etcd.txn(txn).await }
+            })
+            .await?;
+        if revision == 0 {
+            revision = client::revision(resp.header.as_ref());
+        }
+        for (key, found) in chunk
+            .into_iter()
+            .zip(resp.responses.into_iter().map(client::range_kvs))
+        {
+            if let Some(kv) = found.into_iter().next() {
+                let counter = decode_counter(&key, &kv.value)?;
+                counters.insert(key, counter);
+            }
+        }
+    }
+    Ok(counters)
 }
 
 /// Removes the index keys of `keys` whose job is still absent (best effort: a stale key only

@@ -152,6 +152,19 @@ pub enum TriggerResult {
 }
 
 impl TriggerResult {
+    /// How the result is named in metrics (`outcome` label) and spans (`jobsd.outcome`):
+    /// `success`, `failed`, `undeliverable`, `cancelled`, `held`. An [`TriggerResult::Accepted`]
+    /// not held is the success it is to Dapr.
+    pub fn outcome(self) -> &'static str {
+        match self {
+            TriggerResult::Success | TriggerResult::Accepted => "success",
+            TriggerResult::Held => "held",
+            TriggerResult::Failed => "failed",
+            TriggerResult::Undeliverable => "undeliverable",
+            TriggerResult::Cancel => "cancelled",
+        }
+    }
+
     /// The ack a sidecar sends on a WatchJobs stream. Dapr's wire has no `UNDELIVERABLE`
     /// ack: a sidecar that could not deliver answers `FAILED`, as daprd does.
     pub fn to_wire(self) -> sv1::WatchJobsRequestResultStatus {

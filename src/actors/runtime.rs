@@ -500,13 +500,7 @@ impl ActorRuntime {
                 trigger,
                 trace: &trace,
                 started,
-                outcome: match result {
-                    TriggerResult::Success | TriggerResult::Accepted => "success",
-                    TriggerResult::Held => "held",
-                    TriggerResult::Cancel => "cancel",
-                    TriggerResult::Failed => "failed",
-                    TriggerResult::Undeliverable => "undeliverable",
-                },
+                outcome: result.outcome(),
                 error: error.map(|e| e.to_string()),
             });
         }

@@ -523,6 +523,6 @@ impl Engine {
 }
 
 #[cfg(test)]
-mod tests;
+mod runner_tests;
 #[cfg(test)]
-mod trigger_tests;
+mod tests;

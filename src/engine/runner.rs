@@ -21,24 +21,26 @@ use crate::schedule::{Counter, Keep, Outcome, Overlap, Plan, WhileTargetDown};
 use crate::store::{DueIndex, LoadedJob, Op, OpResult, RunOutcome, Store, StoredRun};
 use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerKind, TriggerResult, keys};
 
+mod async_completion;
 mod exhausted;
 mod fire;
+mod held;
 mod horizon;
-mod lease;
-mod leases;
 mod manual;
 mod overlap;
+mod paused;
 mod resume;
 mod skips;
 mod writes;
 
 use skips::skip_reason;
 
-use exhausted::{ByHand, DeadLetterJob};
-pub use exhausted::{PauseReply, paused_by_hand};
-use lease::LeaseWrite;
-pub use lease::{Call, Ending, ExecutionCall, HeldExecution};
+use async_completion::LeaseWrite;
+pub use async_completion::{Call, Ending, ExecutionCall, HeldExecution};
+use exhausted::DeadLetterJob;
 pub use manual::{ExtraRefused, ExtraRequest};
+use paused::ByHand;
+pub use paused::{PauseReply, paused_by_hand};
 pub use resume::{skipped_run, skipped_ticks};
 
 /// Most commands handled before the loop looks at the clock again.
@@ -272,7 +274,7 @@ pub struct Runner {
     /// Executions started by hand (run now, backfill), per job that has some.
     extras: HashMap<Arc<str>, Box<manual::ExtraQueue>>,
     /// Executions held under a lease (async completion).
-    leases: leases::Leases,
+    leases: held::Leases,
     /// While a held execution's end is applied: what the result recording its run also does
     /// (release the hold, answer the app), taken by the first run pushed.
     ending: Option<Box<LeaseWrite>>,
@@ -319,7 +321,7 @@ impl Runner {
             history,
             watched: false,
             extras: HashMap::new(),
-            leases: leases::Leases::default(),
+            leases: held::Leases::default(),
             ending: None,
             resuming: HashMap::new(),
             horizon: None,
@@ -649,7 +651,7 @@ impl Runner {
             Command::Persisted(done) => {
                 self.writing = false;
                 for mut p in done {
-                    lease::lease_written(&mut p);
+                    async_completion::lease_written(&mut p);
                     if self.after_write(&mut p) || p.record_only || p.detached {
                         continue;
                     }
@@ -901,6 +903,3 @@ impl Owners {
         shared
     }
 }
-
-#[cfg(test)]
-mod tests;

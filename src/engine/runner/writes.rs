@@ -68,7 +68,7 @@ impl Runner {
         let ops = batch
             .iter_mut()
             .map(|p| {
-                if let Some(op) = lease::lease_only_op(p) {
+                if let Some(op) = async_completion::lease_only_op(p) {
                     return op;
                 }
                 let mut op = match (p.run.take(), p.next) {
@@ -113,7 +113,7 @@ impl Runner {
                         generation: p.generation,
                     },
                 };
-                lease::release_with(p, &mut op);
+                async_completion::release_with(p, &mut op);
                 p.indexed = match &op {
                     Op::PutCounter { counter, .. } => counter.due_ms.is_some(),
                     Op::RecordResult(record) => {

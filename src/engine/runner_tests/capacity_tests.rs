@@ -6,10 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use chrono::{TimeDelta, TimeZone};
 use tokio::sync::Semaphore;
 
-use super::super::Engine;
 use super::*;
-use crate::clock::ManualClock;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
 use crate::store;
 
 /// A sink with room for `CAPACITY` triggers whose answers wait for permits.

@@ -19,8 +19,8 @@ use std::time::Duration;
 use chrono::TimeDelta;
 use tokio::time::Instant;
 
-use super::leases::Lease;
-pub use super::leases::{Call, CallReply, Ending, ExecutionCall, HeldExecution};
+use super::held::Lease;
+pub use super::held::{Call, CallReply, Ending, ExecutionCall, HeldExecution};
 use super::{Persisted, Runner};
 use crate::engine::Error;
 use crate::engine::convert::instant;

@@ -834,5 +834,6 @@ async fn loop_ended_tells_when_the_trigger_loop_is_gone() {
 mod abandoned_tests;
 mod adopt_tests;
 mod batch_tests;
+mod capacity_tests;
 mod exhausted_tests;
 mod horizon_tests;

@@ -1,7 +1,7 @@
 //! The held executions of a trigger loop (async completion): each one's job, attempt and
 //! lease deadline, indexed by id, by deadline and by job key; the calls that came before the
 //! answer holding their execution; and the executions ended lately, so that a repeated call
-//! answers as the first did. What the loop does with them is `lease.rs`.
+//! answers as the first did. What the loop does with them is `async_completion.rs`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;

@@ -12,7 +12,7 @@ use chrono::TimeDelta;
 use common::actor_app::{ActorApp, Script};
 use common::replica::Rep;
 use common::{any_port, clockwork, eventually, http, sidecar_config, t0};
-use jobsd::actors::{ActorRef, NewReminder, Reminders, SchedulerReminders};
+use jobsd::actors::{ActorRef, NewReminder, SchedulerReminders};
 use jobsd::app::Sidecar;
 use jobsd::clock::{Clock, ManualClock};
 use jobsd::config::AppProtocol;

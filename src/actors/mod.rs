@@ -1,9 +1,8 @@
 //! Actors on one host: reminders kept by the scheduler, timers kept in memory, and actor
 //! method calls, all delivered to the app the way daprd delivers them.
 //!
-//! - [`Reminders`] is the trait an actor runtime uses to keep reminders on the scheduler;
-//!   [`SchedulerReminders`] implements it over the Scheduler seam, so both the embedded engine
-//!   and remote Scheduler replicas serve it.
+//! - [`SchedulerReminders`] keeps an app's reminders as jobs through the Scheduler seam, so
+//!   both the embedded engine and remote Scheduler replicas serve them.
 //! - [`ActorRuntime`] is the single-host runtime: it learns the app's actor types from
 //!   `GET /dapr/config`, hosts every actor of those types (there is no placement service:
 //!   one host), runs one call at a time per actor (methods, reminders and timers alike),
@@ -25,7 +24,7 @@ mod timers;
 use std::fmt;
 use std::sync::Arc;
 
-pub use reminders::{NewReminder, Reminder, ReminderError, Reminders, SchedulerReminders};
+pub use reminders::{NewReminder, Reminder, ReminderError, SchedulerReminders};
 pub use runtime::{ActorError, ActorRuntime, MethodAnswer, MethodCall, RuntimeConfig};
 pub use sink::Targets;
 pub use timers::NewTimer;

@@ -74,39 +74,9 @@ pub enum ReminderError {
     Scheduler(#[from] scheduler::Error),
 }
 
-/// What an actor runtime asks of the scheduler for reminders. Both the embedded engine and
-/// remote Scheduler replicas serve it ([`SchedulerReminders`]); another runtime embedding
-/// the `jobsd` library can use it directly.
-#[async_trait::async_trait]
-pub trait Reminders: Send + Sync + 'static {
-    /// Registers a reminder (replacing one of the same name unless `overwrite` is false:
-    /// then `AlreadyExists`).
-    async fn create(&self, reminder: NewReminder) -> Result<(), ReminderError>;
-
-    /// The reminder, or `None` when there is none.
-    async fn get(&self, actor: &ActorRef, name: &str) -> Result<Option<Reminder>, ReminderError>;
-
-    /// Deletes a reminder; deleting a missing one succeeds.
-    async fn delete(&self, actor: &ActorRef, name: &str) -> Result<(), ReminderError>;
-
-    /// Every reminder of `actor_type`, or of one actor of it.
-    async fn list(
-        &self,
-        actor_type: &str,
-        actor_id: Option<&str>,
-    ) -> Result<Vec<Reminder>, ReminderError>;
-
-    /// Deletes every reminder of `actor_type` (`actor_id` `None`), of one actor, or with
-    /// `id_prefix` of every actor whose id starts with `actor_id`.
-    async fn delete_all(
-        &self,
-        actor_type: &str,
-        actor_id: Option<&str>,
-        id_prefix: bool,
-    ) -> Result<(), ReminderError>;
-}
-
-/// [`Reminders`] over the Scheduler seam, for the actors of one app.
+/// An app's actor reminders, kept as jobs by the Scheduler seam (the embedded engine or
+/// remote Scheduler replicas: the seam's two implementations are what varies, so there is no
+/// reminders trait of its own).
 #[derive(Clone)]
 pub struct SchedulerReminders {
     /// Embedded engine or remote replicas.
@@ -164,9 +134,10 @@ fn non_empty(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.is_empty())
 }
 
-#[async_trait::async_trait]
-impl Reminders for SchedulerReminders {
-    async fn create(&self, reminder: NewReminder) -> Result<(), ReminderError> {
+impl SchedulerReminders {
+    /// Registers a reminder (replacing one of the same name unless `overwrite` is false:
+    /// then `AlreadyExists`).
+    pub async fn create(&self, reminder: NewReminder) -> Result<(), ReminderError> {
         let (schedule, repeats) = period::reminder_schedule(reminder.period.as_deref())?;
         let job = sv1::Job {
             schedule,
@@ -196,7 +167,12 @@ impl Reminders for SchedulerReminders {
         Ok(())
     }
 
-    async fn get(&self, actor: &ActorRef, name: &str) -> Result<Option<Reminder>, ReminderError> {
+    /// The reminder, or `None` when there is none.
+    pub async fn get(
+        &self,
+        actor: &ActorRef,
+        name: &str,
+    ) -> Result<Option<Reminder>, ReminderError> {
         let got = self
             .scheduler
             .get_job(sv1::GetJobRequest {
@@ -211,7 +187,8 @@ impl Reminders for SchedulerReminders {
         }
     }
 
-    async fn delete(&self, actor: &ActorRef, name: &str) -> Result<(), ReminderError> {
+    /// Deletes a reminder; deleting a missing one succeeds.
+    pub async fn delete(&self, actor: &ActorRef, name: &str) -> Result<(), ReminderError> {
         self.scheduler
             .delete_job(sv1::DeleteJobRequest {
                 name: name.to_owned(),
@@ -221,7 +198,8 @@ impl Reminders for SchedulerReminders {
         Ok(())
     }
 
-    async fn list(
+    /// Every reminder of `actor_type`, or of one actor of it.
+    pub async fn list(
         &self,
         actor_type: &str,
         actor_id: Option<&str>,
@@ -245,7 +223,9 @@ impl Reminders for SchedulerReminders {
             .collect())
     }
 
-    async fn delete_all(
+    /// Deletes every reminder of `actor_type` (`actor_id` `None`), of one actor, or with
+    /// `id_prefix` of every actor whose id starts with `actor_id`.
+    pub async fn delete_all(
         &self,
         actor_type: &str,
         actor_id: Option<&str>,

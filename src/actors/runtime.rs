@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::ActorRef;
 use super::calls::{self, json_headers};
 use super::config::{ConfigError, Hosted};
-use super::reminders::{NewReminder, Reminder, ReminderError, Reminders};
+use super::reminders::{NewReminder, Reminder, ReminderError, SchedulerReminders};
 use super::timers::{Fire, NewTimer, Timers};
 use crate::clock::Clock;
 use crate::delivery::{self, Keep};
@@ -98,7 +98,7 @@ struct Inner {
     app_healthy: watch::Receiver<bool>,
     /// Where reminders are kept: attached once the scheduler exists (which needs this
     /// runtime as its reminders' sink first).
-    reminders: OnceLock<Arc<dyn Reminders>>,
+    reminders: OnceLock<Arc<SchedulerReminders>>,
     /// Time.
     clock: Arc<dyn Clock>,
     /// Where reminder deliveries' spans go; `None` = no spans.
@@ -184,7 +184,7 @@ impl ActorRuntime {
 
     /// A runtime with no app (it hosts nothing until [`ActorRuntime::set_hosted`]) over
     /// `reminders`: for tools and tests of the reminder API.
-    pub fn without_app(reminders: Arc<dyn Reminders>, clock: Arc<dyn Clock>) -> Self {
+    pub fn without_app(reminders: Arc<SchedulerReminders>, clock: Arc<dyn Clock>) -> Self {
         let runtime = ActorRuntime::new(RuntimeConfig {
             app: None,
             app_healthy: watch::channel(false).1,
@@ -220,14 +220,14 @@ impl ActorRuntime {
     }
 
     /// Attaches where reminders are kept; the first call wins.
-    pub fn attach_reminders(&self, reminders: Arc<dyn Reminders>) {
+    pub fn attach_reminders(&self, reminders: Arc<SchedulerReminders>) {
         if self.inner.reminders.set(reminders).is_err() {
             tracing::warn!("actor reminders already attached; ignoring another store");
         }
     }
 
     /// Where reminders are kept.
-    fn reminders(&self) -> Result<&Arc<dyn Reminders>, ActorError> {
+    fn reminders(&self) -> Result<&Arc<SchedulerReminders>, ActorError> {
         self.inner.reminders.get().ok_or(ActorError::NoReminders)
     }
 

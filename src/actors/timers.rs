@@ -14,6 +14,8 @@ use crate::clock::Clock;
 use crate::schedule::period::{TimerError, TimerPlan};
 
 /// What a timer calls on each tick: the runtime, which runs the callback in the actor's turn.
+/// A trait with that one implementation on purpose: the runtime owns the timers, so
+/// `timers.rs` naming `runtime.rs` would make the two files import each other.
 #[async_trait::async_trait]
 pub(super) trait Fire: Send + Sync + 'static {
     /// Calls the timer's callback; failures are the target's to log.

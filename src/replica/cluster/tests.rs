@@ -806,8 +806,8 @@ async fn a_job_imported_with_its_counter_goes_on_from_it() {
     .await;
     stop_all(vec![exporter]).await;
     let raw = crate::store::etcd::client::Client::connect(&[testing::shared().endpoint()]).unwrap();
-    let read = |table: &str| {
-        let prefix = format!("{source}/{table}/");
+    let read_in = |namespace: &str, table: &str| {
+        let prefix = format!("{namespace}/{table}/");
         let raw = raw.clone();
         async move {
             let got = raw
@@ -829,7 +829,10 @@ async fn a_job_imported_with_its_counter_goes_on_from_it() {
                 .collect::<BTreeMap<String, Vec<u8>>>()
         }
     };
-    let (jobs, counters) = (read("jobs").await, read("counters").await);
+    let (jobs, counters) = (
+        read_in(&source, "jobs").await,
+        read_in(&source, "counters").await,
+    );
     assert_eq!(
         jobs.len(),
         names.len(),
@@ -838,6 +841,7 @@ async fn a_job_imported_with_its_counter_goes_on_from_it() {
     assert_eq!(counters.len(), names.len(), "every job has its counter");
     // Imported into a running member's namespace.
     let target = testing::fresh_namespace();
+    let read_target = |table: &'static str| read_in(&target, table);
     let log = Arc::new(Log::default());
     let member = node(0, &target, &log).await;
     settle(std::slice::from_ref(&member)).await;
@@ -858,12 +862,15 @@ async fn a_job_imported_with_its_counter_goes_on_from_it() {
         .await
         .unwrap();
     }
-    wait_for("every imported job to finish its ticks", || {
-        names.iter().all(|n| log.count(n) >= left[n])
-    })
-    .await;
-    // Time for a tick fired again to show.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A job is deleted once its last tick is done: every delivery of it came before.
+    let deadline = Instant::now() + PATIENCE;
+    while !read_target("jobs").await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for the imported jobs to finish"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for name in &names {
         assert_eq!(
             log.count(name),

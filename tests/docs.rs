@@ -58,7 +58,8 @@ fn tested_blocks(markdown: &str) -> Vec<Block> {
                 }
             }
             Some((start, background, lines)) => {
-                if line.trim().trim_start_matches('`').is_empty() && line.trim().starts_with("```") {
+                if line.trim().trim_start_matches('`').is_empty() && line.trim().starts_with("```")
+                {
                     if *start > 0 {
                         blocks.push(Block {
                             line: *start,
@@ -275,7 +276,8 @@ fn healthy(port: u16) -> bool {
         return false;
     };
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-    let request = "GET /v1.0/healthz/outbound HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let request =
+        "GET /v1.0/healthz/outbound HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
     if conn.write_all(request.as_bytes()).is_err() {
         return false;
     }
@@ -333,7 +335,11 @@ fn tested_blocks_run() {
                 }
             }
         }
-        eprintln!("docs: {page}: {} blocks in {:.1?}", blocks.len(), started.elapsed());
+        eprintln!(
+            "docs: {page}: {} blocks in {:.1?}",
+            blocks.len(),
+            started.elapsed()
+        );
     }
     assert!(
         failures.is_empty(),
@@ -362,7 +368,10 @@ fn readme_quick_start_and_tour_are_tested() {
         "jobsd jobs runs",
         "/jobsd/ui/",
     ] {
-        assert!(has(step), "the README's tour has no tested block with `{step}`");
+        assert!(
+            has(step),
+            "the README's tour has no tested block with `{step}`"
+        );
     }
 }
 
@@ -381,7 +390,9 @@ fn extraction_follows_the_convention() {
         app: 4,
     };
     assert_eq!(
-        ports.apply("cargo run --release -- --app-port 8080; curl localhost:3500 :50001 9090 135000"),
+        ports.apply(
+            "cargo run --release -- --app-port 8080; curl localhost:3500 :50001 9090 135000"
+        ),
         "jobsd --app-port 4; curl localhost:1 :2 3 135000"
     );
 }

@@ -18,7 +18,10 @@ fn check(path: &str, rendered: &str) {
             .lines()
             .zip(rendered.lines())
             .position(|(a, b)| a != b)
-            .map_or(committed.lines().count().min(rendered.lines().count()), |n| n);
+            .map_or(
+                committed.lines().count().min(rendered.lines().count()),
+                |n| n,
+            );
         panic!(
             "{path} is not current (first difference at line {}): run \
              `JOBSD_BLESS=1 cargo test --test reference` and commit the file",
@@ -34,5 +37,8 @@ fn flags_page_is_current() {
 
 #[test]
 fn metrics_page_is_current() {
-    check("docs/reference/metrics.md", &jobsd::cli::reference::metrics());
+    check(
+        "docs/reference/metrics.md",
+        &jobsd::cli::reference::metrics(),
+    );
 }

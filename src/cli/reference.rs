@@ -5,7 +5,7 @@
 //! `tests/reference.rs` renders both and fails when the committed files differ;
 //! `JOBSD_BLESS=1 cargo test --test reference` rewrites them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use clap::{Arg, ArgAction, Command, CommandFactory};
@@ -30,18 +30,26 @@ pub fn flags() -> String {
     );
     let mut root = Cli::command();
     root.build();
-    command(&mut out, &root, "jobsd");
+    command(&mut out, &root, "jobsd", &BTreeSet::new());
     out
 }
 
 /// Appends the section of `cmd` (called `path` on the command line), then its subcommands'.
-fn command(out: &mut String, cmd: &Command, path: &str) {
-    let _ = write!(out, "\n## `{path}`\n\n");
+/// `inherited` are the global flags of the commands above, shown where they are defined.
+fn command(out: &mut String, cmd: &Command, path: &str, inherited: &BTreeSet<String>) {
+    let _ = writeln!(out, "\n## `{path}`");
     if let Some(about) = cmd.get_long_about().or(cmd.get_about()) {
-        let _ = writeln!(out, "{}\n", one_line(&about.to_string()));
+        let _ = writeln!(out, "\n{}", one_line(&about.to_string()));
+    }
+    if !inherited.is_empty() {
+        let parent = path.rsplit_once(' ').map_or(path, |(p, _)| p);
+        let _ = writeln!(out, "\nAlso takes the options of `{parent}`.");
     }
     let mut groups: Vec<(Option<&str>, Vec<&Arg>)> = Vec::new();
-    for arg in cmd.get_arguments().filter(|a| !is_builtin(a)) {
+    let own = cmd
+        .get_arguments()
+        .filter(|a| !is_builtin(a) && !inherited.contains(a.get_id().as_str()));
+    for arg in own {
         let heading = arg.get_help_heading();
         match groups.iter_mut().find(|(h, _)| *h == heading) {
             Some((_, args)) => args.push(arg),
@@ -49,6 +57,7 @@ fn command(out: &mut String, cmd: &Command, path: &str) {
         }
     }
     for (heading, args) in groups {
+        out.push('\n');
         if let Some(heading) = heading {
             let _ = write!(out, "{heading}:\n\n");
         }
@@ -66,10 +75,15 @@ fn command(out: &mut String, cmd: &Command, path: &str) {
                 cell(&help(arg)),
             );
         }
-        out.push('\n');
     }
+    let mut globals = inherited.clone();
+    globals.extend(
+        cmd.get_arguments()
+            .filter(|a| a.is_global_set())
+            .map(|a| a.get_id().to_string()),
+    );
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-        command(out, sub, &format!("{path} {}", sub.get_name()));
+        command(out, sub, &format!("{path} {}", sub.get_name()), &globals);
     }
 }
 
@@ -162,19 +176,31 @@ struct Family {
     kind: String,
     /// The `# HELP` text.
     help: String,
-    /// Label names seen on its samples (`le` left out).
-    labels: std::collections::BTreeSet<String>,
-    /// The roles that serve it.
-    roles: Vec<&'static str>,
+    /// The roles that serve it, in order, with the label names seen on its samples there
+    /// (`le` left out).
+    roles: Vec<(&'static str, BTreeSet<String>)>,
 }
 
 /// `docs/reference/metrics.md`: every metric family each role registers, read from a scrape
 /// of a freshly started role's registry: name, type, labels, roles, help.
 pub fn metrics() -> String {
+    let replica = Metrics::replica();
+    // The concurrency families have a series per limit a daprd names; one gated trigger
+    // shows them.
+    let gate = replica.scheduler();
+    gate.gate_inflight("<key>", 0);
+    gate.gate_pending("<key>", 0);
+    gate.gate_throttled("<key>");
     let roles = [
-        ("sidecar", Metrics::sidecar("myapp", "default", true)),
-        ("sidecar, remote mode", Metrics::sidecar("myapp", "default", false)),
-        ("`jobsd scheduler`", Metrics::replica()),
+        (
+            "sidecar (embedded)",
+            Metrics::sidecar("myapp", "default", true),
+        ),
+        (
+            "sidecar (remote)",
+            Metrics::sidecar("myapp", "default", false),
+        ),
+        ("`jobsd scheduler`", replica),
     ];
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -189,19 +215,34 @@ pub fn metrics() -> String {
     }
     let mut out = format!(
         "{GENERATED}\n\n# Metrics\n\nEvery metric family, by the role that serves it on \
-         `GET /metrics` (`--metrics-port`, 9090). Labels are those a fresh process shows; a family \
-         whose series appear only once something happened shows none here. What they mean and how \
-         they are scraped: [observability.md](../observability.md#metrics).\n\n\
+         `GET /metrics` (`--metrics-port`, 9090): a sidecar on its embedded scheduler, a sidecar \
+         in remote mode (`--scheduler-host-address`), a `jobsd scheduler` replica. Labels are \
+         those each role shows once started (the replica's concurrency families after one \
+         trigger under a limit a daprd named). What they mean and how they are scraped: \
+         [observability.md](../observability.md#metrics).\n\n\
          | name | type | labels | roles | help |\n|---|---|---|---|---|\n"
     );
     for (name, f) in &families {
-        let labels: Vec<String> = f.labels.iter().map(|l| format!("`{l}`")).collect();
+        let list = |set: &BTreeSet<String>| {
+            let names: Vec<String> = set.iter().map(|l| format!("`{l}`")).collect();
+            names.join(", ")
+        };
+        let same = f.roles.windows(2).all(|w| w[0].1 == w[1].1);
+        let labels = match f.roles.first() {
+            Some((_, set)) if same => list(set),
+            _ => f
+                .roles
+                .iter()
+                .map(|(role, set)| format!("{role}: {}", list(set)))
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
+        let roles: Vec<&str> = f.roles.iter().map(|(role, _)| *role).collect();
         let _ = writeln!(
             out,
-            "| `{name}` | {} | {} | {} | {} |",
+            "| `{name}` | {} | {labels} | {} | {} |",
             f.kind,
-            labels.join(", "),
-            f.roles.join(", "),
+            roles.join(", "),
             cell(&f.help),
         );
     }
@@ -216,9 +257,7 @@ fn read_scrape(text: &str, role: &'static str, families: &mut BTreeMap<String, F
             let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
             let f = families.entry(name.to_owned()).or_default();
             f.help = help.to_owned();
-            if !f.roles.contains(&role) {
-                f.roles.push(role);
-            }
+            f.roles.push((role, BTreeSet::new()));
             seen.push(name.to_owned());
         } else if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
@@ -234,10 +273,10 @@ fn read_scrape(text: &str, role: &'static str, families: &mut BTreeMap<String, F
             else {
                 continue;
             };
-            let labels = families.entry(family.clone()).or_default();
-            labels
-                .labels
-                .extend(label_names(line).into_iter().filter(|l| l != "le"));
+            let f = families.entry(family.clone()).or_default();
+            if let Some((_, labels)) = f.roles.last_mut() {
+                labels.extend(label_names(line).into_iter().filter(|l| l != "le"));
+            }
         }
     }
 }

@@ -6,11 +6,12 @@
 //! - a fenced block whose info string is `sh tested` runs with `bash -eu` and must exit 0
 //!   within [`BLOCK_PATIENCE`];
 //! - `sh tested background` starts a server (jobsd): it keeps running while the page's later
-//!   blocks run, and they start once its HTTP port answers `/v1.0/healthz/outbound`.
+//!   blocks run, and they start once its HTTP port answers `/v1.0/healthz/outbound` (a
+//!   `jobsd scheduler` replica: once its Scheduler port accepts connections).
 //!
 //! Each page runs in a fresh temp dir (with the repository's `config/` linked in, for the
 //! example app), its blocks in order, with `jobsd` (this build's) on `PATH`. The default ports
-//! in the text (3500, 50001, 9090, 8080) are replaced by free ones, `cargo run --release --`
+//! in the text (3500, 50001, 9090, 8080, 50006) are replaced by free ones, `cargo run --release --`
 //! by `jobsd` (building a release would take minutes; it is the same code), and
 //! `JOBSD_ADDRESS` points `jobsd jobs` at the page's sidecar. Every process a block started is
 //! stopped when the page ends, pass or fail.
@@ -91,6 +92,9 @@ struct Ports {
     grpc: u16,
     metrics: u16,
     app: u16,
+    /// A `jobsd scheduler` replica's port (50006) and its metrics port.
+    scheduler: u16,
+    scheduler_metrics: u16,
 }
 
 impl Ports {
@@ -100,6 +104,8 @@ impl Ports {
             grpc: free_port(),
             metrics: free_port(),
             app: free_port(),
+            scheduler: free_port(),
+            scheduler_metrics: free_port(),
         }
     }
 
@@ -111,6 +117,7 @@ impl Ports {
             ("50001", self.grpc),
             ("9090", self.metrics),
             ("8080", self.app),
+            ("50006", self.scheduler),
         ] {
             out = replace_number(&out, from, &to.to_string());
         }
@@ -139,13 +146,14 @@ fn replace_number(text: &str, from: &str, to: &str) -> String {
 }
 
 /// What runs before every block: strict mode; `curl` fails on an answer that is not a 2xx
-/// (and shows the body); `jobsd`'s server roles sent to the page's metrics port (a repeated
+/// (and shows the body); `jobsd`'s server roles sent to the page's metrics ports (a repeated
 /// flag keeps its last value, so a block's own `--metrics-port` is overridden the same way).
 const PRELUDE: &str = r#"set -eu
 curl() { command curl --fail-with-body -sS "$@"; }
 jobsd() {
   case "${1:-}" in
     ""|-*) command jobsd "$@" --metrics-port "$DOCS_METRICS_PORT" ;;
+    scheduler) command jobsd "$@" --metrics-port "$DOCS_SCHEDULER_METRICS_PORT" ;;
     *) command jobsd "$@" ;;
   esac
 }
@@ -202,6 +210,10 @@ impl Run {
             .env("DAPR_HTTP_PORT", self.ports.http.to_string())
             .env("DAPR_GRPC_PORT", self.ports.grpc.to_string())
             .env("DOCS_METRICS_PORT", self.ports.metrics.to_string())
+            .env(
+                "DOCS_SCHEDULER_METRICS_PORT",
+                self.ports.scheduler_metrics.to_string(),
+            )
             .env_remove("DAPR_API_TOKEN")
             .env_remove("APP_ID")
             .env_remove("APP_PORT")
@@ -228,15 +240,23 @@ impl Run {
             ))
         };
         if block.background {
+            // A replica is up once its Scheduler port accepts; a sidecar once its HTTP port
+            // answers its health route.
+            let replica = block.text.contains("jobsd scheduler");
             loop {
                 if let Ok(Some(status)) = child.try_wait() {
                     return fail(format!("the server exited: {status}"));
                 }
-                if healthy(self.ports.http) {
+                let up = if replica {
+                    TcpStream::connect(("127.0.0.1", self.ports.scheduler)).is_ok()
+                } else {
+                    healthy(self.ports.http)
+                };
+                if up {
                     return Ok(started.elapsed());
                 }
                 if started.elapsed() > SERVER_PATIENCE {
-                    return fail(format!("no answer on its HTTP port in {SERVER_PATIENCE:?}"));
+                    return fail(format!("no answer on its port in {SERVER_PATIENCE:?}"));
                 }
                 std::thread::sleep(Duration::from_millis(200));
             }
@@ -312,6 +332,26 @@ fn read(page: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).expect("read page")
 }
 
+/// Times a page is run again when a port it was given was taken by another process between
+/// the harness finding it free and jobsd binding it (other tests run on this machine too).
+const PORT_RACE_RETRIES: usize = 3;
+
+/// Runs one page's tested blocks in a fresh [`Run`]; `Err` names the block that failed.
+fn run_page(page: &str, blocks: &[Block]) -> Result<(), String> {
+    let started = Instant::now();
+    let mut run = Run::new(page);
+    for (n, block) in blocks.iter().enumerate() {
+        let took = run.run(page, n, block)?;
+        eprintln!("docs: {page}:{} ok in {took:.1?}", block.line);
+    }
+    eprintln!(
+        "docs: {page}: {} blocks in {:.1?}",
+        blocks.len(),
+        started.elapsed()
+    );
+    Ok(())
+}
+
 #[test]
 fn tested_blocks_run() {
     let mut failures = Vec::new();
@@ -321,25 +361,19 @@ fn tested_blocks_run() {
         if blocks.is_empty() {
             continue;
         }
-        let started = Instant::now();
-        let mut run = Run::new(&page);
-        for (n, block) in blocks.iter().enumerate() {
-            match run.run(&page, n, block) {
-                Ok(took) => {
-                    ran += 1;
-                    eprintln!("docs: {page}:{} ok in {took:.1?}", block.line);
+        let mut attempt = 1;
+        loop {
+            match run_page(&page, &blocks) {
+                Ok(()) => ran += blocks.len(),
+                Err(e) if e.contains("Address already in use") && attempt < PORT_RACE_RETRIES => {
+                    eprintln!("docs: {page}: a port was taken meanwhile; again with new ports");
+                    attempt += 1;
+                    continue;
                 }
-                Err(e) => {
-                    failures.push(e);
-                    break;
-                }
+                Err(e) => failures.push(e),
             }
+            break;
         }
-        eprintln!(
-            "docs: {page}: {} blocks in {:.1?}",
-            blocks.len(),
-            started.elapsed()
-        );
     }
     assert!(
         failures.is_empty(),
@@ -388,6 +422,8 @@ fn extraction_follows_the_convention() {
         grpc: 2,
         metrics: 3,
         app: 4,
+        scheduler: 5,
+        scheduler_metrics: 6,
     };
     assert_eq!(
         ports.apply(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end suite: backup and restore (README "Backup and restore") through the release binary
+# End-to-end suite: backup and restore (docs/operations.md "Backup and restore") through the release binary
 # and a real HTTP app (e2e/python/backup_app.py, failing `fail-*` jobs and recording every
 # delivery's execution id and attempt), checks in e2e/python/backup_checks.py:
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end suite: the `jobsd jobs …` command line (README "Command line") of the release
+# End-to-end suite: the `jobsd jobs …` command line (docs/cli.md) of the release
 # binary, against a release sidecar on `--test-clock` in front of a real HTTP app
 # (e2e/python/policy_http_app.py, answering 200), against a `jobsd scheduler` replica
 # (`--scheduler`), and with no server (`preview`). Shell checks only:

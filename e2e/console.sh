@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end suite: the web console (README "Web console", `/jobsd/ui/`) of the release binary
+# End-to-end suite: the web console (docs/console.md, `/jobsd/ui/`) of the release binary
 # (embedded store in a temp --data-dir) in a real headless browser: Debian's chromium (installed
 # by e2e/setup.sh) driven by Python Playwright (e2e/python/requirements.txt; Playwright's own
 # browser download is never used). The app is e2e/python/policy_http_app.py; checks in
@@ -13,7 +13,7 @@
 #   3. `--console=false` and JOBSD_CONSOLE=false: /jobsd/ui/ is 404, the API unchanged.
 #
 # Screenshots go to target/console-screenshots/ (kept as CI artifacts). With
-# E2E_UPDATE_DOCS=1 the list's screenshot also replaces docs/console.png (README's).
+# E2E_UPDATE_DOCS=1 the list's screenshot also replaces docs/console.png (the README's and docs/console.md's).
 #
 # Every wait is bounded; the app and jobsd are killed on exit. Runnable from any directory (the
 # release binary is built with `cargo build --release`, in CARGO_TARGET_DIR when set; or set

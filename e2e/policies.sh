@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end suite: jobsd's per-job policies (README "Per-job policies"), through the release
+# End-to-end suite: jobsd's per-job policies (docs/policies.md), through the release
 # binary (embedded store in a temp --data-dir) and a real HTTP app (e2e/python/policy_http_app.py:
 # the job's name says whether it answers 200, 500, 500 N times, after S seconds, or hangs; "down"
 # is the app not running), in real time. The checks (e2e/python/policy_checks.py) assert counts

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end suite: async completion (issue 13 item 7, README "Steer your jobs"), through the
+# End-to-end suite: async completion (issue 13 item 7, docs/steering.md), through the
 # release binary (embedded store in a temp --data-dir) and real apps in real time:
 #
 #   1. HTTP app (e2e/python/async_app.py, standard library): it answers `202` with

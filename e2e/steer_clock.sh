@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end suite: steering jobs (README "Steer your jobs") through the release binary
+# End-to-end suite: steering jobs (docs/steering.md) through the release binary
 # (embedded store in a temp --data-dir) and a real HTTP app (e2e/python/policy_http_app.py,
 # answering 200), checks in e2e/python/steer_checks.py:
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end suite: idempotent creates and compare-and-set (README "Steer your jobs",
+# End-to-end suite: idempotent creates and compare-and-set (docs/steering.md,
 # `Idempotency-Key` and `If-Match`), through the release binary (embedded store in a temp
 # --data-dir) and a real HTTP app (e2e/python/policy_http_app.py, which answers 200 to every job
 # made here). The checks (e2e/python/idempotency_checks.py) assert statuses, headers and counts:

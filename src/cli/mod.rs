@@ -18,6 +18,7 @@ mod error;
 mod list;
 mod output;
 mod preview;
+pub mod reference;
 mod remote;
 mod show;
 mod steer;

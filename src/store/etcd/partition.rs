@@ -219,13 +219,7 @@ async fn read_jobs(
     keys: Vec<String>,
     revision: i64,
 ) -> Result<(Vec<LoadedJob>, Vec<String>), Error> {
-    let at = |key: String| {
-        client::range_op(RangeRequest {
-            key: key.into_bytes(),
-            revision,
-            ..RangeRequest::default()
-        })
-    };
+    let at = |key: String| read_at(key, revision);
     let gets: Vec<RequestOp> = keys
         .iter()
         .flat_map(|k| {
@@ -235,12 +229,7 @@ async fn read_jobs(
             ]
         })
         .collect();
-    let resp = inner
-        .retrying(|etcd| {
-            let txn = client::txn(Vec::new(), gets.clone(), Vec::new());
-            async move { etcd.txn(txn).await }
-        })
-        .await?;
+    let resp = read_txn(inner, gets).await?;
     let mut found = resp.responses.into_iter().map(client::range_kvs);
     let mut jobs = Vec::new();
     let mut counters = Vec::new();
@@ -278,20 +267,9 @@ pub(super) async fn read_counters(
     for chunk in chunks {
         let gets: Vec<RequestOp> = chunk
             .iter()
-            .map(|k| {
-                client::range_op(RangeRequest {
-                    key: inner.full(Table::Counters, k).into_bytes(),
-                    revision,
-                    ..RangeRequest::default()
-                })
-            })
+            .map(|k| read_at(inner.full(Table::Counters, k), revision))
             .collect();
-        let resp = inner
-            .retrying(|etcd| {
-                let txn = client::txn(Vec::new(), gets.clone(), Vec::new());
-                async move { etcd.txn(txn).await }
-            })
-            .await?;
+        let resp = read_txn(inner, gets).await?;
         if revision == 0 {
             revision = client::revision(resp.header.as_ref());
         }
@@ -306,6 +284,25 @@ pub(super) async fn read_counters(
         }
     }
     Ok(counters)
+}
+
+/// A read of `key` at `revision` (0: the current one), as one op of a txn.
+fn read_at(key: String, revision: i64) -> RequestOp {
+    client::range_op(RangeRequest {
+        key: key.into_bytes(),
+        revision,
+        ..RangeRequest::default()
+    })
+}
+
+/// One txn of reads, retried as every etcd call of the store is.
+async fn read_txn(inner: &Inner, gets: Vec<RequestOp>) -> Result<client::TxnResponse, Error> {
+    inner
+        .retrying(|etcd| {
+            let txn = client::txn(Vec::new(), gets.clone(), Vec::new());
+            async move { etcd.txn(txn).await }
+        })
+        .await
 }
 
 /// Removes the index keys of `keys` whose job is still absent (best effort: a stale key only

@@ -8,7 +8,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
-use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
+use super::apply;
+use super::encoded::Prepared;
+use super::paging::{self, Joiner, PrefixRange};
+use super::records;
+use super::tables::{Table, Tables, Undo};
 use super::{
     DueIndex, DuePage, Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf,
     ScanItem, Store, StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
@@ -192,7 +196,7 @@ impl Tables for MemTables {
 #[async_trait]
 impl Store for Memory {
     async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
-        let ops: Vec<Prepared> = ops.into_iter().map(Prepared::new).collect();
+        let ops: Vec<Prepared> = ops.into_iter().map(Op::encode).collect();
         // Memory tables cannot fail, so the outer (abandon the transaction) error never
         // happens; a corrupt record is rolled back by `apply_request` itself.
         self.with(|tables| apply::apply_request(tables, ops)?)
@@ -203,7 +207,7 @@ impl Store for Memory {
             tables
                 .jobs
                 .get(key)
-                .map(|v| apply::decode_job(key, v))
+                .map(|v| records::decode_job(key, v))
                 .transpose()
         })
     }
@@ -213,7 +217,7 @@ impl Store for Memory {
             tables
                 .counters
                 .get(key)
-                .map(|v| apply::decode_counter(key, v))
+                .map(|v| records::decode_counter(key, v))
                 .transpose()
         })
     }
@@ -223,7 +227,7 @@ impl Store for Memory {
             tables
                 .jobs
                 .range::<str, _>(PrefixRange::new(prefix).bounds())
-                .map(|(k, v)| Ok((k.clone(), apply::decode_job(k, v)?)))
+                .map(|(k, v)| Ok((k.clone(), records::decode_job(k, v)?)))
                 .collect()
         })
     }
@@ -233,7 +237,7 @@ impl Store for Memory {
             tables
                 .finished
                 .get(key)
-                .map(|v| apply::decode_finished(key, v))
+                .map(|v| records::decode_finished(key, v))
                 .transpose()
         })
     }
@@ -255,7 +259,7 @@ impl Store for Memory {
                 ))
                 .rev()
                 .take(limit)
-                .map(|(k, v)| apply::decode_run(k, v))
+                .map(|(k, v)| records::decode_run(k, v))
                 .collect()
         })
     }
@@ -267,7 +271,7 @@ impl Store for Memory {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<PageItem>, Error> {
-        let Some(start) = apply::page_start(prefix, after) else {
+        let Some(start) = paging::page_start(prefix, after) else {
             return Ok(Vec::new());
         };
         let range = PrefixRange::new(prefix);
@@ -281,10 +285,12 @@ impl Store for Memory {
                 .range::<str, _>((start, end))
                 .take(limit)
                 .map(|(k, v)| match of {
-                    PageOf::Active => {
-                        apply::active_item(k.clone(), v, tables.counters.get(k).map(Vec::as_slice))
-                    }
-                    PageOf::Finished => apply::finished_item(k.clone(), v),
+                    PageOf::Active => records::active_item(
+                        k.clone(),
+                        v,
+                        tables.counters.get(k).map(Vec::as_slice),
+                    ),
+                    PageOf::Finished => records::finished_item(k.clone(), v),
                 })
                 .collect()
         })
@@ -342,7 +348,7 @@ impl Store for Memory {
                 .idempotency
                 .range::<str, _>((start, Bound::Unbounded))
                 .take(limit)
-                .map(|(k, v)| Ok((k.clone(), apply::record_time(k, v)?)))
+                .map(|(k, v)| Ok((k.clone(), records::record_time(k, v)?)))
                 .collect()
         })
     }

@@ -7,7 +7,7 @@ use prost::Message;
 use prost_types::{Any, Timestamp};
 use tempfile::TempDir;
 
-use super::apply::Table;
+use super::tables::Table;
 use super::*;
 use crate::proto::scheduler as sv1;
 use crate::proto::store::stored_job::Begin;
@@ -882,7 +882,7 @@ mod wal {
 
     use super::*;
     use crate::store::redb::FILE_NAME as DB_FILE;
-    use crate::store::wal::{FILE_NAME as WAL_FILE, read_records};
+    use crate::store::redb::wal::{FILE_NAME as WAL_FILE, read_records};
 
     /// Options under which nothing is checkpointed while a test runs: every batch stays in the
     /// log only.
@@ -1049,7 +1049,7 @@ mod wal {
         let (crashed, _) = twenty_logged_batches().await;
         let wal = crashed.path().join(WAL_FILE);
         let (records, end) = read_records(&wal, 0).unwrap();
-        assert_eq!(end, crate::store::wal::End::Clean);
+        assert_eq!(end, crate::store::redb::wal::End::Clean);
         assert_eq!(records.len(), 20);
         let last = records.last().unwrap();
         // One payload byte of the last record changes on disk after it was acknowledged.

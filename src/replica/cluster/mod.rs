@@ -1,7 +1,7 @@
 //! Scheduler replicas sharing one etcd: each job is fired by exactly one live replica, and a
 //! dead replica's jobs are taken over within its lease TTL while the others keep firing.
 //!
-//! # Keys (under the store's namespace, `dapr` by default)
+//! # Keys (under the store's namespace, `dapr` by default; named in `store::etcd::keys`)
 //!
 //! - `members/<id>` = the replica's broadcast address, attached to its lease: the live
 //!   members, and the host list WatchHosts streams to sidecars.
@@ -57,6 +57,7 @@ pub use self::partition::{owner_of, partition_of, share_of};
 use super::gates::Place;
 use crate::engine::Engine;
 use crate::store::etcd::client::{self as etcd, Client, CompareWith};
+use crate::store::etcd::keys;
 use crate::store::{Change, Etcd};
 
 /// Jobs read per page when a partition is taken.
@@ -123,10 +124,10 @@ impl Cluster {
             holders: HashMap::new(),
             bring_in: Some(bring_in),
             client: store.client(),
-            members_prefix: format!("{ns}/members/"),
-            partitions_prefix: format!("{ns}/partitions/"),
-            member_key: format!("{ns}/members/{}", cfg.id),
-            leadership_key: format!("{ns}/leadership/{}", cfg.id),
+            members_prefix: keys::members_prefix(ns),
+            partitions_prefix: keys::partitions_prefix(ns),
+            member_key: keys::member_key(ns, &cfg.id),
+            leadership_key: keys::leadership_key(ns, &cfg.id),
             uid: fastrand::u64(..),
             leadership_total: 0,
             cfg,
@@ -647,12 +648,12 @@ impl Member {
     /// Takes the free partitions `free` under our lease and loads their jobs.
     async fn take(&mut self, free: Vec<u32>, lease_id: i64) {
         let client = self.client.clone();
-        let prefix = self.partitions_prefix.clone();
+        let ns = self.cfg.namespace.trim_end_matches('/').to_owned();
         let id = self.cfg.id.clone();
         let results: Vec<Option<(u32, i64)>> = futures_util::stream::iter(free)
             .map(|p| {
                 let client = client.clone();
-                let key = format!("{prefix}{p}");
+                let key = keys::partition_key(&ns, p);
                 let id = id.clone();
                 async move {
                     let txn = etcd::txn(
@@ -765,11 +766,11 @@ impl Member {
             return;
         };
         let client = self.client.clone();
-        let prefix = self.partitions_prefix.clone();
+        let ns = self.cfg.namespace.trim_end_matches('/').to_owned();
         futures_util::stream::iter(partitions.iter().copied())
             .map(|p| {
                 let client = client.clone();
-                let key = format!("{prefix}{p}");
+                let key = keys::partition_key(&ns, p);
                 async move {
                     let txn = etcd::txn(
                         vec![etcd::equal(key.clone(), CompareWith::Lease(lease_id))],

@@ -30,7 +30,8 @@
 
 use prost::Message;
 
-use super::{Table, Tables, Undo, active_item};
+use crate::store::records::active_item;
+use crate::store::tables::{Table, Tables, Undo};
 use crate::store::{DuePage, Error, LoadedJob};
 
 /// `due_at` key of the marker saying every job is indexed (set once the engine indexed a

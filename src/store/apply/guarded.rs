@@ -6,7 +6,9 @@
 use prost::Message;
 use prost_types::Timestamp;
 
-use super::{Table, Tables, Undo, corrupt, delete_job, generation_of, put_job};
+use super::{delete_job, put_job};
+use crate::store::records::{corrupt, generation_of};
+use crate::store::tables::{Table, Tables, Undo};
 use crate::store::{Error, GuardedWrite, IdempotencyRecord, IfMatch, OpResult};
 
 /// Applies [`Op::Guarded`](crate::store::Op::Guarded): `job` (encoded) is put, or with `None` the
@@ -82,13 +84,6 @@ fn record<T: Tables>(tables: &mut T, key: &str) -> Result<Option<IdempotencyReco
             IdempotencyRecord::decode(bytes)
         })?
         .transpose()
-        .map_err(|source| corrupt(Table::Idempotency, key, source))
-}
-
-/// Decodes an idempotency record's time (what the sweep reads).
-pub(crate) fn record_time(key: &str, bytes: &[u8]) -> Result<Timestamp, Error> {
-    IdempotencyRecord::decode(bytes)
-        .map(|r| r.at.unwrap_or_default())
         .map_err(|source| corrupt(Table::Idempotency, key, source))
 }
 

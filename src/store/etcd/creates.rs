@@ -34,9 +34,10 @@ use tokio::sync::{mpsc, oneshot};
 use super::client::{self, CompareWith, RangeRequest, RequestOp, TxnRequest, is_too_large};
 use super::job_value;
 use super::partition::index_value;
-use super::writer::{Answer, WriteReq, Writer, clone_prepared};
+use super::writer::{Answer, WriteReq, Writer};
 use super::{Inner, MAX_TXN_BYTES};
-use crate::store::apply::{Prepared, Table};
+use crate::store::encoded::Prepared;
+use crate::store::tables::Table;
 use crate::store::{Error, OpResult, runs_prefix};
 
 /// One job put: `(key, value, create_only, due)`.
@@ -47,10 +48,10 @@ fn put_of(op: &Prepared) -> Option<PutRef<'_>> {
     match op {
         Prepared::PutJob {
             key,
-            value,
+            job,
             create_only,
             due,
-        } => Some((key, value, *create_only, *due)),
+        } => Some((key, job, *create_only, *due)),
         _ => None,
     }
 }
@@ -284,7 +285,7 @@ impl Writer {
             }
             Sent::TooLarge => {
                 for (&at, op) in at.iter().zip(puts) {
-                    let answer = self.commit_general(clone_prepared(op)).await;
+                    let answer = self.commit_general(op.clone()).await;
                     answers.set(at, answer);
                 }
             }

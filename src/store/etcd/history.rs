@@ -1,7 +1,7 @@
 //! The history reads of the etcd store, with the meaning the other stores give them
 //! (`Store::get_finished`, `Store::list_runs`, `Store::page`): each is one etcd range read
 //! (`page` of active jobs adds their counters, read at the same revision), decoded by the
-//! helpers every store shares (`apply.rs`).
+//! helpers every store shares (`records.rs`, `paging.rs`).
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -9,13 +9,14 @@ use std::ops::Bound;
 use super::client::{self, prefix_end};
 use super::pager::{Pager, counters_of};
 use super::{Inner, job_value};
-use crate::store::apply::{self, Table};
+use crate::store::tables::Table;
 use crate::store::{Error, FinishedJob, PageItem, PageOf, StoredRun, run_key, runs_prefix};
+use crate::store::{paging, records};
 
 /// The finished record of `key`, if one is kept.
 pub(super) async fn get_finished(inner: &Inner, key: &str) -> Result<Option<FinishedJob>, Error> {
     let value = inner.get_value(inner.full(Table::Finished, key)).await?;
-    value.map(|v| apply::decode_finished(key, &v)).transpose()
+    value.map(|v| records::decode_finished(key, &v)).transpose()
 }
 
 /// Up to `limit` runs of `key`, newest first, numbered below `before` when given.
@@ -46,7 +47,7 @@ pub(super) async fn list_runs(
         .await?;
     resp.kvs
         .into_iter()
-        .map(|kv| apply::decode_run(&inner.strip(Table::Runs, &kv.key)?, &kv.value))
+        .map(|kv| records::decode_run(&inner.strip(Table::Runs, &kv.key)?, &kv.value))
         .collect()
 }
 
@@ -61,7 +62,7 @@ pub(super) async fn page(
     after: Option<&str>,
     limit: usize,
 ) -> Result<Vec<PageItem>, Error> {
-    let Some(start) = apply::page_start(prefix, after) else {
+    let Some(start) = paging::page_start(prefix, after) else {
         return Ok(Vec::new());
     };
     // etcd reads a limit of 0 as "no limit".
@@ -91,7 +92,7 @@ pub(super) async fn page(
     match of {
         PageOf::Finished => records
             .into_iter()
-            .map(|(key, value)| apply::finished_item(key, &value))
+            .map(|(key, value)| records::finished_item(key, &value))
             .collect(),
         PageOf::Active => {
             let counters: HashMap<String, Vec<u8>> = counters_of(inner, &records, pager.revision())
@@ -103,7 +104,7 @@ pub(super) async fn page(
                 .map(|(key, job)| {
                     let counter = counters.get(&key).map(Vec::as_slice);
                     let job = job_value::into_stored(&key, job)?;
-                    apply::active_item(key, &job, counter)
+                    records::active_item(key, &job, counter)
                 })
                 .collect()
         }
@@ -139,7 +140,7 @@ pub(super) async fn page_idempotency(
     records
         .into_iter()
         .map(|(key, value)| {
-            let at = apply::record_time(&key, &value)?;
+            let at = records::record_time(&key, &value)?;
             Ok((key, at))
         })
         .collect()

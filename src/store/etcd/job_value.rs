@@ -2,7 +2,7 @@
 //! ([`EtcdJob`], `proto/jobsd/store/v1/etcd.proto`), so that the Dapr CLI's `dapr scheduler
 //! list|get`, which decodes these values as go-etcd-cron's, reads jobsd's jobs.
 //!
-//! The rest of the store (the ops in `apply.rs`, shared with redb) works on [`StoredJob`]
+//! The rest of the store (the ops in `apply/`, shared with redb) works on [`StoredJob`]
 //! bytes; this is the boundary. Every value read from etcd's jobs prefix goes through
 //! [`decode`] or [`to_stored`], every one written through [`to_etcd`]. The reads take three
 //! kinds of value:
@@ -18,11 +18,12 @@ use prost::Message;
 use prost::encoding::decode_varint;
 use prost_types::Any;
 
-use super::super::apply::{Table, corrupt};
 use super::super::{Error, StoredJob};
 use crate::proto::scheduler as sv1;
 use crate::proto::store::stored_job;
 use crate::proto::store::{CronJob, EtcdJob, etcd_job};
+use crate::store::records::corrupt;
+use crate::store::tables::Table;
 
 /// The type URL Dapr's Scheduler packs a job's `JobMetadata` under (Go's `anypb.New`).
 pub(crate) const METADATA_TYPE_URL: &str =
@@ -94,7 +95,7 @@ pub(crate) fn decode(key: &str, bytes: &[u8]) -> Result<StoredJob, Error> {
     decoded.map_err(|source| corrupt(Table::Jobs, key, source))
 }
 
-/// The [`StoredJob`] bytes of the etcd value `bytes`, what the ops of `apply.rs` read: the
+/// The [`StoredJob`] bytes of the etcd value `bytes`, what the ops of `apply/` read: the
 /// value itself when an older jobsd wrote it.
 pub(crate) fn to_stored<'a>(key: &str, bytes: &'a [u8]) -> Result<Cow<'a, [u8]>, Error> {
     match layout(bytes) {

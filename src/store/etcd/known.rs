@@ -22,7 +22,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use crate::store::apply::Table;
+use crate::store::tables::Table;
 
 /// Keys known at most.
 const MAX_ENTRIES: usize = 196_608;

@@ -1,10 +1,12 @@
 //! jobsd's own keys (history, idempotency records, the partition index) lived under
-//! `<ns>/jobsd/` until they moved to `<ns>/x-jobsd/` ([`OWN`]): `dapr/jobsd/…` falls under the
-//! prefix `dapr/jobs`, which Dapr's tools and tests list as the Scheduler's jobs. A replica
-//! moves what an older jobsd left there when it starts, so no history is lost on upgrade.
+//! `<ns>/jobsd/` until they moved to `<ns>/x-jobsd/` ([`OWN`](keys::OWN)): `dapr/jobsd/…`
+//! falls under the prefix `dapr/jobs`, which Dapr's tools and tests list as the Scheduler's
+//! jobs. A replica moves what an older jobsd left there when it starts, so no history is lost
+//! on upgrade.
 
 use super::client::{self, CompareWith, RangeRequest, prefix_end};
-use super::{Error, Etcd, OWN};
+use super::keys;
+use super::{Error, Etcd};
 
 /// Keys read per page while moving.
 const PAGE: i64 = 256;
@@ -14,14 +16,8 @@ impl Etcd {
     /// lease kept), one txn per key that holds only if the key was not changed meanwhile, so
     /// replicas starting together move each key once. Returns how many this call moved.
     pub async fn move_legacy_keys(&self) -> Result<u64, Error> {
-        let ns = self
-            .inner
-            .jobs_prefix
-            .strip_suffix("/jobs/")
-            .unwrap_or_default()
-            .to_owned();
-        let old = format!("{ns}/jobsd/");
-        let new = format!("{ns}/{OWN}/");
+        let old = keys::legacy_own_prefix(&self.inner.namespace);
+        let new = keys::own_prefix(&self.inner.namespace);
         let mut moved = 0;
         loop {
             let page = self

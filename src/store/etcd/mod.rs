@@ -7,7 +7,7 @@
 //! `<namespace>/x-jobsd/runs/<key>\0<seq:016x>` holds each [`StoredRun`](super::StoredRun)
 //! (see [`run_key`](super::run_key)) and `<namespace>/x-jobsd/finished/<key>` the
 //! [`FinishedJob`] of a job kept after it finished. The ops keep them exactly as the other
-//! stores do (`apply.rs`).
+//! stores do (`apply/`).
 //!
 //! The rooms:
 //! - this file: [`Etcd`] and its [`Store`] reads, and how calls retry;
@@ -42,11 +42,14 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use self::client::{Client, RangeRequest, is_transient};
+use self::keys::table_prefix;
 use self::pager::{Pager, scan_pages};
 use self::partition::Index;
 pub use self::partition::{PartitionPage, partition_of};
 use self::writer::{WriteReq, Writer};
-use super::apply::{self, Prepared, Table};
+use super::encoded::Prepared;
+use super::records;
+use super::tables::Table;
 use super::{
     Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf, ScanItem, Store,
     StoredCounter, StoredJob, StoredRun,
@@ -60,6 +63,7 @@ mod creates;
 mod gather;
 mod history;
 pub(crate) mod job_value;
+pub(crate) mod keys;
 mod known;
 mod legacy;
 mod overlay;
@@ -114,6 +118,8 @@ pub struct Etcd {
 struct Inner {
     /// The client (cheap to clone: one balanced channel).
     client: Client,
+    /// The namespace the keys are under ([`keys`]).
+    namespace: String,
     /// `<namespace>/jobs/`.
     jobs_prefix: String,
     /// `<namespace>/counters/`.
@@ -177,13 +183,14 @@ impl Etcd {
         let namespace = namespace.trim_end_matches('/');
         let inner = Arc::new(Inner {
             client,
+            namespace: namespace.to_owned(),
             jobs_prefix: table_prefix(namespace, Table::Jobs),
             counters_prefix: table_prefix(namespace, Table::Counters),
             runs_prefix: table_prefix(namespace, Table::Runs),
             finished_prefix: table_prefix(namespace, Table::Finished),
             idempotency_prefix: table_prefix(namespace, Table::Idempotency),
             due_prefix: table_prefix(namespace, Table::Due),
-            marker: format!("{namespace}/writers/{:016x}", fastrand::u64(..)),
+            marker: keys::writer_marker(namespace, fastrand::u64(..)),
             index: Index::new(namespace, partitions),
             indexed: AtomicBool::new(false),
             txn_keys: tokio::sync::OnceCell::new(),
@@ -336,7 +343,7 @@ impl Etcd {
 #[async_trait]
 impl Store for Etcd {
     async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
-        let ops: Vec<Prepared> = ops.into_iter().map(Prepared::new).collect();
+        let ops: Vec<Prepared> = ops.into_iter().map(Op::encode).collect();
         let (reply, answer) = oneshot::channel();
         let tx = self.tx.lock().await.clone().ok_or(Error::Closed)?;
         tx.send(WriteReq { ops, reply })
@@ -356,7 +363,7 @@ impl Store for Etcd {
         self.check_open()?;
         let full = format!("{}{key}", self.inner.counters_prefix);
         let value = self.inner.get_value(full).await?;
-        value.map(|v| apply::decode_counter(key, &v)).transpose()
+        value.map(|v| records::decode_counter(key, &v)).transpose()
     }
 
     async fn get_loaded(&self, key: &str) -> Result<Option<LoadedJob>, Error> {
@@ -557,27 +564,6 @@ impl Inner {
             .ok_or_else(|| invalid("etcd returned a key outside the asked range"))?;
         String::from_utf8(rest.to_vec())
             .map_err(|_| invalid("etcd key under the jobs namespace is not UTF-8"))
-    }
-}
-
-/// The segment under the namespace that holds jobsd's own keys (history, idempotency, the
-/// partition index). Not `jobsd/`, as before: `dapr/jobsd/…` falls under the prefix
-/// `dapr/jobs`, which Dapr's tools and tests list as "the Scheduler's jobs" (see `legacy.rs`).
-pub(crate) const OWN: &str = "x-jobsd";
-
-/// Where `table` lives under `namespace` (no trailing `/`): go-etcd-cron's `jobs/` and
-/// `counters/`, and jobsd's history under [`OWN`], which go-etcd-cron never reads.
-pub(crate) fn table_prefix(namespace: &str, table: Table) -> String {
-    match table {
-        Table::Jobs | Table::Counters => format!("{namespace}/{}/", table.name()),
-        Table::Runs
-        | Table::Finished
-        | Table::Idempotency
-        | Table::Due
-        | Table::DueFar
-        | Table::DueAt => {
-            format!("{namespace}/{OWN}/{}/", table.name())
-        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! The compare-and-swap overlay. An etcd txn cannot branch on values, so the meaning of a
-//! batch's ops is computed here, by the same code as the other stores (`apply.rs`), over a
+//! batch's ops is computed here, by the same code as the other stores (`apply/`), over a
 //! snapshot of every key the batch reads at one revision ([`read`]); the txn
 //! ([`Overlay::txn`]) then compares each of those keys' `mod_revision` with what was read and
 //! puts or deletes the changed keys, plus the writer's marker.
@@ -19,7 +19,10 @@ use super::job_value;
 use super::known::Known;
 use super::runs::{RunWrites, Write};
 use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, invalid};
-use crate::store::apply::{self, PrefixRange, Prepared, Table, Tables, Undo};
+use crate::store::apply;
+use crate::store::encoded::Prepared;
+use crate::store::paging::PrefixRange;
+use crate::store::tables::{Table, Tables, Undo};
 use crate::store::{Error, OpResult};
 
 /// Reads every key of `reads` and the marker in one txn (one revision).
@@ -181,9 +184,8 @@ pub(super) fn reads(op: &Prepared) -> (Result<&str, &str>, &'static [Table]) {
     const LIVE: &[Table] = &[Table::Jobs, Table::Counters];
     const ALL: &[Table] = &[Table::Jobs, Table::Counters, Table::Finished];
     match op {
-        Prepared::PutJob { key, .. }
-        | Prepared::DeleteJob { key }
-        | Prepared::Restore { key, .. } => (Ok(key), ALL),
+        Prepared::PutJob { key, .. } | Prepared::DeleteJob { key } => (Ok(key), ALL),
+        Prepared::Restore(record) => (Ok(&record.key), ALL),
         Prepared::Guarded { write, .. } => (Ok(&write.key), ALL),
         Prepared::ForgetIdempotency { key, .. } => (Ok(key), &[Table::Idempotency]),
         Prepared::PutCounter { key, .. } | Prepared::FinishJob { key, .. } => (Ok(key), LIVE),
@@ -228,7 +230,7 @@ pub(super) fn txn_keys(op: &Prepared) -> usize {
     // Every write of a job writes its index key too (`partition.rs`).
     let writes = match op {
         // Job and its index key, counter and finished record; the runs' range.
-        Prepared::PutJob { .. } | Prepared::DeleteJob { .. } | Prepared::Restore { .. } => 5,
+        Prepared::PutJob { .. } | Prepared::DeleteJob { .. } | Prepared::Restore(_) => 5,
         // As `PutJob`, and the idempotency record (read, and written with the job).
         Prepared::Guarded { write, .. } => return 5 + usize::from(write.idempotency.is_some()),
         Prepared::ForgetIdempotency { .. } => 1,

@@ -6,7 +6,8 @@ use tokio::sync::mpsc;
 
 use super::client::{self, RangeRequest};
 use super::{Inner, job_value};
-use crate::store::apply::{Joiner, Table};
+use crate::store::paging::Joiner;
+use crate::store::tables::Table;
 use crate::store::{Error, LoadedJob, ScanItem};
 
 /// Pages of `(key, value)` of one table under a prefix, all read at the revision of the first.

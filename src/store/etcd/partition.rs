@@ -27,8 +27,10 @@ use futures_util::{StreamExt, TryStreamExt};
 use tokio::sync::mpsc;
 
 use super::client::{self, CompareWith, RangeRequest, RequestOp};
-use super::{Inner, LIST_PAGE, OWN, job_value};
-use crate::store::apply::{Joiner, Table, decode_counter};
+use super::{Inner, LIST_PAGE, job_value, keys};
+use crate::store::paging::Joiner;
+use crate::store::records::decode_counter;
+use crate::store::tables::Table;
 use crate::store::{Error, LoadedJob, StoredCounter};
 
 /// Txns of a partition read in flight at once.
@@ -106,8 +108,8 @@ impl Index {
         let count = count.max(1);
         Index {
             count,
-            prefix: format!("{namespace}/{OWN}/index/{count}/"),
-            done_key: format!("{namespace}/{OWN}/indexed/{count}"),
+            prefix: keys::index_prefix(namespace, count),
+            done_key: keys::indexed_key(namespace, count),
         }
     }
 
@@ -476,7 +478,10 @@ mod tests {
         let index = Index::new("dapr", 16);
         let key = "app||default||myapp||job";
         let p = partition_of(key, 16);
-        assert_eq!(index.key(key), format!("dapr/{OWN}/index/16/{p}/{key}"));
+        assert_eq!(
+            index.key(key),
+            format!("dapr/{}/index/16/{p}/{key}", keys::OWN)
+        );
         assert!(index.key(key).starts_with(&index.partition_prefix(p)));
     }
 }

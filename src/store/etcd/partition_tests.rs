@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use prost::Message;
 
-use super::OWN;
 use super::client::{Client, RangeRequest, prefix_end, read_key};
+use super::keys::OWN;
 use super::partition::partition_of;
 use super::testing::{fresh_namespace, shared};
 use super::{Etcd, Store};

@@ -9,7 +9,7 @@
 //! The txn commits only if every key the batch read is unchanged, so the batch's meaning is
 //! that of applying it at the txn's own revision, for everything computed from what it read.
 //! What it writes to the runs table is such a thing: no op's result or other write depends on
-//! a run record (`apply.rs` never reads one; the removed counts and flags of run removals are
+//! a run record (`apply/` never reads one; the removed counts and flags of run removals are
 //! ignored), and which run keys an op writes follows from records it read and compared:
 //!
 //! - `RecordResult` puts run `seq` = the job's counter's `runs` and prunes `seq - limit`, only

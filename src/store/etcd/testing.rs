@@ -16,7 +16,7 @@ use tempfile::TempDir;
 
 use super::Etcd;
 use crate::store::Store;
-use crate::store::apply::Table;
+use crate::store::tables::Table;
 
 /// How long a starting etcd may take to report healthy.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -207,7 +207,7 @@ pub(crate) fn shared_store(raw: &[(Table, &str, Vec<u8>)]) -> Arc<dyn Store> {
             for (table, key, value) in raw {
                 client
                     .put(
-                        format!("{}{key}", super::table_prefix(&namespace, table)),
+                        format!("{}{key}", super::keys::table_prefix(&namespace, table)),
                         value,
                     )
                     .await

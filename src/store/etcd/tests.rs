@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use prost::Message;
 
-use super::OWN;
 use super::client::{Client, RangeRequest, prefix_end, read_key};
+use super::keys::OWN;
 use super::testing::{EtcdServer, fresh_namespace, shared};
 use super::{Change, Etcd, job_value};
 use crate::proto::store::{

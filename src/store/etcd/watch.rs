@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::client::{self, EventType};
 use super::{CALL_TIMEOUT, Inner, backoff};
-use crate::store::apply::Table;
+use crate::store::tables::Table;
 use crate::store::{Error, StoredJob};
 
 /// One change under the jobs prefix, from [`Etcd::watch_jobs`](super::Etcd::watch_jobs).

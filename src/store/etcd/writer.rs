@@ -28,7 +28,8 @@ use super::client::{self, CompareWith, is_too_large, is_transient};
 use super::overlay::{self, Overlay, ReadError, Snapshot, marker_of, read_set, txn_keys};
 use super::{CALL_TIMEOUT, Inner, MAX_TXN_BYTES, MAX_TXN_KEYS, backoff, too_large};
 use crate::resiliency::backoff::ExponentialBackOff;
-use crate::store::apply::{Prepared, Table};
+use crate::store::encoded::Prepared;
+use crate::store::tables::Table;
 use crate::store::{Error, OpResult};
 
 /// The tables a `DeletePrefix` clears, in the order of its range deletes.
@@ -381,7 +382,7 @@ impl Writer {
             let mut overlay = snapshot.overlay;
             let mut answers = Vec::with_capacity(requests.len());
             for ops in requests {
-                match overlay.apply_request(ops.iter().map(clone_prepared).collect()) {
+                match overlay.apply_request(ops.to_vec()) {
                     Ok(answer) => answers.push(answer),
                     Err(err) => return Err(BatchError::Failed(err)),
                 }
@@ -458,90 +459,4 @@ fn prefix_only(ops: &[Prepared]) -> bool {
         && ops
             .iter()
             .all(|op| matches!(op, Prepared::DeletePrefix { .. }))
-}
-
-/// A copy of a prepared op, for another attempt of a batch.
-pub(super) fn clone_prepared(op: &Prepared) -> Prepared {
-    match op {
-        Prepared::PutJob {
-            key,
-            value,
-            create_only,
-            due,
-        } => Prepared::PutJob {
-            key: key.clone(),
-            value: value.clone(),
-            create_only: *create_only,
-            due: *due,
-        },
-        Prepared::DeleteJob { key } => Prepared::DeleteJob { key: key.clone() },
-        Prepared::DeletePrefix { prefix } => Prepared::DeletePrefix {
-            prefix: prefix.clone(),
-        },
-        Prepared::PutCounter {
-            key,
-            generation,
-            value,
-        } => Prepared::PutCounter {
-            key: key.clone(),
-            generation: *generation,
-            value: value.clone(),
-        },
-        Prepared::FinishJob { key, generation } => Prepared::FinishJob {
-            key: key.clone(),
-            generation: *generation,
-        },
-        Prepared::RecordResult(record) => Prepared::RecordResult(record.clone()),
-        Prepared::SetPaused {
-            key,
-            generation,
-            paused,
-        } => Prepared::SetPaused {
-            key: key.clone(),
-            generation: *generation,
-            paused: paused.clone(),
-        },
-        Prepared::DeleteFinished { key, before } => Prepared::DeleteFinished {
-            key: key.clone(),
-            before: *before,
-        },
-        Prepared::Guarded { write, job } => Prepared::Guarded {
-            write: write.clone(),
-            job: job.clone(),
-        },
-        Prepared::ForgetIdempotency { key, before } => Prepared::ForgetIdempotency {
-            key: key.clone(),
-            before: *before,
-        },
-        Prepared::Restore {
-            key,
-            value,
-            counter,
-            finished,
-            overwrite,
-            due,
-        } => Prepared::Restore {
-            key: key.clone(),
-            value: value.clone(),
-            counter: counter.clone(),
-            finished: *finished,
-            overwrite: *overwrite,
-            due: *due,
-        },
-        Prepared::DropDue { key, due } => Prepared::DropDue {
-            key: key.clone(),
-            due: *due,
-        },
-        Prepared::IndexDue {
-            key,
-            generation,
-            due,
-        } => Prepared::IndexDue {
-            key: key.clone(),
-            generation: *generation,
-            due: *due,
-        },
-        Prepared::MarkDueIndexed => Prepared::MarkDueIndexed,
-        Prepared::AdvanceDue { before } => Prepared::AdvanceDue { before: *before },
-    }
 }

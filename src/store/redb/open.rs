@@ -6,11 +6,10 @@ use std::time::Instant;
 
 use ::redb::{Database, ReadableTable};
 
-use super::super::apply;
-use super::super::disk;
-use super::super::wal;
 use super::{APPLIED_SEQ, Error, FILE_NAME, META, RedbOptions, RedbTables, begin_write};
-use crate::store::apply::Table;
+use super::{disk, wal};
+use crate::store::apply;
+use crate::store::tables::Table;
 
 /// When opening the store reads the whole redb file to verify its page checksums.
 ///

@@ -29,7 +29,13 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::apply::Prepared;
+use crate::store::encoded::Prepared;
+
+mod codec;
+mod crc;
+
+use codec::{decode_payload, encode_op, put_u32};
+use crc::{crc32, crc32_update};
 
 /// File name inside the data directory.
 pub(crate) const FILE_NAME: &str = "jobsd.wal";
@@ -345,444 +351,10 @@ fn damage(bytes: &[u8], offset: usize, next: u64) -> Option<String> {
     None
 }
 
-// ---- payload encoding ----
-
-/// Op tags in the payload.
-const PUT_JOB: u8 = 1;
-const DELETE_JOB: u8 = 2;
-const DELETE_PREFIX: u8 = 3;
-const PUT_COUNTER: u8 = 4;
-const FINISH_JOB: u8 = 5;
-const RECORD_RESULT: u8 = 6;
-const DELETE_FINISHED: u8 = 7;
-const SET_PAUSED: u8 = 8;
-// Issue 13 (conditional writes); numbered apart from the others so that parallel additions
-// do not collide.
-const GUARDED: u8 = 20;
-const FORGET_IDEMPOTENCY: u8 = 21;
-// Issue 14 (backup and restore).
-const RESTORE: u8 = 30;
-// Issue 16 (the due index): a put or restore with its first fire time appended (the old
-// tags stay readable: a log written before the index replays as before).
-const PUT_JOB_DUE: u8 = 40;
-const RESTORE_DUE: u8 = 41;
-const DROP_DUE: u8 = 42;
-const MARK_DUE_INDEXED: u8 = 43;
-const INDEX_DUE: u8 = 44;
-const ADVANCE_DUE: u8 = 45;
-
-fn put_u32(buf: &mut Vec<u8>, n: usize) {
-    // Lengths come from in-memory strings and a batch bounded far below 4 GiB.
-    buf.extend_from_slice(&(n as u32).to_le_bytes());
-}
-
-fn put_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
-    put_u32(buf, bytes.len());
-    buf.extend_from_slice(bytes);
-}
-
-fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
-    match op {
-        Prepared::PutJob {
-            key,
-            value,
-            create_only,
-            due,
-        } => {
-            buf.push(if due.is_some() { PUT_JOB_DUE } else { PUT_JOB });
-            buf.push(u8::from(*create_only));
-            put_bytes(buf, key.as_bytes());
-            put_bytes(buf, value);
-            if let Some(due) = due {
-                buf.extend_from_slice(&due.to_le_bytes());
-            }
-        }
-        Prepared::DeleteJob { key } => {
-            buf.push(DELETE_JOB);
-            put_bytes(buf, key.as_bytes());
-        }
-        Prepared::DeletePrefix { prefix } => {
-            buf.push(DELETE_PREFIX);
-            put_bytes(buf, prefix.as_bytes());
-        }
-        Prepared::PutCounter {
-            key,
-            generation,
-            value,
-        } => {
-            buf.push(PUT_COUNTER);
-            put_bytes(buf, key.as_bytes());
-            buf.extend_from_slice(&generation.to_le_bytes());
-            put_bytes(buf, value);
-        }
-        Prepared::FinishJob { key, generation } => {
-            buf.push(FINISH_JOB);
-            put_bytes(buf, key.as_bytes());
-            buf.extend_from_slice(&generation.to_le_bytes());
-        }
-        Prepared::RecordResult(record) => {
-            buf.push(RECORD_RESULT);
-            put_bytes(buf, &prost::Message::encode_to_vec(&**record));
-        }
-        Prepared::SetPaused {
-            key,
-            generation,
-            paused,
-        } => {
-            buf.push(SET_PAUSED);
-            put_bytes(buf, key.as_bytes());
-            buf.extend_from_slice(&generation.to_le_bytes());
-            // A flag, not an empty message: an empty `Paused` still pauses.
-            buf.push(u8::from(paused.is_some()));
-            put_bytes(
-                buf,
-                &paused
-                    .as_ref()
-                    .map(prost::Message::encode_to_vec)
-                    .unwrap_or_default(),
-            );
-        }
-        Prepared::DeleteFinished { key, before } => {
-            buf.push(DELETE_FINISHED);
-            put_bytes(buf, key.as_bytes());
-            put_time(buf, before);
-        }
-        Prepared::Guarded { write, job } => {
-            buf.push(GUARDED);
-            put_bytes(buf, &prost::Message::encode_to_vec(&**write));
-            // A flag, not an empty value: a put of an empty job is still a put.
-            buf.push(u8::from(job.is_some()));
-            put_bytes(buf, job.as_deref().unwrap_or_default());
-        }
-        Prepared::ForgetIdempotency { key, before } => {
-            buf.push(FORGET_IDEMPOTENCY);
-            put_bytes(buf, key.as_bytes());
-            put_time(buf, before);
-        }
-        Prepared::Restore {
-            key,
-            value,
-            counter,
-            finished,
-            overwrite,
-            due,
-        } => {
-            buf.push(if due.is_some() { RESTORE_DUE } else { RESTORE });
-            // Flags, not empty values: an empty counter is still a counter.
-            buf.push(
-                u8::from(*overwrite) | u8::from(*finished) << 1 | u8::from(counter.is_some()) << 2,
-            );
-            put_bytes(buf, key.as_bytes());
-            put_bytes(buf, value);
-            put_bytes(buf, counter.as_deref().unwrap_or_default());
-            if let Some(due) = due {
-                buf.extend_from_slice(&due.to_le_bytes());
-            }
-        }
-        Prepared::DropDue { key, due } => {
-            buf.push(DROP_DUE);
-            put_bytes(buf, key.as_bytes());
-            buf.extend_from_slice(&due.to_le_bytes());
-        }
-        Prepared::IndexDue {
-            key,
-            generation,
-            due,
-        } => {
-            buf.push(INDEX_DUE);
-            put_bytes(buf, key.as_bytes());
-            buf.extend_from_slice(&generation.to_le_bytes());
-            buf.extend_from_slice(&due.to_le_bytes());
-        }
-        Prepared::MarkDueIndexed => buf.push(MARK_DUE_INDEXED),
-        Prepared::AdvanceDue { before } => {
-            buf.push(ADVANCE_DUE);
-            buf.extend_from_slice(&before.to_le_bytes());
-        }
-    }
-}
-
-/// Reads a payload back; `None` if it is malformed.
-fn decode_payload(mut p: &[u8]) -> Option<Vec<Vec<Prepared>>> {
-    let count = take_u32(&mut p)?;
-    let mut requests = Vec::with_capacity(count.min(4096));
-    for _ in 0..count {
-        let n = take_u32(&mut p)?;
-        let mut ops = Vec::with_capacity(n.min(4096));
-        for _ in 0..n {
-            ops.push(decode_op(&mut p)?);
-        }
-        requests.push(ops);
-    }
-    p.is_empty().then_some(requests)
-}
-
-fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
-    let tag = take(p, 1)?[0];
-    Some(match tag {
-        PUT_JOB | PUT_JOB_DUE => {
-            let create_only = match take(p, 1)?[0] {
-                0 => false,
-                1 => true,
-                _ => return None,
-            };
-            let key = take_string(p)?;
-            let value = take_bytes(p)?.to_vec();
-            let due = if tag == PUT_JOB_DUE {
-                Some(take_i64(p)?)
-            } else {
-                None
-            };
-            Prepared::PutJob {
-                key,
-                value,
-                create_only,
-                due,
-            }
-        }
-        DELETE_JOB => Prepared::DeleteJob {
-            key: take_string(p)?,
-        },
-        DELETE_PREFIX => Prepared::DeletePrefix {
-            prefix: take_string(p)?,
-        },
-        PUT_COUNTER => {
-            let key = take_string(p)?;
-            let generation = take_u64(p)?;
-            let value = take_bytes(p)?.to_vec();
-            Prepared::PutCounter {
-                key,
-                generation,
-                value,
-            }
-        }
-        FINISH_JOB => {
-            let key = take_string(p)?;
-            let generation = take_u64(p)?;
-            Prepared::FinishJob { key, generation }
-        }
-        RECORD_RESULT => {
-            let record = <super::ResultRecord as prost::Message>::decode(take_bytes(p)?).ok()?;
-            Prepared::RecordResult(Box::new(record))
-        }
-        SET_PAUSED => {
-            let key = take_string(p)?;
-            let generation = take_u64(p)?;
-            let set = match take(p, 1)?[0] {
-                0 => false,
-                1 => true,
-                _ => return None,
-            };
-            let bytes = take_bytes(p)?;
-            let paused = if set {
-                Some(<super::Paused as prost::Message>::decode(bytes).ok()?)
-            } else {
-                None
-            };
-            Prepared::SetPaused {
-                key,
-                generation,
-                paused,
-            }
-        }
-        DELETE_FINISHED => {
-            let key = take_string(p)?;
-            let before = take_time(p)?;
-            Prepared::DeleteFinished { key, before }
-        }
-        GUARDED => {
-            let write = <super::GuardedWrite as prost::Message>::decode(take_bytes(p)?).ok()?;
-            let put = match take(p, 1)?[0] {
-                0 => false,
-                1 => true,
-                _ => return None,
-            };
-            let job = take_bytes(p)?.to_vec();
-            Prepared::Guarded {
-                write: Box::new(write),
-                job: put.then_some(job),
-            }
-        }
-        FORGET_IDEMPOTENCY => {
-            let key = take_string(p)?;
-            let before = take_time(p)?;
-            Prepared::ForgetIdempotency { key, before }
-        }
-        RESTORE | RESTORE_DUE => {
-            let flags = take(p, 1)?[0];
-            if flags > 0b111 {
-                return None;
-            }
-            let key = take_string(p)?;
-            let value = take_bytes(p)?.to_vec();
-            let counter = take_bytes(p)?.to_vec();
-            let due = if tag == RESTORE_DUE {
-                Some(take_i64(p)?)
-            } else {
-                None
-            };
-            Prepared::Restore {
-                key,
-                value,
-                counter: (flags & 0b100 != 0).then_some(counter),
-                finished: flags & 0b10 != 0,
-                overwrite: flags & 1 != 0,
-                due,
-            }
-        }
-        DROP_DUE => {
-            let key = take_string(p)?;
-            let due = take_i64(p)?;
-            Prepared::DropDue { key, due }
-        }
-        MARK_DUE_INDEXED => Prepared::MarkDueIndexed,
-        ADVANCE_DUE => Prepared::AdvanceDue {
-            before: take_i64(p)?,
-        },
-        INDEX_DUE => {
-            let key = take_string(p)?;
-            let generation = take_u64(p)?;
-            let due = take_i64(p)?;
-            Prepared::IndexDue {
-                key,
-                generation,
-                due,
-            }
-        }
-        _ => return None,
-    })
-}
-
-fn put_time(buf: &mut Vec<u8>, t: &prost_types::Timestamp) {
-    buf.extend_from_slice(&t.seconds.to_le_bytes());
-    buf.extend_from_slice(&t.nanos.to_le_bytes());
-}
-
-fn take_time(p: &mut &[u8]) -> Option<prost_types::Timestamp> {
-    let seconds = i64::from_le_bytes(take(p, 8)?.try_into().ok()?);
-    let nanos = i32::from_le_bytes(take(p, 4)?.try_into().ok()?);
-    Some(prost_types::Timestamp { seconds, nanos })
-}
-
-fn take<'a>(p: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-    if p.len() < n {
-        return None;
-    }
-    let (head, rest) = p.split_at(n);
-    *p = rest;
-    Some(head)
-}
-
-fn take_i64(p: &mut &[u8]) -> Option<i64> {
-    Some(i64::from_le_bytes(take(p, 8)?.try_into().ok()?))
-}
-
-fn take_u32(p: &mut &[u8]) -> Option<usize> {
-    let b = take(p, 4)?;
-    Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
-}
-
-fn take_u64(p: &mut &[u8]) -> Option<u64> {
-    let b = take(p, 8)?;
-    Some(u64::from_le_bytes(b.try_into().ok()?))
-}
-
-fn take_bytes<'a>(p: &mut &'a [u8]) -> Option<&'a [u8]> {
-    let n = take_u32(p)?;
-    take(p, n)
-}
-
-fn take_string(p: &mut &[u8]) -> Option<String> {
-    String::from_utf8(take_bytes(p)?.to_vec()).ok()
-}
-
-// ---- CRC-32 (IEEE, as zlib) ----
-
-/// Slicing-by-8 lookup tables, built at compile time: `CRC_TABLES[0]` is the classic
-/// byte-at-a-time table, `CRC_TABLES[k][b]` the CRC of byte `b` followed by `k` zero bytes.
-/// Eight bytes per step instead of one: the writer thread checksums every logged batch.
-const CRC_TABLES: [[u32; 256]; 8] = {
-    let mut tables = [[0u32; 256]; 8];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        tables[0][i] = c;
-        i += 1;
-    }
-    let mut t = 1;
-    while t < 8 {
-        let mut i = 0;
-        while i < 256 {
-            let prev = tables[t - 1][i];
-            tables[t][i] = (prev >> 8) ^ tables[0][(prev & 0xFF) as usize];
-            i += 1;
-        }
-        t += 1;
-    }
-    tables
-};
-
-/// CRC-32 of `bytes`.
-fn crc32(bytes: &[u8]) -> u32 {
-    !crc32_update(!0, bytes)
-}
-
-/// The running (inverted) CRC state `c` after `bytes`.
-fn crc32_update(mut c: u32, bytes: &[u8]) -> u32 {
-    let t = &CRC_TABLES;
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        let lo = c ^ u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-        let hi = u32::from_le_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]);
-        c = t[7][(lo & 0xFF) as usize]
-            ^ t[6][((lo >> 8) & 0xFF) as usize]
-            ^ t[5][((lo >> 16) & 0xFF) as usize]
-            ^ t[4][(lo >> 24) as usize]
-            ^ t[3][(hi & 0xFF) as usize]
-            ^ t[2][((hi >> 8) & 0xFF) as usize]
-            ^ t[1][((hi >> 16) & 0xFF) as usize]
-            ^ t[0][(hi >> 24) as usize];
-    }
-    for &b in chunks.remainder() {
-        c = t[0][((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
-    }
-    c
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn crc32_matches_the_standard_check_value() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
-        assert_eq!(crc32(b""), 0);
-        // Every length around the 8-byte steps agrees with the bit-by-bit definition.
-        let data: Vec<u8> = (0..64u32).map(|i| (i * 37 + 11) as u8).collect();
-        for len in 0..data.len() {
-            let mut c = !0u32;
-            for &b in &data[..len] {
-                c ^= u32::from(b);
-                for _ in 0..8 {
-                    c = if c & 1 != 0 {
-                        0xEDB8_8320 ^ (c >> 1)
-                    } else {
-                        c >> 1
-                    };
-                }
-            }
-            assert_eq!(crc32(&data[..len]), !c, "length {len}");
-        }
-    }
+    use crate::store::encoded::EncodedCounter;
 
     #[test]
     fn records_round_trip_and_a_reset_hides_older_ones() {
@@ -793,14 +365,16 @@ mod tests {
             vec![
                 Prepared::PutJob {
                     key: k.into(),
-                    value: vec![1, 2, 3],
+                    job: vec![1, 2, 3],
                     create_only: true,
                     due: None,
                 },
                 Prepared::PutCounter {
                     key: k.into(),
-                    generation: 7,
-                    value: vec![9],
+                    counter: EncodedCounter {
+                        generation: 7,
+                        bytes: vec![9],
+                    },
                 },
                 Prepared::FinishJob {
                     key: k.into(),
@@ -811,7 +385,7 @@ mod tests {
                 Prepared::SetPaused {
                     key: k.into(),
                     generation: 7,
-                    paused: Some(super::super::Paused::default()),
+                    paused: Some(crate::store::Paused::default()),
                 },
                 Prepared::SetPaused {
                     key: k.into(),
@@ -867,7 +441,7 @@ mod tests {
         let mut wal = Wal::open(&path).unwrap();
         let big = vec![Prepared::PutJob {
             key: "k".into(),
-            value: vec![7; 5000],
+            job: vec![7; 5000],
             create_only: true,
             due: None,
         }];
@@ -919,67 +493,5 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let (_, end) = read_records(&path, 0).unwrap();
         assert!(matches!(end, End::Damaged(_)), "{end:?}");
-    }
-
-    #[test]
-    fn guarded_writes_round_trip_puts_of_empty_jobs_and_deletes_apart() {
-        let before = prost_types::Timestamp {
-            seconds: 1_800_000_000,
-            nanos: 7,
-        };
-        let write = super::super::GuardedWrite {
-            key: "k".into(),
-            create_only: true,
-            if_match: Some(super::super::IfMatch {
-                any: false,
-                generations: vec![3, 4],
-            }),
-            idempotency: Some(super::super::IdempotencyClaim {
-                key: "app||ns||a||key".into(),
-                ..Default::default()
-            }),
-            due_ms: Some(-5),
-        };
-        let ops = [
-            Prepared::Guarded {
-                write: Box::new(write.clone()),
-                job: Some(Vec::new()),
-            },
-            Prepared::Guarded {
-                write: Box::new(write.clone()),
-                job: None,
-            },
-            Prepared::ForgetIdempotency {
-                key: "app||ns||a||key".into(),
-                before,
-            },
-        ];
-        let mut buf = Vec::new();
-        put_u32(&mut buf, 1);
-        put_u32(&mut buf, ops.len());
-        for op in &ops {
-            encode_op(&mut buf, op);
-        }
-        let requests = decode_payload(&buf).unwrap();
-        match requests[0].as_slice() {
-            [
-                Prepared::Guarded {
-                    write: a,
-                    job: Some(put),
-                },
-                Prepared::Guarded {
-                    write: b,
-                    job: None,
-                },
-                Prepared::ForgetIdempotency { key, before: at },
-            ] => {
-                assert_eq!(
-                    (**a == write, put.is_empty(), **b == write),
-                    (true, true, true)
-                );
-                assert_eq!((key.as_str(), *at), ("app||ns||a||key", before));
-            }
-            other => panic!("{} ops decoded", other.len()),
-        }
     }
 }

@@ -11,7 +11,7 @@
 use std::io;
 use std::path::Path;
 
-use super::Error;
+use crate::store::Error;
 
 /// Most bytes kept free on the data directory's filesystem.
 const MAX_FLOOR: u64 = 64 << 20;

@@ -8,7 +8,7 @@
 //! shared by everyone who arrived meanwhile.
 //!
 //! With the write-ahead log on ([`RedbOptions::wal`], the default) "commits once" means: append
-//! the batch to the log (`wal.rs`) and `fdatasync` it; the batch is applied to a redb
+//! the batch to the log ([`wal`]) and `fdatasync` it; the batch is applied to a redb
 //! transaction that is not committed yet. Every [`RedbOptions::checkpoint_interval`] (or
 //! [`RedbOptions::checkpoint_bytes`] of log) a durable redb commit records the last batch number
 //! it holds in the `meta` table and the log starts over. Opening the store applies the batches
@@ -35,17 +35,23 @@ use ::redb::{
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 
-use super::apply::{self, Joiner, PrefixRange, Prepared, Table, Tables, Undo};
-use super::disk;
-use super::wal::{self, Wal};
+use super::apply;
+use super::encoded::Prepared;
+use super::paging::{self, Joiner, PrefixRange};
+use super::records;
+use super::tables::{Table, Tables, Undo};
 use super::{
     DueIndex, DuePage, Error, FinishedJob, JobScan, LoadedJob, Op, OpResult, PageItem, PageOf,
     ScanItem, Store, StoredCounter, StoredJob, StoredRun, run_key, runs_prefix,
 };
 use crate::observe::StoreMetrics;
 
+mod disk;
 mod open;
+pub(crate) mod wal;
 mod writer;
+
+use wal::Wal;
 
 pub use open::{AUTO_CHECK_MAX_BYTES, StoreCheck};
 use open::{drop_quietly, open_db, recover};
@@ -377,7 +383,7 @@ fn open_table(
 #[async_trait]
 impl Store for Redb {
     async fn write(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Error> {
-        let ops: Vec<Prepared> = ops.into_iter().map(Prepared::new).collect();
+        let ops: Vec<Prepared> = ops.into_iter().map(Op::encode).collect();
         let bytes = ops.iter().map(Prepared::size).sum();
         let (reply, answer) = oneshot::channel();
         self.tx
@@ -392,7 +398,9 @@ impl Store for Redb {
         let txn = self.begin_read().await?;
         let table = open_table(&txn, JOBS)?;
         let value = table.get(key).map_err(Error::io)?;
-        value.map(|v| apply::decode_job(key, v.value())).transpose()
+        value
+            .map(|v| records::decode_job(key, v.value()))
+            .transpose()
     }
 
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {
@@ -400,7 +408,7 @@ impl Store for Redb {
         let table = open_table(&txn, COUNTERS)?;
         let value = table.get(key).map_err(Error::io)?;
         value
-            .map(|v| apply::decode_counter(key, v.value()))
+            .map(|v| records::decode_counter(key, v.value()))
             .transpose()
     }
 
@@ -417,7 +425,7 @@ impl Store for Redb {
                 .map(|entry| {
                     let (k, v) = entry.map_err(Error::io)?;
                     let key = k.value().to_owned();
-                    let job = apply::decode_job(&key, v.value())?;
+                    let job = records::decode_job(&key, v.value())?;
                     Ok((key, job))
                 })
                 .collect()
@@ -431,7 +439,7 @@ impl Store for Redb {
         let table = open_table(&txn, FINISHED)?;
         let value = table.get(key).map_err(Error::io)?;
         value
-            .map(|v| apply::decode_finished(key, v.value()))
+            .map(|v| records::decode_finished(key, v.value()))
             .transpose()
     }
 
@@ -454,7 +462,7 @@ impl Store for Redb {
         let mut runs = Vec::with_capacity(limit.min(1024));
         for entry in range.rev().take(limit) {
             let (k, v) = entry.map_err(Error::io)?;
-            runs.push(apply::decode_run(k.value(), v.value())?);
+            runs.push(records::decode_run(k.value(), v.value())?);
         }
         Ok(runs)
     }
@@ -494,7 +502,7 @@ impl Store for Redb {
                 .map(|entry| {
                     let (k, v) = entry.map_err(Error::io)?;
                     let key = k.value().to_owned();
-                    let at = apply::record_time(&key, v.value())?;
+                    let at = records::record_time(&key, v.value())?;
                     Ok((key, at))
                 })
                 .collect()
@@ -575,7 +583,7 @@ fn produce_page(
     after: Option<String>,
     limit: usize,
 ) -> Result<Vec<PageItem>, Error> {
-    let Some(start) = apply::page_start(prefix, after.as_deref()) else {
+    let Some(start) = paging::page_start(prefix, after.as_deref()) else {
         return Ok(Vec::new());
     };
     let range = PrefixRange::new(prefix);
@@ -593,9 +601,9 @@ fn produce_page(
         items.push(match of {
             PageOf::Active => {
                 let counter = counters.get(key.as_str()).map_err(Error::io)?;
-                apply::active_item(key, v.value(), counter.as_ref().map(|c| c.value()))?
+                records::active_item(key, v.value(), counter.as_ref().map(|c| c.value()))?
             }
-            PageOf::Finished => apply::finished_item(key, v.value())?,
+            PageOf::Finished => records::finished_item(key, v.value())?,
         });
     }
     Ok(items)

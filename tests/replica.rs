@@ -798,3 +798,35 @@ async fn jobsd_creates_are_checked_and_kept_as_the_embedded_scheduler_does() {
     assert!(view.labels.is_empty() && view.policy.is_none(), "{view:?}");
     r.stop().await;
 }
+
+/// A WatchJobs stream that never sends its initial request does not hold the replica's stop
+/// (Dapr 1.18.3's `scheduler/shutdown/stalledwatch`: its Scheduler exits within 15 s).
+#[tokio::test]
+async fn a_stream_parked_before_its_initial_request_does_not_hold_the_stop() {
+    let rep = Running::start().await;
+    let (_requests, rx) = mpsc::unbounded_channel::<sv1::WatchJobsRequest>();
+    let mut client = rep.client();
+    let parked = tokio::spawn(async move {
+        client
+            .watch_jobs(UnboundedReceiverStream::new(rx))
+            .await
+            .map(|_| ())
+    });
+    // Time for the call to reach the replica and wait there for its first message (had it
+    // not, the stop would have nothing to wait for and the test nothing to show).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!parked.is_finished(), "answered before its initial request");
+    let started = tokio::time::Instant::now();
+    tokio::time::timeout(PATIENCE, rep.stop())
+        .await
+        .expect("the replica stops although a stream never sent its initial request");
+    assert!(started.elapsed() < PATIENCE);
+    let answer = tokio::time::timeout(PATIENCE, parked)
+        .await
+        .expect("answered")
+        .unwrap();
+    assert!(
+        answer.is_err(),
+        "the parked stream ends with an error: {answer:?}"
+    );
+}

@@ -362,7 +362,19 @@ impl Replica {
         self.shutdown.cancel();
         let result = match server_done {
             Some(done) => done,
-            None => joined(self.server.await),
+            None => match tokio::time::timeout(DRAIN_WAIT, &mut self.server).await {
+                Ok(done) => joined(done),
+                Err(_) => {
+                    // Dapr's Scheduler bounds its graceful stop the same way: a handler that
+                    // never ends must not keep a stopped replica serving keepalives.
+                    tracing::warn!(
+                        "calls still open {}s after the stop; closing them",
+                        DRAIN_WAIT.as_secs()
+                    );
+                    self.server.abort();
+                    Ok(())
+                }
+            },
         };
         if let Err(e) = &result {
             tracing::error!(error = %e, "scheduler server stopped");
@@ -407,6 +419,8 @@ impl Replica {
 /// stops at once even when its etcd has lost its quorum (the last members of a cluster stopped
 /// one by one), and so must a replica.
 const LEAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
+/// How long a stop waits for the calls in progress to end before it closes them.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Then how long it waits for the store's last writes.
 const LAST_WRITES_WAIT: std::time::Duration = std::time::Duration::from_secs(4);
 

@@ -113,10 +113,16 @@ impl Scheduler for SchedulerService {
             .get(crate::scheduler::remote::CONTEXT_METADATA)
             .is_some_and(|v| v.as_bytes() == b"1");
         let mut inbound = request.into_inner();
-        let Some(WatchJobRequestType::Initial(initial)) = inbound
-            .message()
-            .await?
-            .and_then(|m| m.watch_job_request_type)
+        // A stream that never sends its initial request must not hold the replica's stop
+        // (the server's graceful stop waits for every handler).
+        let first = tokio::select! {
+            first = inbound.message() => first?,
+            () = self.stop.cancelled() => {
+                return Err(Status::unavailable("the scheduler is shutting down"));
+            }
+        };
+        let Some(WatchJobRequestType::Initial(initial)) =
+            first.and_then(|m| m.watch_job_request_type)
         else {
             return Err(Status::unknown(
                 "initial request is required on stream connection",

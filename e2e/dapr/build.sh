@@ -87,22 +87,46 @@ build_one() {
   say "built $out in $((SECONDS - t0)) s"
 }
 
+# The replaces of DAPR_REPLACE in the source copy $1 of DAPR_VERSION (`go mod edit -replace`; the
+# copy's go.sum is completed by the Go command under -mod=mod, here and in suite.sh's suite
+# build). Applied on every run, so the suite's build finds them even when the binaries are
+# cached; the ones a copy was given before are recorded and dropped first, so that a changed
+# DAPR_REPLACE does not leave an old one behind (binaries already built are not rebuilt).
+dapr_replace() {
+  local src=$1 r
+  if [ -f "$src/.jobsd-replace" ]; then
+    for r in $(cat "$src/.jobsd-replace"); do
+      (cd "$src" && go mod edit -dropreplace "${r%%=*}")
+    done
+  fi
+  for r in ${DAPR_REPLACE:-}; do
+    (cd "$src" && go mod edit -replace "$r")
+  done
+  printf '%s\n' "${DAPR_REPLACE:-}" >"$src/.jobsd-replace"
+}
+
 build_dapr() {
   local ver=$1; shift
   local out="$cache/$ver" need=0 b
+  local src=
+  if [ "$ver" = "$DAPR_VERSION" ]; then
+    src=$(source_copy github.com/dapr/dapr "$ver")
+    dapr_replace "$src"
+  fi
   for b in "$@"; do [ -x "$out/$b" ] || need=1; done
   [ "$need" = 1 ] || return 0
   mkdir -p "$out"
-  local src
-  src=$(source_copy github.com/dapr/dapr "$ver")
+  [ -n "$src" ] || src=$(source_copy github.com/dapr/dapr "$ver")
   suite_components "$src"
+  local mod=()
+  [ "$ver" != "$DAPR_VERSION" ] || [ -z "${DAPR_REPLACE:-}" ] || mod=(-mod=mod)
   (
     cd "$src"
     for b in "$@"; do
       if [ "$b" = daprd ]; then
-        build_one "$out/daprd" -tags=jobsdsuite ./cmd/daprd
+        build_one "$out/daprd" "${mod[@]}" -tags=jobsdsuite ./cmd/daprd
       else
-        build_one "$out/$b" "./cmd/$b"
+        build_one "$out/$b" "${mod[@]}" "./cmd/$b"
       fi
     done
   )

@@ -93,25 +93,39 @@ build_one() {
 # cached; the ones a copy was given before are recorded and dropped first, so that a changed
 # DAPR_REPLACE does not leave an old one behind (binaries already built are not rebuilt).
 dapr_replace() {
-  local src=$1 r
+  local src=$1 replaces=$2 r
   if [ -f "$src/.jobsd-replace" ]; then
     for r in $(cat "$src/.jobsd-replace"); do
       (cd "$src" && go mod edit -dropreplace "${r%%=*}")
     done
   fi
-  for r in ${DAPR_REPLACE:-}; do
+  for r in $replaces; do
     (cd "$src" && go mod edit -replace "$r")
   done
-  printf '%s\n' "${DAPR_REPLACE:-}" >"$src/.jobsd-replace"
+  printf '%s\n' "$replaces" >"$src/.jobsd-replace"
+}
+
+# The replaces for Dapr version $1: DAPR_REPLACE for DAPR_VERSION, the `$1:`-prefixed entries of
+# DAPR_SKEW_REPLACE for a skew version.
+replaces_of() {
+  local ver=$1 r
+  if [ "$ver" = "$DAPR_VERSION" ]; then
+    printf '%s\n' "${DAPR_REPLACE:-}"
+    return
+  fi
+  for r in ${DAPR_SKEW_REPLACE:-}; do
+    [ "${r%%:*}" != "$ver" ] || printf '%s\n' "${r#*:}"
+  done
 }
 
 build_dapr() {
   local ver=$1; shift
   local out="$cache/$ver" need=0 b
-  local src=
-  if [ "$ver" = "$DAPR_VERSION" ]; then
+  local src= replaces
+  replaces=$(replaces_of "$ver")
+  if [ "$ver" = "$DAPR_VERSION" ] || [ -n "$replaces" ]; then
     src=$(source_copy github.com/dapr/dapr "$ver")
-    dapr_replace "$src"
+    dapr_replace "$src" "$replaces"
   fi
   for b in "$@"; do [ -x "$out/$b" ] || need=1; done
   [ "$need" = 1 ] || return 0
@@ -119,7 +133,7 @@ build_dapr() {
   [ -n "$src" ] || src=$(source_copy github.com/dapr/dapr "$ver")
   suite_components "$src"
   local mod=()
-  [ "$ver" != "$DAPR_VERSION" ] || [ -z "${DAPR_REPLACE:-}" ] || mod=(-mod=mod)
+  [ -z "$replaces" ] || mod=(-mod=mod)
   (
     cd "$src"
     for b in "$@"; do

@@ -205,7 +205,9 @@ async fn run_now_follows_the_overlap_rule() {
     // Serial (the job's default): accepted, waits for the executions in flight.
     let (status, _) = r.call("POST", "/jobsd/v1/jobs/slow/trigger", "").await;
     assert_eq!(status, 202);
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let engine = r.sidecar.engine().unwrap();
+    let s = common::clockwork::looked_at_the_clock(engine).await;
+    assert_eq!(s.outstanding, 2, "serial: the run by hand waits");
     assert_eq!(app.started("slow"), 2, "serial: the run by hand waits");
     gate.add_permits(10);
     r.run_for(TimeDelta::seconds(5)).await;
@@ -304,7 +306,9 @@ async fn a_scheduled_tick_waits_for_a_run_by_hand() {
     })
     .await;
     r.clock.advance(TimeDelta::seconds(10));
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let engine = r.sidecar.engine().unwrap();
+    let s = common::clockwork::looked_at_the_clock(engine).await;
+    assert_eq!(s.outstanding, 1, "the tick waits for its turn");
     assert_eq!(app.started("turns"), 1, "the tick waits for its turn");
     gate.add_permits(2);
     r.run_for(TimeDelta::seconds(1)).await;

@@ -7,6 +7,17 @@ use chrono::TimeDelta;
 use jobsd::clock::{Clock, ManualClock};
 use jobsd::engine::Engine;
 
+/// The trigger loop's state once it has looked at the clock as it is now: the first answer
+/// may come before the loop saw a step of the clock, the second comes after a round that did
+/// (each round fires what is due before it takes the next command). For tests asserting that
+/// something did *not* fire: what the loop hands out is in `outstanding` at once, while the
+/// app may see it only later.
+#[allow(dead_code)]
+pub async fn looked_at_the_clock(engine: &Engine) -> jobsd::engine::Stats {
+    engine.sync().await.expect("the trigger loop runs");
+    engine.sync().await.expect("the trigger loop runs")
+}
+
 /// Waits until nothing is out (at the app or a stream) or being written and nothing is due
 /// (no tick, no lease deadline).
 /// Only for tests whose receivers answer every trigger.

@@ -887,7 +887,11 @@ async fn reminders_wait_while_the_app_is_down() {
     assert_eq!(r.status, 204);
     // The app goes away before the reminder is due.
     h.app_stop.cancel();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let app = h.app_addr;
+    eventually("the app to be down", async || {
+        tokio::net::TcpStream::connect(app).await.is_err()
+    })
+    .await;
     h.run_for(TimeDelta::seconds(10)).await;
     assert!(h.app.reminds("1", "down").is_empty());
     let engine = h.sidecar().engine().unwrap();

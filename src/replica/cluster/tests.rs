@@ -178,6 +178,35 @@ async fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until the one-shot jobs `names` (of `myapp`) are finished: gone from etcd (their
+/// last result deletes them) and nothing out at any member. A duplicate delivery would have
+/// come before that: no member holds them any more.
+async fn finished(nodes: &[&Node], names: &[&str]) {
+    let metadata = request("x", sv1::Job::default()).metadata.unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let mut done = true;
+        for name in names {
+            let key = crate::trigger::keys::job_key(&metadata, name).unwrap();
+            done &= crate::store::Store::get_job(&*nodes[0].store, &key)
+                .await
+                .unwrap()
+                .is_none();
+        }
+        for node in nodes {
+            done &= node.engine.sync().await.is_some_and(|s| s.outstanding == 0);
+        }
+        if done {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {names:?} to finish"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Once missed ticks are caught up, each job fires about once a second, each tick once, on
 /// one member. A partition may change hands meanwhile (members coming back after an outage
 /// rebalance a round or two apart), but never fires on two members at once: a tick fired
@@ -295,8 +324,9 @@ async fn each_one_shot_fires_once_across_members() {
         (0..60).all(|i| log.count(&format!("once-{i}")) >= 1)
     })
     .await;
-    // Late duplicates would show within a second.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let names: Vec<String> = (0..60).map(|i| format!("once-{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    finished(&nodes.iter().collect::<Vec<_>>(), &names).await;
     let seen = log.snapshot();
     let mut by_member = [0usize; 3];
     for i in 0..60 {
@@ -375,19 +405,17 @@ async fn directories_agree_on_the_owner_and_a_pause_there_holds() {
             .unwrap();
     }
     let before = log.snapshot();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The jobs going on are the clock: three ticks each, and the paused ones had theirs.
+    wait_for("the jobs not paused to go on", || {
+        going.iter().all(|n| log.count(n) >= before[n].len() + 3)
+    })
+    .await;
     let after = log.snapshot();
     for name in paused {
         assert_eq!(
             after[name].len(),
             before[name].len(),
             "{name} fired while paused"
-        );
-    }
-    for name in going {
-        assert!(
-            after[name].len() >= before[name].len() + 2,
-            "{name} stopped"
         );
     }
     stop_all(nodes).await;
@@ -435,7 +463,7 @@ async fn the_owner_brings_a_far_or_just_created_job_in_for_a_call_by_hand() {
         ..Default::default()
     };
     node.engine
-        .schedule_job(request("fresh", every))
+        .schedule_job(request("fresh", every.clone()))
         .await
         .unwrap();
     assert!(dir.bring_in(&key("fresh")).await);
@@ -443,7 +471,16 @@ async fn the_owner_brings_a_far_or_just_created_job_in_for_a_call_by_hand() {
         .pause_job(&metadata, "fresh", "at once")
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The same schedule, not paused, as the clock: its third tick is past the paused
+    // job's third.
+    node.engine
+        .schedule_job(request("fresh-beside", every))
+        .await
+        .unwrap();
+    wait_for("the job beside it to fire three times", || {
+        log.count("fresh-beside") >= 3
+    })
+    .await;
     assert_eq!(
         log.count("fresh"),
         0,
@@ -652,7 +689,7 @@ async fn members_carry_on_after_etcd_restarts() {
         .await
         .unwrap();
     wait_for("the new job", || log.count("after") >= 1).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    finished(&nodes.iter().collect::<Vec<_>>(), &["after"]).await;
     let after = log.snapshot().remove("after");
     assert_eq!(log.count("after"), 1, "the new job fired again: {after:?}");
     stop_all(nodes).await;
@@ -764,7 +801,7 @@ async fn a_member_reads_far_jobs_in_as_their_time_comes() {
         fired.iter().all(|n| log.count(n) >= 1)
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    finished(&[&member], &fired).await;
     let seen = log.snapshot();
     for name in fired {
         assert_eq!(seen[name].len(), 1, "{name}: {:?}", seen[name]);

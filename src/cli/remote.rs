@@ -50,7 +50,7 @@ impl Target {
         namespace: &str,
         tls: Option<crate::tls::ClientTls>,
     ) -> Result<Self, CliError> {
-        let hosts = crate::config::parse_scheduler_addresses(hosts)
+        let hosts = crate::scheduler::remote::parse_addresses(hosts)
             .map_err(|e| CliError::Usage(format!("--scheduler: {e}")))?;
         if hosts.is_empty() {
             return Err(CliError::Usage("--scheduler: give host:port".to_owned()));

@@ -17,6 +17,7 @@
 //! - `watch`: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
 //!   deliverable; every trigger is delivered to the app and acknowledged on its stream.
 
+mod address;
 mod bulk;
 mod coalesce;
 #[cfg(test)]
@@ -26,6 +27,7 @@ mod seam;
 mod steer;
 mod watch;
 
+pub use address::{BadAddress, parse_addresses};
 pub use watch::CONTEXT_METADATA;
 
 use std::sync::Arc;

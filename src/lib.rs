@@ -8,13 +8,13 @@
 //!
 //! | room | owns |
 //! |---|---|
-//! | [`app`] | wiring of the sidecar role: store, engine or remote client, API servers, delivery; graceful shutdown |
+//! | [`app`] | wiring of one role (`sidecar.rs`: store, engine or remote client, API servers, delivery; `replica.rs`: `jobsd scheduler`; `metrics.rs`: the metrics server both serve); graceful shutdown |
 //! | [`cli`] | `jobsd jobs …`: the command line over a sidecar's `/jobsd/v1` routes or Scheduler replicas, offline preview |
 //! | [`config`] | daprd's and the Dapr Scheduler's flags and environment, validated into settings |
 //! | [`api`] | what apps call: daprd's Jobs API over HTTP (axum) and gRPC (tonic), Dapr's error model, protojson |
 //! | [`scheduler`] | the seam the API talks to (Dapr Scheduler calls): the embedded engine, or `remote` replicas over gRPC |
 //! | [`engine`] | validates and stores jobs, and the trigger loop that fires them into a [`trigger::Sink`]; no transport |
-//! | [`replica`] | the `jobsd scheduler` role: Scheduler gRPC service and jobsd's beside it (creates with jobsd's settings, views), WatchJobs stream pool, etcd cluster membership and partitions, wiring |
+//! | [`replica`] | the `jobsd scheduler` role: Scheduler gRPC service and jobsd's beside it (creates with jobsd's settings, views), WatchJobs stream pool, etcd cluster membership and partitions (wired in [`app`]) |
 //! | [`trigger`] | the contract between firing and delivering: `Trigger`, `TriggerResult`, `Sink`, and every composed key |
 //! | [`delivery`] | what we call on the app: `POST /job/<name>` or `OnJobEvent`, health gating, concurrency |
 //! | [`observe`] | what operators see: Prometheus metrics (daprd's and the Dapr Scheduler's names, jobsd's own) and the `/metrics` server; the W3C `traceparent` on every delivery, OTLP spans per attempt |
@@ -25,7 +25,7 @@
 //! | [`proto`] | generated code for Dapr's protos and our stored records (protox, no system `protoc`) |
 //! | [`clock`] | the only place that reads wall time (system or manual) |
 //! | [`serve`] | serving connections within limits against hostile clients (connection cap, header deadline, HTTP/2 stream limits), the constant-time token check |
-//! | [`tls`] | TLS from certificate files: the sidecar's and the replica's client configs, the replica's TLS listener |
+//! | [`tls`] | TLS from certificate files: the sidecar's and the replica's client configs, the replica's TLS listener, and the flags that name the files (`flags.rs`) |
 //! | [`cli`] | what people operate jobsd with: the web console's files and routes (`/jobsd/ui/`) |
 #![forbid(unsafe_code)]
 

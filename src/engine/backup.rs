@@ -11,9 +11,10 @@ use prost_types::Timestamp;
 
 use super::detached::to_the_end;
 use super::runner::Command;
-use super::{Engine, Error, convert, labels};
+use super::{Engine, Error, convert};
 use crate::proto::scheduler as sv1;
 use crate::proto::store::{StoredCounter, StoredJob};
+use crate::schedule::labels;
 use crate::store::{LoadedJob, Op, OpResult, PageOf, RestoreRecord};
 use crate::trigger::keys;
 

@@ -25,6 +25,7 @@ pub use clock::{Advance, TestClock};
 
 use super::{ApiError, ApiState};
 use crate::proto::runtime as rv1;
+use crate::schedule::{labels, policy_messages};
 use crate::scheduler::{self, JobExtras, JobView, ListFilter, ListPage, Run};
 
 /// Runs answered when no `limit` is given.
@@ -117,21 +118,21 @@ impl ApiState {
         req: &rv1::ScheduleJobRequest,
         extras: &JobExtras,
     ) -> Result<(), ApiError> {
-        scheduler::check_labels(&extras.labels).map_err(bad_request)?;
+        labels::check(&extras.labels).map_err(bad_request)?;
         let tick = extras
             .policy
             .as_ref()
-            .map(scheduler::tick_policy)
+            .map(policy_messages::tick_policy)
             .transpose()
             .map_err(bad_request)?
             .unwrap_or_default();
         let handling = extras
             .failure_policy
             .as_ref()
-            .map(scheduler::failure_handling)
+            .map(policy_messages::failure_handling)
             .transpose()
             .map_err(bad_request)?;
-        scheduler::check_together(&tick, handling.as_ref()).map_err(bad_request)?;
+        policy_messages::check_together(&tick, handling.as_ref()).map_err(bad_request)?;
         self.check_lease_policy(tick.lease.is_some())?;
         if let (Some(handling), Some(job)) = (&handling, &req.job) {
             scheduler::check_dead_letter(&self.job_metadata(), &job.name, &handling.on_exhausted)

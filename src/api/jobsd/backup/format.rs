@@ -17,8 +17,8 @@ use crate::api::json::{format_duration, parse_duration};
 use crate::proto::jobsd_api as jv1;
 use crate::proto::scheduler as sv1;
 use crate::proto::store::{self as st, stored_job::Begin};
+use crate::schedule::policy_messages::dapr_failure_policy;
 use crate::scheduler::BackupRecord;
-use crate::scheduler::dapr_failure_policy;
 use crate::scheduler::views_wire::{outcome_name, outcome_named, stamp};
 use crate::trigger::ExecutionId;
 

@@ -9,6 +9,7 @@
 //! | room | owns |
 //! |---|---|
 //! | [`app`] | wiring of one role (`sidecar.rs`: store, engine or remote client, API servers, delivery; `replica.rs`: `jobsd scheduler`; `metrics.rs`: the metrics server both serve); graceful shutdown |
+//! | [`backup`] | jobsd's export format, the Dapr Scheduler's export file (a Go `gob`) and NDJSON lines, apart from the routes that stream them |
 //! | [`cli`] | `jobsd jobs …`: the command line over a sidecar's `/jobsd/v1` routes or Scheduler replicas, offline preview |
 //! | [`config`] | daprd's and the Dapr Scheduler's flags and environment, validated into settings |
 //! | [`api`] | what apps call: daprd's Jobs API over HTTP (axum) and gRPC (tonic), Dapr's error model, protojson |
@@ -32,6 +33,7 @@
 pub mod actors;
 pub mod api;
 pub mod app;
+pub mod backup;
 pub mod cli;
 pub mod clock;
 pub mod config;

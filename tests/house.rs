@@ -322,12 +322,36 @@ fn engine_core_imports_no_transport() {
 }
 
 #[test]
+fn backup_formats_speak_no_transport() {
+    assert_rooms_avoid(
+        &["backup"],
+        &["tonic", "etcd_client", "hyper", "axum", "tokio"],
+        "the backup formats are read and written apart from any transport",
+    );
+}
+
+#[test]
 fn rooms_import_only_downwards() {
     let g = graph();
     // (room, rooms it must not import)
     let rules: &[(&[&str], &[&[&str]])] = &[
         // The replica's parts are wired by `app`, never the other way round.
         (&["replica"], &[&["app"], &["api"], &["cli"]]),
+        // Backup formats know no transport and no storage: the routes (api) and the command
+        // line use them, and they reach the jobs only as the seam's records.
+        (
+            &["backup"],
+            &[
+                &["api"],
+                &["engine"],
+                &["store"],
+                &["replica"],
+                &["delivery"],
+                &["app"],
+                &["cli"],
+                &["config"],
+            ],
+        ),
         (
             &["delivery"],
             &[

@@ -4,8 +4,8 @@
 //!
 //! A record carries the job as stored (its resolved start, due time and expiry, its
 //! generation, jobsd's settings) and its counter, so that a restored job fires exactly the
-//! ticks its original had not fired yet. The wire format is the API's business
-//! (`api::jobsd::backup`).
+//! ticks its original had not fired yet. The file format is `crate::backup`'s business, its
+//! routes the API's (`api::jobsd::backup`).
 
 use prost_types::Timestamp;
 

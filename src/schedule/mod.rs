@@ -13,6 +13,7 @@ pub mod name;
 pub mod period;
 pub mod plan;
 pub mod policy;
+pub mod policy_json;
 pub mod policy_messages;
 pub mod preview;
 pub mod rfc3339;

@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::api::json::view_job_to_json;
 use crate::api::{ApiError, scheduler_to_runtime_job};
+use crate::schedule::policy_json;
 use crate::scheduler::views_wire::{next_before, outcome_name};
 use crate::scheduler::{JobView, ListPage, Run};
 
@@ -27,11 +28,11 @@ pub fn view(view: &JobView) -> Result<String, ApiError> {
         "name": view.name,
         "etag": view.etag,
         "labels": view.labels,
-        "policy": view.policy.as_ref().map_or(Value::Null, super::policy_json::policy_to_json),
+        "policy": view.policy.as_ref().map_or(Value::Null, policy_json::policy_to_json),
         "failurePolicy": view
             .failure_policy
             .as_ref()
-            .map_or(Value::Null, super::policy_json::failure_to_json),
+            .map_or(Value::Null, policy_json::failure_to_json),
         "status": {
             "state": s.state.map_or("active", |st| st.as_str()),
             "paused": s.state == Some(crate::scheduler::JobState::Paused),

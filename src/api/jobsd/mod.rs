@@ -13,7 +13,6 @@ pub mod executions;
 pub mod grpc;
 pub mod http;
 pub mod json;
-mod policy_json;
 mod preview;
 mod steer;
 

@@ -9,11 +9,12 @@ use bytes::Bytes;
 use futures_util::Stream;
 use serde::Serialize;
 
-use super::format::{self, ErrorLine, Header, Trailer};
-use super::lines::{Line, Lines};
-use super::{dapr, route_error_of};
+use super::route_error_of;
 use crate::api::jobsd::bad_request;
 use crate::api::{ApiError, ApiState};
+use crate::backup::dapr;
+use crate::backup::format::{self, ErrorLine, Header, Trailer};
+use crate::backup::lines::{Line, Lines, LinesError};
 use crate::proto::scheduler as sv1;
 use crate::scheduler::{self, BackupRecord, Imported, Scheduler};
 
@@ -321,7 +322,7 @@ fn check_header(line: Option<&Line>) -> Result<Header, ApiError> {
     Ok(header)
 }
 
-fn read_error(err: super::lines::LinesError) -> ApiError {
+fn read_error(err: LinesError) -> ApiError {
     bad_request(err.to_string())
 }
 

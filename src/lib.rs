@@ -3,8 +3,8 @@
 //! # The house
 //!
 //! One crate; each folder is a room with one role. Arrows point down only (checked by
-//! `tests/house.rs`): `api → scheduler → engine → store`, `engine → schedule`,
-//! `delivery → trigger`, `replica → engine`; `schedule`, `trigger` and `go` do no I/O.
+//! `tests/house.rs`): `api → seam → engine → store`, `engine → schedule`,
+//! `delivery → trigger`, `replica → engine`, `actors → seam`; `schedule`, `trigger` and `go` do no I/O.
 //!
 //! | room | owns |
 //! |---|---|
@@ -13,7 +13,7 @@
 //! | [`cli`] | `jobsd jobs …`: the command line over a sidecar's `/jobsd/v1` routes or Scheduler replicas, offline preview |
 //! | [`config`] | daprd's and the Dapr Scheduler's flags and environment, validated into settings |
 //! | [`api`] | what apps call: daprd's Jobs API over HTTP (axum) and gRPC (tonic), Dapr's error model, protojson |
-//! | [`scheduler`] | the seam the API talks to (Dapr Scheduler calls): the embedded engine, or `remote` replicas over gRPC |
+//! | [`seam`] | the scheduler seam the API talks to (Dapr Scheduler calls): the embedded engine, or `remote` replicas over gRPC |
 //! | [`engine`] | validates and stores jobs, and the trigger loop that fires them into a [`trigger::Sink`]; no transport |
 //! | [`replica`] | the `jobsd scheduler` role: Scheduler gRPC service and jobsd's beside it (creates with jobsd's settings, views), WatchJobs stream pool, etcd cluster membership and partitions (wired in [`app`]) |
 //! | [`trigger`] | the contract between firing and delivering: `Trigger`, `TriggerResult`, `Sink`, and every composed key |
@@ -45,7 +45,7 @@ pub mod proto;
 pub mod replica;
 pub mod resiliency;
 pub mod schedule;
-pub mod scheduler;
+pub mod seam;
 pub mod serve;
 pub mod store;
 pub mod tls;

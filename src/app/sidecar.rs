@@ -20,7 +20,7 @@ use crate::engine::{self, Engine};
 use crate::observe::Metrics;
 use crate::observe::otlp::Spans;
 use crate::resiliency::{self, Resiliency};
-use crate::scheduler::{Connections, Remote, RemoteConfig, Scheduler};
+use crate::seam::{Connections, Remote, RemoteConfig, Scheduler};
 use crate::store::{self, Store};
 use crate::trigger::keys;
 

@@ -18,8 +18,8 @@ use crate::proto::scheduler as sv1;
 use crate::proto::store::{self as st, stored_job::Begin};
 use crate::schedule::policy_json;
 use crate::schedule::policy_messages::dapr_failure_policy;
-use crate::scheduler::BackupRecord;
-use crate::scheduler::views_wire::{outcome_name, outcome_named, stamp};
+use crate::seam::BackupRecord;
+use crate::seam::views_wire::{outcome_name, outcome_named, stamp};
 use crate::trigger::ExecutionId;
 
 /// `"format"` of the header line.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-use crate::scheduler::remote::{BadAddress, parse_addresses};
+use crate::seam::remote::{BadAddress, parse_addresses};
 
 pub use crate::tls::flags::{EtcdTlsArgs, SchedulerTlsArgs, ServerTlsArgs};
 pub use daprd_compat::{DaprdIgnored, IGNORED, IgnoredFlags, NOT_YET, SchedulerIgnored, parse};

@@ -33,7 +33,7 @@ use crate::api::http_request::{parse_schedule_request, query_params};
 use crate::api::{ApiError, ApiState};
 use crate::observe::trace::{self, TRACEPARENT};
 use crate::schedule::policy_json;
-use crate::scheduler::{JobExtras, JobState, ListFilter};
+use crate::seam::{JobExtras, JobState, ListFilter};
 
 /// The routes of this file (`super::routes` has all of jobsd's).
 pub fn routes() -> Router<Shared> {

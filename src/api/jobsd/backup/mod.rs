@@ -42,7 +42,7 @@ pub fn routes() -> Router<Shared> {
 }
 
 /// A scheduler error on the backup routes.
-fn route_error_of(err: crate::scheduler::Error) -> ApiError {
+fn route_error_of(err: crate::seam::Error) -> ApiError {
     route_error(err, "ERR_JOB_NOT_FOUND", "ERR_JOBSD_BUSY")
 }
 

@@ -501,7 +501,7 @@ fn never_sent(status: &tonic::Status) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::{ListFilter, Scheduler};
+    use crate::seam::{ListFilter, Scheduler};
 
     #[tokio::test]
     async fn a_refused_connection_counts_as_never_sent_and_a_status_does_not() {
@@ -743,7 +743,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code, tonic::Code::FailedPrecondition);
         // Nor many at once.
-        let some = crate::scheduler::Selection {
+        let some = crate::seam::Selection {
             name_prefix: "x".into(),
             labels: Vec::new(),
         };

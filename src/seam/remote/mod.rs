@@ -19,11 +19,11 @@
 
 mod address;
 mod bulk;
+mod calls;
 mod coalesce;
 #[cfg(test)]
 mod fake;
 mod hosts;
-mod seam;
 mod steer;
 mod watch;
 

@@ -2,9 +2,8 @@
 
 use std::process::ExitCode;
 
-use jobsd::app::{self, Sidecar};
+use jobsd::app::{self, Replica, Sidecar};
 use jobsd::config::{self, Command, Env, IgnoredFlags};
-use jobsd::replica::Replica;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 

@@ -3,7 +3,7 @@
 //! The engine (embedded sidecar or replica) hands a [`Trigger`] to a [`Sink`]; the sink
 //! answers with a [`TriggerResult`]. Sinks are the app delivery (`delivery`), the WatchJobs
 //! stream pool of a replica (`replica::pool`), and, in remote mode, the triggers a Scheduler
-//! sends arrive here too (`scheduler::remote`). The composed keys jobs are stored and routed
+//! sends arrive here too (`seam::remote`). The composed keys jobs are stored and routed
 //! under (`app||…`, `actorreminder||…`) are built in [`keys`] and nowhere else.
 //!
 //! This module is a leaf: it imports the protos and the pure `schedule` name rules, nothing

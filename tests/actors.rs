@@ -19,7 +19,7 @@ use jobsd::config::AppProtocol;
 use jobsd::proto::common::{JobFailurePolicy, JobFailurePolicyConstant, job_failure_policy};
 use jobsd::proto::runtime as rv1;
 use jobsd::proto::runtime::dapr_client::DaprClient;
-use jobsd::scheduler::Scheduler;
+use jobsd::seam::Scheduler;
 use jobsd::store::{self, Store};
 use tokio_util::sync::CancellationToken;
 

@@ -16,7 +16,7 @@ use jobsd::clock::ManualClock;
 use jobsd::config::AppProtocol;
 use jobsd::proto::jobsd_api::{self as jv1, jobs_client::JobsClient};
 use jobsd::proto::runtime as rv1;
-use jobsd::scheduler::MAX_SCHEDULE_BATCH;
+use jobsd::seam::MAX_SCHEDULE_BATCH;
 use jobsd::store;
 use serde_json::{Value, json};
 use tonic::Code;

@@ -19,7 +19,7 @@ use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
 use jobsd::proto::jobsd_api::{self as jv1, jobs_client::JobsClient};
 use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
-use jobsd::scheduler::cannot_travel;
+use jobsd::seam::cannot_travel;
 use jobsd::store::{self, Store};
 use serde_json::Value;
 use tonic::transport::Channel;

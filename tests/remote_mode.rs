@@ -24,7 +24,7 @@ use jobsd::config::{self, AppProtocol};
 use jobsd::proto::jobsd_api as jv1;
 use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
 use jobsd::proto::scheduler as sv1;
-use jobsd::scheduler::cannot_travel;
+use jobsd::seam::cannot_travel;
 use jobsd::store;
 use serde_json::json;
 use tonic::transport::Channel;

@@ -3,7 +3,7 @@
 //! store, manual clock) and a real HTTP app. jobsd's routes answer as in embedded mode, the
 //! replica applies the change (alone, it fires every job), and the triggers come back on the
 //! sidecar's streams. A cluster's owner routing is in `e2e/cluster.sh`; a Dapr Scheduler's
-//! refusal in the unit tests of `scheduler::remote::steer`.
+//! refusal in the unit tests of `seam::remote::steer`.
 
 mod common;
 

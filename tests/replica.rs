@@ -684,7 +684,7 @@ async fn shutdown_closes_streams_and_the_unacked_trigger_survives_a_restart() {
 async fn jobsd_creates_are_checked_and_kept_as_the_embedded_scheduler_does() {
     use jobsd::proto::jobsd_api as jv1;
     use jobsd::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
-    use jobsd::scheduler::{JobExtras, Scheduler};
+    use jobsd::seam::{JobExtras, Scheduler};
 
     let r = Running::start().await;
     let mut c = JobsClient::connect(format!("http://{}", r.replica.addr))

@@ -11,7 +11,7 @@ use prost::Message;
 use super::ActorRef;
 use crate::proto::{common, scheduler as sv1};
 use crate::schedule::period::{self, PeriodError};
-use crate::scheduler::{self, Scheduler};
+use crate::seam::{self, Scheduler};
 
 /// Type URL of the `data` daprd stores with a reminder: the raw JSON it was given, wrapped
 /// in a `google.protobuf.BytesValue`.
@@ -71,7 +71,7 @@ pub enum ReminderError {
     /// The scheduler refused or failed the call (validation errors come back this way, as
     /// `Unknown` with go-etcd-cron's text, exactly as from a Dapr Scheduler).
     #[error(transparent)]
-    Scheduler(#[from] scheduler::Error),
+    Scheduler(#[from] seam::Error),
 }
 
 /// An app's actor reminders, kept as jobs by the Scheduler seam (the embedded engine or
@@ -157,7 +157,7 @@ impl SchedulerReminders {
         match reminder.traceparent {
             None => self.scheduler.schedule_job(req).await?,
             traceparent => {
-                let extras = scheduler::JobExtras {
+                let extras = seam::JobExtras {
                     traceparent,
                     ..Default::default()
                 };

@@ -15,7 +15,7 @@ use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::scheduler;
+use crate::seam;
 
 /// The ErrorInfo domain of every Dapr error.
 pub const DOMAIN: &str = "dapr.io";
@@ -144,7 +144,7 @@ impl ApiError {
 
     /// The Scheduler failed `ScheduleJob`: its code (`Unknown` becomes `Internal`) and the HTTP
     /// status of that code.
-    pub fn schedule_job(err: &scheduler::Error, app_id: &str, namespace: &str) -> Self {
+    pub fn schedule_job(err: &seam::Error, app_id: &str, namespace: &str) -> Self {
         let code = match err.code {
             tonic::Code::Unknown => tonic::Code::Internal,
             code => code,
@@ -159,7 +159,7 @@ impl ApiError {
     }
 
     /// The Scheduler failed `GetJob` (not found included): always Internal/500.
-    pub fn get_job(err: &scheduler::Error, app_id: &str, namespace: &str) -> Self {
+    pub fn get_job(err: &seam::Error, app_id: &str, namespace: &str) -> Self {
         Self::internal_kit(
             reason::GET_JOB,
             format!("failed to get job due to: {err}"),
@@ -169,7 +169,7 @@ impl ApiError {
     }
 
     /// The Scheduler failed `DeleteJob` or `DeleteByNamePrefix`: always Internal/500.
-    pub fn delete_job(err: &scheduler::Error, app_id: &str, namespace: &str) -> Self {
+    pub fn delete_job(err: &seam::Error, app_id: &str, namespace: &str) -> Self {
         Self::internal_kit(
             reason::DELETE_JOB,
             format!("failed to delete job due to: {err}"),
@@ -179,7 +179,7 @@ impl ApiError {
     }
 
     /// The Scheduler failed `ListJobs`: always Internal/500.
-    pub fn list_jobs(err: &scheduler::Error, app_id: &str, namespace: &str) -> Self {
+    pub fn list_jobs(err: &seam::Error, app_id: &str, namespace: &str) -> Self {
         Self::internal_kit(
             reason::LIST_JOBS,
             format!("failed to list jobs due to: {err}"),
@@ -528,7 +528,7 @@ mod tests {
             "n".repeat(100_000)
         );
         let status = tonic::Status::from(ApiError::schedule_job(
-            &scheduler::Error::new(tonic::Code::Unknown, long.clone()),
+            &seam::Error::new(tonic::Code::Unknown, long.clone()),
             "myapp",
             "default",
         ));
@@ -576,7 +576,7 @@ mod tests {
 
     #[test]
     fn schedule_errors_map_codes_and_statuses() {
-        let exists = scheduler::Error::new(
+        let exists = seam::Error::new(
             tonic::Code::AlreadyExists,
             "job already exists: 'app||default||myapp||j'",
         );
@@ -589,12 +589,12 @@ mod tests {
         let status = tonic::Status::from(err);
         assert_eq!(status.code(), tonic::Code::AlreadyExists);
 
-        let unknown = scheduler::Error::new(tonic::Code::Unknown, "job failed validation: x");
+        let unknown = seam::Error::new(tonic::Code::Unknown, "job failed validation: x");
         let err = ApiError::schedule_job(&unknown, "a", "n");
         assert_eq!(err.http_status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(tonic::Status::from(err).code(), tonic::Code::Internal);
 
-        let not_found = scheduler::Error::new(tonic::Code::NotFound, "job not found: x");
+        let not_found = seam::Error::new(tonic::Code::NotFound, "job not found: x");
         let err = ApiError::get_job(&not_found, "a", "n");
         assert_eq!(err.http_status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(tonic::Status::from(err).code(), tonic::Code::Internal);

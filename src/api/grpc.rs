@@ -180,7 +180,7 @@ impl DaprApi {
                 .await?;
             return Ok(Response::new(rv1::ScheduleJobResponse {}));
         };
-        let extras = crate::scheduler::JobExtras {
+        let extras = crate::seam::JobExtras {
             traceparent,
             ..Default::default()
         };

@@ -262,7 +262,7 @@ async fn schedule_job_inner(
         state.schedule_job_traced(req, traceparent).await?;
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
-    let extras = crate::scheduler::JobExtras {
+    let extras = crate::seam::JobExtras {
         traceparent,
         ..Default::default()
     };

@@ -8,7 +8,7 @@ use super::error::ApiError;
 use super::{ApiState, json};
 use crate::go;
 use crate::proto::{internals::JobHttpRequest, runtime as rv1};
-use crate::scheduler;
+use crate::seam;
 
 /// The `{name}` route parameter after `url.QueryUnescape`. Go keeps the raw bytes, which may
 /// not be UTF-8; such a name can only fail later, when it is marshalled for the Scheduler.
@@ -42,8 +42,8 @@ impl RouteName {
 }
 
 /// What grpc-go answers when asked to send a string field that is not UTF-8.
-pub(crate) fn invalid_utf8_marshal_error() -> scheduler::Error {
-    scheduler::Error::new(
+pub(crate) fn invalid_utf8_marshal_error() -> seam::Error {
+    seam::Error::new(
         tonic::Code::Internal,
         "grpc: error while marshaling: string field contains invalid UTF-8",
     )

@@ -21,7 +21,7 @@ use std::time::Duration;
 pub use error::ApiError;
 
 use crate::proto::{runtime as rv1, scheduler as sv1};
-use crate::scheduler::{self, Scheduler};
+use crate::seam::{self, Scheduler};
 
 /// How long one Scheduler call may take; daprd's `rpcTimeout`.
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
@@ -175,7 +175,7 @@ impl ApiState {
         req: rv1::ScheduleJobRequest,
         traceparent: Option<String>,
     ) -> Result<(), ApiError> {
-        let extras = scheduler::JobExtras {
+        let extras = seam::JobExtras {
             traceparent,
             ..Default::default()
         };
@@ -186,7 +186,7 @@ impl ApiState {
     pub(crate) async fn schedule_job_extras(
         &self,
         req: rv1::ScheduleJobRequest,
-        extras: scheduler::JobExtras,
+        extras: seam::JobExtras,
     ) -> Result<(), ApiError> {
         self.submit_job(req, extras, |scheduler, request, extras| async move {
             scheduler.schedule_job_with(request, extras).await
@@ -200,16 +200,16 @@ impl ApiState {
     pub(crate) async fn submit_job<T, F, Fut>(
         &self,
         req: rv1::ScheduleJobRequest,
-        extras: scheduler::JobExtras,
+        extras: seam::JobExtras,
         op: F,
     ) -> Result<T, ApiError>
     where
-        F: FnOnce(Arc<dyn Scheduler>, sv1::ScheduleJobRequest, scheduler::JobExtras) -> Fut,
-        Fut: Future<Output = Result<T, scheduler::Error>>,
+        F: FnOnce(Arc<dyn Scheduler>, sv1::ScheduleJobRequest, seam::JobExtras) -> Fut,
+        Fut: Future<Output = Result<T, seam::Error>>,
     {
         let request = self.scheduler_request(req)?;
         let job_name = request.name.clone();
-        let jobsd_settings = scheduler::untravelled_field(&extras).is_some();
+        let jobsd_settings = seam::untravelled_field(&extras).is_some();
         let scheduler = Arc::clone(&self.scheduler);
         with_timeout(op(scheduler, request, extras))
             .await
@@ -245,7 +245,7 @@ impl ApiState {
     /// jobsd's own refusals (`InvalidArgument` when the create carried jobsd's settings or
     /// conditions: a replica checking them, or a Dapr Scheduler that cannot keep them)
     /// answer as this API's own checks of them.
-    fn schedule_error(&self, name: &str, jobsd_request: bool, e: scheduler::Error) -> ApiError {
+    fn schedule_error(&self, name: &str, jobsd_request: bool, e: seam::Error) -> ApiError {
         tracing::debug!(job = %name, error = %e, "scheduling job failed");
         if jobsd_request && e.code == tonic::Code::InvalidArgument {
             return jobsd::bad_request(e.message);
@@ -320,11 +320,11 @@ impl ApiState {
 /// Runs one Scheduler call under daprd's 30 s deadline; running out reads as grpc-go's
 /// `DeadlineExceeded` `context deadline exceeded`.
 pub(crate) async fn with_timeout<T>(
-    call: impl Future<Output = Result<T, scheduler::Error>>,
-) -> Result<T, scheduler::Error> {
+    call: impl Future<Output = Result<T, seam::Error>>,
+) -> Result<T, seam::Error> {
     match tokio::time::timeout(RPC_TIMEOUT, call).await {
         Ok(result) => result,
-        Err(_) => Err(scheduler::Error::new(
+        Err(_) => Err(seam::Error::new(
             tonic::Code::DeadlineExceeded,
             "context deadline exceeded",
         )),

@@ -51,7 +51,7 @@ pub struct JobsArgs {
     /// TLS to the replicas of `--scheduler` (the sidecar's flags; give them before the
     /// subcommand).
     #[command(flatten)]
-    pub scheduler_tls: crate::config::tls::SchedulerTlsArgs,
+    pub scheduler_tls: crate::tls::flags::SchedulerTlsArgs,
     /// The app whose jobs `--scheduler` reads (a sidecar knows its own app).
     #[arg(long, global = true)]
     pub app_id: Option<String>,

@@ -2,7 +2,7 @@
 //! body (a create's: Dapr's fields, `labels`, `policy`, jobsd's `failurePolicy`, from
 //! `--file` and the flags) goes to `POST /jobsd/v1/preview` of an API served in this process
 //! over a memory store, so it meets the create's own parsing and checks and the engine's own
-//! preview ([`crate::scheduler::preview_job`]): a bad job gets the error its create would.
+//! preview ([`crate::seam::preview_job`]): a bad job gets the error its create would.
 //! Nothing is stored and nothing is sent anywhere.
 
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use super::output::{
 use crate::api::{self, ApiState};
 use crate::clock::{Clock, ManualClock};
 use crate::engine::Engine;
-use crate::scheduler::Scheduler;
+use crate::seam::Scheduler;
 
 /// `jobsd jobs preview`.
 #[derive(Debug, Clone, Args)]

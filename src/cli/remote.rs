@@ -24,8 +24,8 @@ use crate::api::scheduler_to_runtime_job;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
 use crate::proto::scheduler as sv1;
 use crate::proto::scheduler::scheduler_client::SchedulerClient;
-use crate::scheduler::views_wire::{filter_to_wire, view_from_wire};
-use crate::scheduler::{JobState, JobView, ListFilter};
+use crate::seam::views_wire::{filter_to_wire, view_from_wire};
+use crate::seam::{JobState, JobView, ListFilter};
 
 /// How long a connection to a replica may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,7 +50,7 @@ impl Target {
         namespace: &str,
         tls: Option<crate::tls::ClientTls>,
     ) -> Result<Self, CliError> {
-        let hosts = crate::config::parse_scheduler_addresses(hosts)
+        let hosts = crate::seam::remote::parse_addresses(hosts)
             .map_err(|e| CliError::Usage(format!("--scheduler: {e}")))?;
         if hosts.is_empty() {
             return Err(CliError::Usage("--scheduler: give host:port".to_owned()));

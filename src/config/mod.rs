@@ -4,17 +4,18 @@
 mod daprd_compat;
 mod quantity;
 mod replica;
-pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+use crate::seam::remote::{BadAddress, parse_addresses};
+
+pub use crate::tls::flags::{EtcdTlsArgs, SchedulerTlsArgs, ServerTlsArgs};
 pub use daprd_compat::{DaprdIgnored, IGNORED, IgnoredFlags, NOT_YET, SchedulerIgnored, parse};
 pub use quantity::parse_quantity;
 pub use replica::{ClusterSettings, Replica, SchedulerArgs};
-pub use tls::{EtcdTlsArgs, SchedulerTlsArgs, ServerTlsArgs};
 
 /// jobsd: the Dapr Jobs API and scheduler in one binary.
 ///
@@ -417,8 +418,8 @@ pub enum Error {
     #[error("invalid max body size {0:?}: {1}")]
     BodySize(String, String),
     /// A `--scheduler-host-address` entry is not `host:port`.
-    #[error("invalid scheduler host address {0:?}: expected host:port")]
-    SchedulerAddress(String),
+    #[error(transparent)]
+    SchedulerAddress(#[from] BadAddress),
     /// `--scheduler-job-streams` is 0: the sidecar would never receive a trigger.
     #[error("parameter scheduler-job-streams must be at least 1")]
     NoJobStreams,
@@ -533,7 +534,7 @@ impl SidecarArgs {
         };
         let max_body_size = self.max_body_size()?;
         // The flag wins even when it is blank: daprd reads the variable only without the flag.
-        let scheduler_hosts = parse_scheduler_addresses(
+        let scheduler_hosts = parse_addresses(
             self.scheduler_host_address
                 .as_deref()
                 .or(env.scheduler_host_address.as_deref())
@@ -653,36 +654,6 @@ fn otlp_endpoint(value: &str) -> Result<String, Error> {
         return Err(Error::OtlpEndpoint(value.to_owned()));
     }
     Ok(value.to_owned())
-}
-
-/// The Scheduler addresses of a `--scheduler-host-address` value: comma-separated, each entry
-/// trimmed of whitespace and of one pair of surrounding quotes, blank entries dropped (so `""`,
-/// `'  '` and whitespace mean "no Scheduler", as in daprd, where a quoted blank survives shell
-/// quoting), duplicates dropped. Every entry must be `host:port`.
-pub fn parse_scheduler_addresses(value: &str) -> Result<Vec<String>, Error> {
-    let mut hosts: Vec<String> = Vec::new();
-    for entry in value.split(',') {
-        let trimmed = entry.trim();
-        let unquoted = ["\"", "'"]
-            .iter()
-            .find_map(|q| trimmed.strip_prefix(q)?.strip_suffix(q))
-            .unwrap_or(trimmed)
-            .trim();
-        if unquoted.is_empty() {
-            continue;
-        }
-        let valid = unquoted
-            .parse::<http::uri::Authority>()
-            .is_ok_and(|a| a.port_u16().is_some() && !a.host().is_empty())
-            && !unquoted.contains('@');
-        if !valid {
-            return Err(Error::SchedulerAddress(entry.trim().to_owned()));
-        }
-        if !hosts.iter().any(|h| h == unquoted) {
-            hosts.push(unquoted.to_owned());
-        }
-    }
-    Ok(hosts)
 }
 
 #[cfg(test)]
@@ -943,42 +914,5 @@ mod tests {
             parse(&["--app-id", "a", "--scheduler-job-streams", "0"]).validate(Env::default()),
             Err(Error::NoJobStreams)
         ));
-    }
-
-    #[test]
-    fn blank_and_quoted_blank_scheduler_addresses_mean_embedded() {
-        for blank in ["", " ", "''", "'  '", "\"\"", "\"  \"", " , ,'' "] {
-            assert_eq!(
-                parse_scheduler_addresses(blank).unwrap(),
-                Vec::<String>::new(),
-                "{blank:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn scheduler_addresses_are_trimmed_unquoted_deduplicated_and_checked() {
-        assert_eq!(
-            parse_scheduler_addresses(" 'h1:1' ,\"h2:2\",h1:1,[::1]:50006,localhost:50006")
-                .unwrap(),
-            ["h1:1", "h2:2", "[::1]:50006", "localhost:50006"]
-        );
-        for bad in [
-            "h1",
-            "h1:",
-            "h1:port",
-            "http://h1:1",
-            "u@h1:1",
-            "h1:1/path",
-            ":50006",
-        ] {
-            assert!(
-                matches!(
-                    parse_scheduler_addresses(bad),
-                    Err(Error::SchedulerAddress(_))
-                ),
-                "{bad:?} should be refused"
-            );
-        }
     }
 }

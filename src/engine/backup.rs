@@ -4,16 +4,17 @@
 //!
 //! A record carries the job as stored (its resolved start, due time and expiry, its
 //! generation, jobsd's settings) and its counter, so that a restored job fires exactly the
-//! ticks its original had not fired yet. The wire format is the API's business
-//! (`api::jobsd::backup`).
+//! ticks its original had not fired yet. The file format is `crate::backup`'s business, its
+//! routes the API's (`api::jobsd::backup`).
 
 use prost_types::Timestamp;
 
 use super::detached::to_the_end;
 use super::runner::Command;
-use super::{Engine, Error, convert, labels};
+use super::{Engine, Error, convert};
 use crate::proto::scheduler as sv1;
 use crate::proto::store::{StoredCounter, StoredJob};
+use crate::schedule::labels;
 use crate::store::{LoadedJob, Op, OpResult, PageOf, RestoreRecord};
 use crate::trigger::keys;
 

@@ -5,9 +5,9 @@ use chrono::{DateTime, Utc};
 use prost_types::Timestamp;
 
 use crate::proto::{scheduler as sv1, store};
-use crate::schedule::{self, Begin, JobSpec};
+use crate::schedule::{self, Begin, JobSpec, policy_messages};
 
-pub use super::policies::{
+pub use crate::schedule::policy_messages::{
     default_failure_policy, duration_from_proto, from_proto_policy, to_proto_policy,
 };
 
@@ -116,7 +116,7 @@ pub fn plan_of(key: &str, stored: &store::StoredJob) -> Result<schedule::Plan, R
         None => None,
     };
     let handling =
-        super::policies::stored_failure_handling(stored).map_err(RestoreError::Policy)?;
+        policy_messages::stored_failure_handling(stored).map_err(RestoreError::Policy)?;
     let mut plan = schedule::Plan::restore(
         job.schedule.as_deref(),
         job.repeats,
@@ -125,8 +125,8 @@ pub fn plan_of(key: &str, stored: &store::StoredJob) -> Result<schedule::Plan, R
         handling.policy,
     )?;
     plan.set_on_exhausted(handling.on_exhausted);
-    let policy = super::policies::stored_tick_policy(stored).map_err(RestoreError::Policy)?;
-    super::policies::apply_tick_policy(&mut plan, &policy, super::policies::seed_of(key));
+    let policy = policy_messages::stored_tick_policy(stored).map_err(RestoreError::Policy)?;
+    policy_messages::apply_tick_policy(&mut plan, &policy, policy_messages::seed_of(key));
     Ok(plan)
 }
 

@@ -1,5 +1,5 @@
 //! The engine's errors, named for what went wrong; the edges turn them into gRPC statuses
-//! (`scheduler::Error`, the replica's `tonic::Status`) with the codes Dapr's Scheduler uses.
+//! (`seam::Error`, the replica's `tonic::Status`) with the codes Dapr's Scheduler uses.
 
 use crate::schedule::{NameError, ValidationError};
 use crate::store;

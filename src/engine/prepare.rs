@@ -4,10 +4,11 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Error, JobExtras, check_dead_letter, convert, labels, policies};
+use super::{Error, JobExtras, check_dead_letter, convert};
 use crate::proto::scheduler as sv1;
 use crate::proto::store::StoredJob;
-use crate::schedule::Plan;
+use crate::schedule::policy_messages as policies;
+use crate::schedule::{Plan, labels};
 use crate::trigger::keys;
 
 /// A create, ready to be written.

@@ -8,7 +8,7 @@ use crate::clock::ManualClock;
 use crate::proto::scheduler::job_target_metadata::Type as Target;
 
 /// The engine's error as the Scheduler reports it (the codes daprd maps to HTTP statuses).
-fn wire(err: Error) -> crate::scheduler::Error {
+fn wire(err: Error) -> crate::seam::Error {
     err.into()
 }
 

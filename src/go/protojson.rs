@@ -1,12 +1,13 @@
 //! protojson's JSON text (Go's `google.golang.org/protobuf/encoding/protojson`) for the parts
 //! both of daprd's writers share: strings, numbers, objects and `google.protobuf.Value` (with
 //! its `Struct` and `ListValue`). The Jobs API writes a job with them on GET; delivery writes
-//! an HTTP-scheduled job's data as the body of `POST /job/<name>`.
+//! an HTTP-scheduled job's data as the body of `POST /job/<name>`. `google.protobuf.Duration`
+//! text is read and written here too: the Jobs API and jobsd's export format both carry it.
 
 use std::fmt::Write as _;
 
 use prost_types::value::Kind;
-use prost_types::{ListValue, Struct, Value};
+use prost_types::{Duration, ListValue, Struct, Value};
 
 /// A value protojson cannot write (its text reads like Go's).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -154,4 +155,80 @@ pub fn write_float(out: &mut String, n: f64, single: bool) {
         }
         _ => out.push_str(&text),
     }
+}
+
+/// The largest Duration protojson accepts or prints (±10 000 years).
+pub const MAX_DURATION_SECONDS: i64 = 315_576_000_000;
+
+/// protojson's Duration text: seconds with 0, 3, 6 or 9 fraction digits, then `s`.
+pub fn format_duration(d: &Duration) -> Result<String, ValueError> {
+    let (secs, nanos) = (d.seconds, d.nanos);
+    if !(-MAX_DURATION_SECONDS..=MAX_DURATION_SECONDS).contains(&secs) {
+        return Err(ValueError(format!(
+            "google.protobuf.Duration: seconds out of range {secs}"
+        )));
+    }
+    if !(-999_999_999..=999_999_999).contains(&nanos) {
+        return Err(ValueError(format!(
+            "google.protobuf.Duration: nanos out of range {nanos}"
+        )));
+    }
+    if (secs > 0 && nanos < 0) || (secs < 0 && nanos > 0) {
+        return Err(ValueError(
+            "google.protobuf.Duration: signs of seconds and nanos do not match".to_owned(),
+        ));
+    }
+    let sign = if secs < 0 || nanos < 0 { "-" } else { "" };
+    let text = format!("{sign}{}.{:09}", secs.unsigned_abs(), nanos.unsigned_abs());
+    Ok(format!("{}s", trim_fraction(&text)))
+}
+
+/// Drops trailing zero groups of a nine-digit fraction the way protojson does.
+pub fn trim_fraction(text: &str) -> &str {
+    let text = text.strip_suffix("000").unwrap_or(text);
+    let text = text.strip_suffix("000").unwrap_or(text);
+    text.strip_suffix(".000").unwrap_or(text)
+}
+
+/// protojson's Duration syntax: optional sign, decimal seconds with at most nine fraction
+/// digits, then `s` (`"1.5s"`, `"-0.001s"`, `".5s"`).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let body = text.strip_suffix('s')?;
+    if text.len() < 2 {
+        return None;
+    }
+    let (neg, body) = match body.as_bytes().first() {
+        Some(b'-') => (true, &body[1..]),
+        Some(b'+') => (false, &body[1..]),
+        _ => (false, body),
+    };
+    if body.is_empty() {
+        return None;
+    }
+    let (intp, frac) = match body.find('.') {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    if !intp.bytes().all(|b| b.is_ascii_digit()) || (intp.len() > 1 && intp.starts_with('0')) {
+        return None;
+    }
+    let seconds: i64 = if intp.is_empty() {
+        0
+    } else {
+        intp.parse().ok()?
+    };
+    let nanos: i32 = match frac {
+        None => 0,
+        Some(f) => {
+            if f.len() > 9 || !f.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            format!("{f:0<9}").parse().ok()?
+        }
+    };
+    let sign = if neg { -1 } else { 1 };
+    Some(Duration {
+        seconds: sign * seconds,
+        nanos: sign as i32 * nanos,
+    })
 }

@@ -17,7 +17,7 @@ use crate::observe::JobType;
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_server::JobsServer};
 use crate::proto::scheduler as sv1;
-use crate::scheduler::{guarded_wire, steer_wire, views_wire};
+use crate::seam::{guarded_wire, steer_wire, views_wire};
 use crate::trigger::keys;
 
 /// How long a call only a job's owner applies waits while the job's partition changes hands

@@ -110,7 +110,7 @@ impl Scheduler for SchedulerService {
     ) -> Result<Response<Self::WatchJobsStream>, Status> {
         let context = request
             .metadata()
-            .get(crate::scheduler::remote::CONTEXT_METADATA)
+            .get(crate::seam::remote::CONTEXT_METADATA)
             .is_some_and(|v| v.as_bytes() == b"1");
         let mut inbound = request.into_inner();
         // A stream that never sends its initial request must not hold the replica's stop

@@ -8,10 +8,13 @@ pub mod duration;
 pub mod iso8601;
 pub mod job;
 pub mod job_policy;
+pub mod labels;
 pub mod name;
 pub mod period;
 pub mod plan;
 pub mod policy;
+pub mod policy_json;
+pub mod policy_messages;
 pub mod preview;
 pub mod rfc3339;
 

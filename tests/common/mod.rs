@@ -21,7 +21,7 @@ use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
 use jobsd::engine::Engine;
 use jobsd::proto::scheduler as sv1;
-use jobsd::scheduler::Scheduler;
+use jobsd::seam::Scheduler;
 use jobsd::store;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

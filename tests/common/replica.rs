@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use chrono::TimeDelta;
+use jobsd::app::Replica;
 use jobsd::clock::ManualClock;
 use jobsd::config;
 use jobsd::proto::scheduler as sv1;
 use jobsd::proto::scheduler::scheduler_client::SchedulerClient;
-use jobsd::replica::Replica;
 use jobsd::store::{self, Store};
 use tonic::transport::Channel;
 

@@ -171,11 +171,11 @@ pub fn invoke(err: &ActorError) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler;
+    use crate::seam;
 
     #[test]
     fn reminder_errors_follow_daprd() {
-        let exists = ActorError::Reminder(ReminderError::Scheduler(scheduler::Error::new(
+        let exists = ActorError::Reminder(ReminderError::Scheduler(seam::Error::new(
             tonic::Code::AlreadyExists,
             "job already exists: 'x'",
         )));
@@ -189,7 +189,7 @@ mod tests {
             "error deleting actor reminder: rpc error: code = AlreadyExists desc = job already exists: 'x'"
         );
         // daprd 1.18.2, seen by e2e/dapr/differential.sh: Get wraps the Scheduler's error twice.
-        let bad = ActorError::Reminder(ReminderError::Scheduler(scheduler::Error::new(
+        let bad = ActorError::Reminder(ReminderError::Scheduler(seam::Error::new(
             tonic::Code::Unknown,
             "job name is invalid \"x\": must not contain control characters",
         )));

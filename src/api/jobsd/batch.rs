@@ -22,7 +22,7 @@ use crate::api::http_request::{RouteName, parse_schedule_body};
 use crate::api::{ApiError, ApiState, with_timeout};
 use crate::observe::trace::{self, TRACEPARENT};
 use crate::proto::runtime as rv1;
-use crate::scheduler::{self, Conditions, JobExtras, MAX_SCHEDULE_BATCH, untravelled_field};
+use crate::seam::{self, Conditions, JobExtras, MAX_SCHEDULE_BATCH, untravelled_field};
 
 impl ApiState {
     /// Creates each of `jobs` as [`ApiState::schedule_job_with`] would, with its answer (in
@@ -58,7 +58,7 @@ impl ApiState {
         for (i, (slot, name, jobsd_settings)) in sent.into_iter().enumerate() {
             let answer = match &answers {
                 Ok(each) => each.get(i).cloned().unwrap_or_else(|| {
-                    Err(scheduler::Error::new(
+                    Err(seam::Error::new(
                         tonic::Code::Internal,
                         "the scheduler answered fewer jobs than it was sent",
                     ))

@@ -27,7 +27,7 @@ use super::{MAX_PAUSE_NOTE, bad_request, view_error};
 use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::http_request::query_params;
 use crate::api::{ApiError, ApiState};
-use crate::scheduler::{Bulk, MAX_BULK_NAMES, Selection};
+use crate::seam::{Bulk, MAX_BULK_NAMES, Selection};
 
 /// A pause note within [`MAX_PAUSE_NOTE`] bytes, or a 400 saying so.
 pub(super) fn check_note(note: &str) -> Result<(), ApiError> {

@@ -28,8 +28,8 @@ use tonic::metadata::MetadataMap;
 use super::bad_request;
 use crate::api::{ApiError, ApiState, with_timeout};
 use crate::proto::{runtime as rv1, scheduler as sv1};
-use crate::scheduler::guard::{self, IDEMPOTENCY_KEY, IF_MATCH};
-use crate::scheduler::{Conditions, Guarded, IfMatch, JobExtras};
+use crate::seam::guard::{self, IDEMPOTENCY_KEY, IF_MATCH};
+use crate::seam::{Conditions, Guarded, IfMatch, JobExtras};
 
 /// The response header (lower-cased: gRPC metadata) saying a create was a repeat.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";

@@ -30,7 +30,7 @@ use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::{ApiError, ApiState};
 use crate::proto::jobsd_api as jv1;
 use crate::schedule::job_policy::lease_length;
-use crate::scheduler::{ExecutionCall, HeldExecution, views_wire};
+use crate::seam::{ExecutionCall, HeldExecution, views_wire};
 
 /// The routes, to merge into the API router.
 pub fn routes() -> Router<Shared> {

@@ -10,8 +10,8 @@ use crate::api::ApiState;
 use crate::api::grpc::{authorize, traceparent};
 use crate::api::scheduler_to_runtime_job;
 use crate::proto::jobsd_api::{self as jv1, jobs_server::JobsServer};
-use crate::scheduler::ExecutionCall;
-use crate::scheduler::{JobExtras, JobView, Selection, views_wire};
+use crate::seam::ExecutionCall;
+use crate::seam::{JobExtras, JobView, Selection, views_wire};
 
 /// The `jobsd.v1.Jobs` implementation over the shared job operations.
 #[derive(Clone, Debug)]
@@ -224,14 +224,14 @@ impl jv1::jobs_server::Jobs for JobsApi {
         authorize(&self.state, &request)?;
         let req = request.into_inner();
         let time = |field: &str, t| {
-            crate::scheduler::steer_wire::instant_from_wire(field, t).map_err(bad_request)
+            crate::seam::steer_wire::instant_from_wire(field, t).map_err(bad_request)
         };
         let range = (time("start", req.start)?, time("end", req.end)?);
         let overlap = steer::overlap_of(&req.overlap)?;
         let runs = self.state.backfill_job(req.name, range, overlap).await?;
-        Ok(Response::new(
-            crate::scheduler::steer_wire::backfill_to_wire(runs),
-        ))
+        Ok(Response::new(crate::seam::steer_wire::backfill_to_wire(
+            runs,
+        )))
     }
 
     async fn heartbeat(

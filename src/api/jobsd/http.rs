@@ -27,12 +27,13 @@ use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 
 use super::conditions;
-use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, json, policy_json, steer};
+use super::{DEFAULT_RUNS, MAX_RUNS, bad_request, json, steer};
 use crate::api::http_parts::{Shared, json_response, read_body};
 use crate::api::http_request::{parse_schedule_request, query_params};
 use crate::api::{ApiError, ApiState};
 use crate::observe::trace::{self, TRACEPARENT};
-use crate::scheduler::{JobExtras, JobState, ListFilter};
+use crate::schedule::policy_json;
+use crate::seam::{JobExtras, JobState, ListFilter};
 
 /// The routes of this file (`super::routes` has all of jobsd's).
 pub fn routes() -> Router<Shared> {

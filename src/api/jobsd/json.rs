@@ -5,8 +5,9 @@ use serde_json::{Map, Value, json};
 
 use crate::api::json::view_job_to_json;
 use crate::api::{ApiError, scheduler_to_runtime_job};
-use crate::scheduler::views_wire::{next_before, outcome_name};
-use crate::scheduler::{JobView, ListPage, Run};
+use crate::schedule::policy_json;
+use crate::seam::views_wire::{next_before, outcome_name};
+use crate::seam::{JobView, ListPage, Run};
 
 fn time(t: Option<DateTime<Utc>>) -> Value {
     t.map_or(Value::Null, |t| {
@@ -27,14 +28,14 @@ pub fn view(view: &JobView) -> Result<String, ApiError> {
         "name": view.name,
         "etag": view.etag,
         "labels": view.labels,
-        "policy": view.policy.as_ref().map_or(Value::Null, super::policy_json::policy_to_json),
+        "policy": view.policy.as_ref().map_or(Value::Null, policy_json::policy_to_json),
         "failurePolicy": view
             .failure_policy
             .as_ref()
-            .map_or(Value::Null, super::policy_json::failure_to_json),
+            .map_or(Value::Null, policy_json::failure_to_json),
         "status": {
             "state": s.state.map_or("active", |st| st.as_str()),
-            "paused": s.state == Some(crate::scheduler::JobState::Paused),
+            "paused": s.state == Some(crate::seam::JobState::Paused),
             "nextFireTime": time(s.next_fire_time),
             "lastFireTime": {
                 "nominal": time(s.last_fire_nominal),

@@ -13,7 +13,6 @@ pub mod executions;
 pub mod grpc;
 pub mod http;
 pub mod json;
-mod policy_json;
 mod preview;
 mod steer;
 
@@ -25,12 +24,13 @@ pub use clock::{Advance, TestClock};
 
 use super::{ApiError, ApiState};
 use crate::proto::runtime as rv1;
-use crate::scheduler::{self, JobExtras, JobView, ListFilter, ListPage, Run};
+use crate::schedule::{labels, policy_messages};
+use crate::seam::{self, JobExtras, JobView, ListFilter, ListPage, Run};
 
 /// Runs answered when no `limit` is given.
 pub const DEFAULT_RUNS: usize = 20;
 /// Most runs one call answers.
-pub use crate::scheduler::MAX_RUNS;
+pub use crate::seam::MAX_RUNS;
 
 /// Longest note given with a pause, in bytes.
 pub const MAX_PAUSE_NOTE: usize = 512;
@@ -59,7 +59,7 @@ pub fn bad_request(message: String) -> ApiError {
 /// A scheduler error on jobsd's job routes: `ERR_JOB_NOT_FOUND` 404, `Aborted` (a run by hand
 /// refused by `overlap: skip`) 409 `ERR_JOBSD_BUSY`, bad requests 400, a scheduler without
 /// views 412, anything else 500 `ERR_INTERNAL`.
-fn view_error(err: scheduler::Error) -> ApiError {
+fn view_error(err: seam::Error) -> ApiError {
     route_error(err, "ERR_JOB_NOT_FOUND", "ERR_JOBSD_BUSY")
 }
 
@@ -67,7 +67,7 @@ fn view_error(err: scheduler::Error) -> ApiError {
 /// with `conflict` (the execution routes: the execution ended otherwise; the job routes: the
 /// job is busy), bad requests 400, a scheduler without the feature 412, unavailable 503,
 /// anything else 500 `ERR_INTERNAL`.
-fn route_error(err: scheduler::Error, not_found: &'static str, conflict: &'static str) -> ApiError {
+fn route_error(err: seam::Error, not_found: &'static str, conflict: &'static str) -> ApiError {
     let (http, error_code) = match err.code {
         tonic::Code::NotFound => (StatusCode::NOT_FOUND, not_found),
         tonic::Code::Aborted => (StatusCode::CONFLICT, conflict),
@@ -117,24 +117,24 @@ impl ApiState {
         req: &rv1::ScheduleJobRequest,
         extras: &JobExtras,
     ) -> Result<(), ApiError> {
-        scheduler::check_labels(&extras.labels).map_err(bad_request)?;
+        labels::check(&extras.labels).map_err(bad_request)?;
         let tick = extras
             .policy
             .as_ref()
-            .map(scheduler::tick_policy)
+            .map(policy_messages::tick_policy)
             .transpose()
             .map_err(bad_request)?
             .unwrap_or_default();
         let handling = extras
             .failure_policy
             .as_ref()
-            .map(scheduler::failure_handling)
+            .map(policy_messages::failure_handling)
             .transpose()
             .map_err(bad_request)?;
-        scheduler::check_together(&tick, handling.as_ref()).map_err(bad_request)?;
+        policy_messages::check_together(&tick, handling.as_ref()).map_err(bad_request)?;
         self.check_lease_policy(tick.lease.is_some())?;
         if let (Some(handling), Some(job)) = (&handling, &req.job) {
-            scheduler::check_dead_letter(&self.job_metadata(), &job.name, &handling.on_exhausted)
+            seam::check_dead_letter(&self.job_metadata(), &job.name, &handling.on_exhausted)
                 .map_err(bad_request)?;
         }
         Ok(())

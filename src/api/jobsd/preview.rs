@@ -26,8 +26,8 @@ use crate::api::{ApiError, ApiState};
 use crate::proto::jobsd_api as jv1;
 use crate::proto::runtime as rv1;
 use crate::schedule::preview::{DEFAULT_COUNT, MAX_COUNT, PreviewTick};
-use crate::scheduler::views_wire::stamp;
-use crate::scheduler::{self, JobExtras, JobPreview, NextFireTimes};
+use crate::seam::views_wire::stamp;
+use crate::seam::{self, JobExtras, JobPreview, NextFireTimes};
 
 /// The name a preview checks when none is given.
 pub(super) const DEFAULT_NAME: &str = "preview";
@@ -45,7 +45,7 @@ impl ApiState {
         self.check_extras(&req, &extras)?;
         let now = self.clock.now();
         self.submit_job(req, extras, move |_, request, extras| async move {
-            scheduler::preview_job(request, extras, now, count).map_err(scheduler::Error::from)
+            seam::preview_job(request, extras, now, count).map_err(seam::Error::from)
         })
         .await
     }

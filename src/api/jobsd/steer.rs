@@ -12,7 +12,7 @@ use crate::trigger::ExecutionId;
 
 /// The `overlap` of a run-now or backfill request: empty is the job's own policy.
 pub fn overlap_of(text: &str) -> Result<Option<Overlap>, ApiError> {
-    crate::scheduler::steer_wire::overlap_from_wire(text).map_err(bad_request)
+    crate::seam::steer_wire::overlap_from_wire(text).map_err(bad_request)
 }
 
 /// An RFC 3339 time of a backfill request, named `field` in errors.

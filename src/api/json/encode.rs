@@ -6,8 +6,11 @@ use prost::Message;
 use prost_types::value::Kind;
 use prost_types::{Any, Duration, ListValue, Struct, Timestamp, Value};
 
-use super::{JsonError, MAX_DURATION_SECONDS, VALUE_TYPE_URL};
-use crate::go::protojson::{Obj, write_float, write_list, write_str, write_struct, write_value};
+use super::{JsonError, VALUE_TYPE_URL};
+use crate::go::protojson::{
+    Obj, format_duration, trim_fraction, write_float, write_list, write_str, write_struct,
+    write_value,
+};
 use crate::go::quote::quote;
 use crate::proto::common::{JobFailurePolicy, job_failure_policy::Policy};
 use crate::proto::runtime;
@@ -268,36 +271,6 @@ fn write_error_info(out: &mut String, info: &ErrorInfo) {
         map.close();
     }
     obj.close();
-}
-
-/// protojson's Duration text: seconds with 0, 3, 6 or 9 fraction digits, then `s`.
-pub fn format_duration(d: &Duration) -> Result<String, JsonError> {
-    let (secs, nanos) = (d.seconds, d.nanos);
-    if !(-MAX_DURATION_SECONDS..=MAX_DURATION_SECONDS).contains(&secs) {
-        return Err(JsonError(format!(
-            "google.protobuf.Duration: seconds out of range {secs}"
-        )));
-    }
-    if !(-999_999_999..=999_999_999).contains(&nanos) {
-        return Err(JsonError(format!(
-            "google.protobuf.Duration: nanos out of range {nanos}"
-        )));
-    }
-    if (secs > 0 && nanos < 0) || (secs < 0 && nanos > 0) {
-        return Err(JsonError(
-            "google.protobuf.Duration: signs of seconds and nanos do not match".to_owned(),
-        ));
-    }
-    let sign = if secs < 0 || nanos < 0 { "-" } else { "" };
-    let text = format!("{sign}{}.{:09}", secs.unsigned_abs(), nanos.unsigned_abs());
-    Ok(format!("{}s", trim_fraction(&text)))
-}
-
-/// Drops trailing zero groups of a nine-digit fraction the way protojson does.
-fn trim_fraction(text: &str) -> &str {
-    let text = text.strip_suffix("000").unwrap_or(text);
-    let text = text.strip_suffix("000").unwrap_or(text);
-    text.strip_suffix(".000").unwrap_or(text)
 }
 
 /// protojson's Timestamp text: RFC 3339 in UTC with 0, 3, 6 or 9 fraction digits.

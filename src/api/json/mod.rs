@@ -15,13 +15,12 @@ mod decode;
 mod encode;
 mod scalar;
 
+pub use crate::go::protojson::format_duration;
 pub use decode::parse_job_http_request;
-pub use encode::{
-    format_duration, job_to_json, value_to_any, view_job_to_json, write_any, write_job,
-};
+pub use encode::{job_to_json, value_to_any, view_job_to_json, write_any, write_job};
 pub use scalar::parse_duration;
 
-use crate::go::protojson::ValueError;
+use crate::go::protojson::{MAX_DURATION_SECONDS, ValueError};
 
 /// Type URL of `google.protobuf.Value`, the type of HTTP-scheduled job data.
 pub const VALUE_TYPE_URL: &str = "type.googleapis.com/google.protobuf.Value";
@@ -36,9 +35,6 @@ impl From<ValueError> for JsonError {
         JsonError(err.0)
     }
 }
-
-/// The largest Duration protojson accepts or prints (±10 000 years).
-const MAX_DURATION_SECONDS: i64 = 315_576_000_000;
 
 /// How deep arrays and objects may nest. Go allows 10 000, but prost decodes at most 100
 /// nested messages, which a `Value` reaches at about 33 JSON levels; anything deeper could

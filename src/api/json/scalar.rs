@@ -1,6 +1,6 @@
 //! The scalar texts protojson reads: JSON numbers, `uint32` fields and Duration strings.
 
-use prost_types::Duration;
+pub use crate::go::protojson::parse_duration;
 
 /// Go's `isNotDelim`: characters that may not directly follow a literal or number.
 pub(super) fn is_not_delim(b: u8) -> bool {
@@ -92,47 +92,4 @@ pub(super) fn parse_uint32(text: &str) -> Option<u32> {
         return None;
     }
     digits.parse::<u32>().ok()
-}
-
-/// protojson's Duration syntax: optional sign, decimal seconds with at most nine fraction
-/// digits, then `s` (`"1.5s"`, `"-0.001s"`, `".5s"`).
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let body = text.strip_suffix('s')?;
-    if text.len() < 2 {
-        return None;
-    }
-    let (neg, body) = match body.as_bytes().first() {
-        Some(b'-') => (true, &body[1..]),
-        Some(b'+') => (false, &body[1..]),
-        _ => (false, body),
-    };
-    if body.is_empty() {
-        return None;
-    }
-    let (intp, frac) = match body.find('.') {
-        Some(i) => (&body[..i], Some(&body[i + 1..])),
-        None => (body, None),
-    };
-    if !intp.bytes().all(|b| b.is_ascii_digit()) || (intp.len() > 1 && intp.starts_with('0')) {
-        return None;
-    }
-    let seconds: i64 = if intp.is_empty() {
-        0
-    } else {
-        intp.parse().ok()?
-    };
-    let nanos: i32 = match frac {
-        None => 0,
-        Some(f) => {
-            if f.len() > 9 || !f.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            format!("{f:0<9}").parse().ok()?
-        }
-    };
-    let sign = if neg { -1 } else { 1 };
-    Some(Duration {
-        seconds: sign * seconds,
-        nanos: sign as i32 * nanos,
-    })
 }

@@ -52,7 +52,7 @@ async fn a_batch_is_answered_job_by_job_stored_in_one_write_and_fires_as_single_
         .unwrap();
     let codes: Vec<_> = answers
         .into_iter()
-        .map(|a| a.map_err(|e| crate::scheduler::Error::from(e).code))
+        .map(|a| a.map_err(|e| crate::seam::Error::from(e).code))
         .collect();
     assert_eq!(
         codes,

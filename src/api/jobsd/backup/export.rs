@@ -7,11 +7,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use chrono::SecondsFormat;
 
-use super::format::{self, ErrorLine, Header, Trailer};
 use super::route_error_of;
 use crate::api::{ApiError, ApiState};
+use crate::backup::format::{self, ErrorLine, Header, Trailer};
 use crate::proto::scheduler as sv1;
-use crate::scheduler::{ExportCursor, ExportPage, Scheduler};
+use crate::seam::{ExportCursor, ExportPage, Scheduler};
 
 /// Jobs per store page (and per chunk).
 const PAGE: usize = 1024;

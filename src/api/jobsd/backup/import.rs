@@ -9,13 +9,14 @@ use bytes::Bytes;
 use futures_util::Stream;
 use serde::Serialize;
 
-use super::format::{self, ErrorLine, Header, Trailer};
-use super::lines::{Line, Lines};
-use super::{dapr, route_error_of};
+use super::route_error_of;
 use crate::api::jobsd::bad_request;
 use crate::api::{ApiError, ApiState};
+use crate::backup::dapr;
+use crate::backup::format::{self, ErrorLine, Header, Trailer};
+use crate::backup::lines::{Line, Lines, LinesError};
 use crate::proto::scheduler as sv1;
-use crate::scheduler::{self, BackupRecord, Imported, Scheduler};
+use crate::seam::{self, BackupRecord, Imported, Scheduler};
 
 /// Records per store write.
 const BATCH: usize = 1024;
@@ -82,7 +83,7 @@ impl Summary {
 /// A batch on its way to the store: its lines' numbers and names, and the write.
 type Pending = (
     Vec<(u64, String)>,
-    tokio::task::JoinHandle<Result<Vec<Result<Imported, scheduler::Error>>, scheduler::Error>>,
+    tokio::task::JoinHandle<Result<Vec<Result<Imported, seam::Error>>, seam::Error>>,
 );
 
 /// The importing side: where batches go.
@@ -124,7 +125,7 @@ impl Writer {
         let outcomes = write
             .await
             .map_err(|e| {
-                route_error_of(scheduler::Error::new(
+                route_error_of(seam::Error::new(
                     tonic::Code::Internal,
                     format!("import batch: {e}"),
                 ))
@@ -321,7 +322,7 @@ fn check_header(line: Option<&Line>) -> Result<Header, ApiError> {
     Ok(header)
 }
 
-fn read_error(err: super::lines::LinesError) -> ApiError {
+fn read_error(err: LinesError) -> ApiError {
     bad_request(err.to_string())
 }
 

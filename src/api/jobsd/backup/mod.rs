@@ -11,12 +11,12 @@
 //!
 //! gRPC: `jobsd.v1.Jobs/ExportJobs` (server streaming) and `ImportJobs` (client streaming)
 //! carry the same NDJSON bytes. The embedded scheduler only: remote mode answers 412.
+//!
+//! The format, the Dapr export decoder and the line reader are transport-free, in
+//! `crate::backup`; this folder holds the routes and the streaming around them.
 
-mod dapr;
 mod export;
-mod format;
 mod import;
-mod lines;
 
 use axum::Router;
 use axum::body::Body;
@@ -26,7 +26,6 @@ use axum::routing::{get, post};
 use http::{StatusCode, Uri, header};
 
 pub use export::Exporter;
-pub use format::{FORMAT, VERSION};
 pub use import::{Failure, MAX_LISTED_FAILURES, Summary, import};
 
 use super::{bad_request, route_error};
@@ -43,7 +42,7 @@ pub fn routes() -> Router<Shared> {
 }
 
 /// A scheduler error on the backup routes.
-fn route_error_of(err: crate::scheduler::Error) -> ApiError {
+fn route_error_of(err: crate::seam::Error) -> ApiError {
     route_error(err, "ERR_JOB_NOT_FOUND", "ERR_JOBSD_BUSY")
 }
 

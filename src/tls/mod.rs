@@ -11,6 +11,8 @@
 //! Dapr secures the same connections with Sentry-issued SPIFFE certificates (`--enable-mtls`);
 //! jobsd has no Sentry and takes plain certificate files instead.
 
+pub mod flags;
+
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -148,7 +148,7 @@ mod tests {
     use super::super::tests::undeliverable;
     use super::super::{Connections, fake};
     use super::*;
-    use crate::scheduler::Scheduler;
+    use crate::seam::Scheduler;
 
     fn create(name: &str) -> sv1::ScheduleJobRequest {
         sv1::ScheduleJobRequest {

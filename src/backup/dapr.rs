@@ -15,7 +15,7 @@ use prost_types::Timestamp;
 
 use crate::proto::scheduler as sv1;
 use crate::proto::store::{EtcdJob, StoredCounter, StoredJob, etcd_job, stored_job::Begin};
-use crate::scheduler::BackupRecord;
+use crate::seam::BackupRecord;
 use crate::trigger::keys;
 
 /// Largest Dapr export read (it is one gob value, read whole).

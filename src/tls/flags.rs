@@ -1,12 +1,14 @@
 //! jobsd's TLS flags (Dapr has Sentry-issued certificates instead, `--enable-mtls`): the
-//! sidecar's to its Scheduler replicas, the replica's for its Scheduler port, and the
-//! replica's to etcd (named as etcdctl and kube-apiserver name theirs).
+//! sidecar's (and `jobsd jobs --scheduler`'s) to its Scheduler replicas, the replica's for its
+//! Scheduler port, and the replica's to etcd (named as etcdctl and kube-apiserver name
+//! theirs). They live beside the TLS they load, below both `config` and `cli`, which flatten
+//! them into their commands.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::tls::{ClientTls, Error, PemFile, ServerTls};
+use super::{ClientTls, Error, PemFile, ServerTls};
 
 /// TLS from a sidecar (or `jobsd jobs --scheduler`) to the Scheduler replicas.
 #[derive(Debug, Clone, Default, Args)]

@@ -272,7 +272,7 @@ impl jsv1::jobs_server::Jobs for Arc<Fake> {
     ) -> Result<Response<jsv1::SteerResponse>, Status> {
         let name = request.into_inner().trigger.unwrap_or_default().name;
         let id = crate::trigger::ExecutionId::for_tick(&name, chrono::DateTime::UNIX_EPOCH);
-        self.steer(crate::scheduler::steer_wire::triggered(id))
+        self.steer(crate::seam::steer_wire::triggered(id))
     }
     async fn backfill_job(
         &self,

@@ -1,5 +1,5 @@
-//! `"policy"` and jobsd's `"failurePolicy"` in the JSON of `/jobsd/v1/jobs/{name}`, to and
-//! from their `jobsd.v1` messages. Unknown members are refused, naming them; the values are
+//! `"policy"` and jobsd's `"failurePolicy"` in the JSON of `/jobsd/v1/jobs/{name}` (and of
+//! the export format's job lines), to and from their `jobsd.v1` messages. Unknown members are refused, naming them; the values are
 //! checked by the engine (errors name the field too).
 
 use serde::{Deserialize, Serialize};
@@ -179,13 +179,13 @@ fn proto_duration(field: &str, text: &str) -> Result<Option<prost_types::Duratio
     if text.is_empty() {
         return Ok(None);
     }
-    crate::api::json::parse_duration(text)
+    crate::go::protojson::parse_duration(text)
         .map(Some)
         .ok_or_else(|| format!("{field}: {text:?} is not a duration like \"1.5s\""))
 }
 
 fn duration_text(d: Option<&prost_types::Duration>) -> String {
-    d.and_then(|d| crate::api::json::format_duration(d).ok())
+    d.and_then(|d| crate::go::protojson::format_duration(d).ok())
         .unwrap_or_default()
 }
 

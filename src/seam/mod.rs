@@ -21,10 +21,6 @@ pub use crate::engine::backup::{
 };
 pub use crate::engine::check_dead_letter;
 pub use crate::engine::guard::{self, Conditions, Guarded, IfMatch};
-pub use crate::engine::labels::check as check_labels;
-pub use crate::engine::policies::{
-    check_together, dapr_failure_policy, failure_handling, tick_policy,
-};
 pub use crate::engine::{
     Bulk, JobPreview, MAX_BULK_NAMES, MAX_SCHEDULE_BATCH, NextFireTimes, Selection, Stats,
     preview_job,

@@ -1,8 +1,5 @@
-//! Wiring of one role: open the store, build the engine (or, in remote mode, the Scheduler
-//! client) and the API servers, serve until told to stop, then shut down in order (stop
-//! accepting, finish requests, close the store or the job streams).
-//! The sidecar lives here; the scheduler replica's wiring lives in its own room
-//! (`replica::Replica`) and shares [`Error`] and the listener setup from here.
+//! The sidecar role: the Dapr Jobs API over the embedded scheduler, or in front of Scheduler
+//! replicas (remote mode), delivering triggers to the app.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,54 +17,15 @@ use crate::config::{self, AppProtocol};
 use crate::delivery::ready::{AppStart, app_started};
 use crate::delivery::{self, CallTimeout, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use crate::engine::{self, Engine};
-use crate::observe::otlp::{self, Spans};
-use crate::observe::{self, LoopSample, Metrics};
+use crate::observe::Metrics;
+use crate::observe::otlp::Spans;
 use crate::resiliency::{self, Resiliency};
-use crate::scheduler::{Connections, Remote, RemoteConfig, Scheduler};
+use crate::seam::{Connections, Remote, RemoteConfig, Scheduler};
 use crate::store::{self, Store};
 use crate::trigger::keys;
 
-/// Why a role could not start or stopped with an error.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A listener could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-    /// The metrics server's address could not be bound.
-    #[error(
-        "cannot serve metrics on {addr} (--metrics-listen-address, --metrics-port; \
-         --enable-metrics=false turns them off): {source}"
-    )]
-    MetricsBind {
-        /// The address.
-        addr: SocketAddr,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-    /// The store could not be opened or closed.
-    #[error("store: {0}")]
-    Store(#[from] store::Error),
-    /// gRPC reflection could not be built from the descriptors.
-    #[error("grpc reflection: {0}")]
-    Reflection(#[from] tonic_reflection::server::Error),
-    /// A server failed while serving.
-    #[error("server: {0}")]
-    Serve(String),
-    /// The app channel could not be set up.
-    #[error("app channel: {0}")]
-    Delivery(#[from] delivery::Error),
-    /// A resource file could not be loaded.
-    #[error("resources: {0}")]
-    Resources(#[from] resiliency::Error),
-    /// The OTLP span exporter could not be set up.
-    #[error("{0}")]
-    Otlp(#[from] otlp::Error),
-}
+use super::metrics::{bind_metrics, sample_engine, serve_metrics};
+use super::{Error, bind};
 
 /// A running sidecar: its bound addresses and the handle to stop it.
 pub struct Sidecar {
@@ -493,62 +451,6 @@ fn metrics_of(cfg: &config::Sidecar) -> Metrics {
     }
 }
 
-/// Binds the metrics server's address, if metrics are on.
-pub(crate) async fn bind_metrics(addr: Option<SocketAddr>) -> Result<Option<TcpListener>, Error> {
-    match addr {
-        Some(addr) => TcpListener::bind(addr)
-            .await
-            .map(Some)
-            .map_err(|source| Error::MetricsBind { addr, source }),
-        None => Ok(None),
-    }
-}
-
-/// Serves `metrics` on `listener` (if bound) among `servers`, until `shutdown`; gives the
-/// bound address.
-pub(crate) fn serve_metrics(
-    listener: Option<TcpListener>,
-    metrics: Metrics,
-    token: Option<String>,
-    shutdown: &CancellationToken,
-    servers: &mut JoinSet<Result<(), Error>>,
-) -> Option<SocketAddr> {
-    let listener = listener?;
-    let addr = listener.local_addr().ok();
-    let stop = shutdown.clone();
-    servers.spawn(async move {
-        observe::metrics::server::serve(listener, metrics, token, stop)
-            .await
-            .map_err(|e| Error::Serve(format!("metrics: {e}")))
-    });
-    addr
-}
-
-/// Samples the trigger loop's state into `metrics` before every scrape.
-pub(crate) fn sample_engine(metrics: &Metrics, engine: &Engine, clock: Arc<dyn Clock>) {
-    let gauges = metrics.engine();
-    let engine = engine.clone();
-    metrics.on_scrape(Arc::new(move || {
-        let (engine, gauges, clock) = (engine.clone(), gauges.clone(), clock.clone());
-        Box::pin(async move {
-            let Some(s) = engine.sync().await else {
-                return;
-            };
-            let overdue = s
-                .next_due
-                .and_then(|due| (clock.now() - due).to_std().ok())
-                .unwrap_or_default();
-            gauges.sample(LoopSample {
-                jobs: s.jobs,
-                staged: s.staged,
-                queued: s.queued,
-                overdue,
-                held: s.held,
-            });
-        })
-    }));
-}
-
 /// The app's delivery channel as `cfg` describes it; its health probes stop with `stop`.
 fn app_delivery(
     cfg: &config::Sidecar,
@@ -714,45 +616,4 @@ fn spawn_release_on_healthy(
             }
         }
     });
-}
-
-pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| Error::Bind { addr, source })
-}
-
-/// Resolves on SIGINT or SIGTERM. On Unix the handlers are installed when this is called,
-/// not when the future is first polled: called before a role starts, a signal that arrives
-/// while it is still starting (or the moment it answers) stops it once started instead of
-/// killing the process with the default action. Must be called within a Tokio runtime.
-#[cfg(unix)]
-pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
-    use tokio::signal::unix::{Signal, SignalKind, signal};
-    let term = signal(SignalKind::terminate()).ok();
-    let int = signal(SignalKind::interrupt()).ok();
-    async fn wait(s: Option<Signal>) {
-        match s {
-            Some(mut s) => {
-                s.recv().await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    }
-    async move {
-        tokio::select! {
-            () = wait(term) => {},
-            () = wait(int) => {},
-        }
-    }
-}
-
-/// Resolves on Ctrl-C.
-#[cfg(not(unix))]
-pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
-    async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
 }

@@ -12,7 +12,7 @@ use super::{Remote, client, jobsd_client};
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica as jsv1;
 use crate::proto::scheduler as sv1;
-use crate::scheduler::{
+use crate::seam::{
     Bulk, Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run,
     Scheduler, Selection, guard, guarded_wire, steer_wire, untravelled, untravelled_field,
     views_wire,

@@ -17,15 +17,17 @@
 //! - `watch`: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
 //!   deliverable; every trigger is delivered to the app and acknowledged on its stream.
 
+mod address;
 mod bulk;
+mod calls;
 mod coalesce;
 #[cfg(test)]
 mod fake;
 mod hosts;
-mod seam;
 mod steer;
 mod watch;
 
+pub use address::{BadAddress, parse_addresses};
 pub use watch::CONTEXT_METADATA;
 
 use std::sync::Arc;
@@ -499,7 +501,7 @@ fn never_sent(status: &tonic::Status) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::{ListFilter, Scheduler};
+    use crate::seam::{ListFilter, Scheduler};
 
     #[tokio::test]
     async fn a_refused_connection_counts_as_never_sent_and_a_status_does_not() {
@@ -741,7 +743,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code, tonic::Code::FailedPrecondition);
         // Nor many at once.
-        let some = crate::scheduler::Selection {
+        let some = crate::seam::Selection {
             name_prefix: "x".into(),
             labels: Vec::new(),
         };

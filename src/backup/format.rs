@@ -12,14 +12,14 @@ use prost_types::{Any, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::super::policy_json;
-use crate::api::json::{format_duration, parse_duration};
+use crate::go::protojson::{format_duration, parse_duration};
 use crate::proto::jobsd_api as jv1;
 use crate::proto::scheduler as sv1;
 use crate::proto::store::{self as st, stored_job::Begin};
-use crate::scheduler::BackupRecord;
-use crate::scheduler::dapr_failure_policy;
-use crate::scheduler::views_wire::{outcome_name, outcome_named, stamp};
+use crate::schedule::policy_json;
+use crate::schedule::policy_messages::dapr_failure_policy;
+use crate::seam::BackupRecord;
+use crate::seam::views_wire::{outcome_name, outcome_named, stamp};
 use crate::trigger::ExecutionId;
 
 /// `"format"` of the header line.
@@ -340,7 +340,8 @@ fn held_line(h: &st::HeldExecution) -> Result<HeldLine, String> {
         attempt: h.attempt,
         started: opt_time(h.started.as_ref())?.unwrap_or_default(),
         lease_until: opt_time(h.lease_until.as_ref())?.unwrap_or_default(),
-        lease: format_duration(&lease).map_err(|e| e.to_string())?,
+        // The text protojson's errors read with elsewhere (`api::json::JsonError`).
+        lease: format_duration(&lease).map_err(|e| format!("proto: {e}"))?,
         kind: h.kind.clone(),
     })
 }

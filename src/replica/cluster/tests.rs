@@ -917,3 +917,43 @@ async fn a_job_imported_with_its_counter_goes_on_from_it() {
     }
     stop_all(vec![member]).await;
 }
+
+/// A burst of one-shots through one member, all due at once, all fire: the watch brings far
+/// more puts than the member takes at a time while it reads their counters, and that read
+/// must not wait behind the watch's unread data (it did while both shared one connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_creates_all_fire_while_the_member_reads_their_counters() {
+    const BURST: usize = 20_000;
+    let namespace = testing::fresh_namespace();
+    let log = Arc::new(Log::default());
+    let member = node(0, &namespace, &log).await;
+    settle(std::slice::from_ref(&member)).await;
+    let data = prost_types::Any {
+        type_url: "type.googleapis.com/google.protobuf.StringValue".into(),
+        value: vec![b'x'; 400],
+    };
+    let names: Vec<String> = (0..BURST).map(|i| format!("burst-{i}")).collect();
+    for chunk in names.chunks(1_000) {
+        let jobs = chunk
+            .iter()
+            .map(|name| {
+                let job = sv1::Job {
+                    due_time: Some("3s".into()),
+                    data: Some(data.clone()),
+                    ..Default::default()
+                };
+                (request(name, job), crate::engine::JobExtras::default())
+            })
+            .collect();
+        for created in member.engine.schedule_jobs(jobs).await.unwrap() {
+            created.unwrap();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while names.iter().any(|n| log.count(n) == 0) {
+        let fired = names.iter().filter(|n| log.count(n) > 0).count();
+        assert!(Instant::now() < deadline, "only {fired} of {BURST} fired");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop_all(vec![member]).await;
+}

@@ -118,6 +118,12 @@ pub struct Etcd {
 struct Inner {
     /// The client (cheap to clone: one balanced channel).
     client: Client,
+    /// The jobs watch's own client (connections of its own). Over HTTP/2 a stream's data that
+    /// its reader has not taken yet holds the connection's flow-control window (h2 releases it
+    /// only as the application reads), so a watch backed up behind a member busy with a read
+    /// would starve that read's answer on a shared connection: the member would wait for it
+    /// for ever (seen as a burst of creates that stopped firing).
+    watch_client: Client,
     /// The namespace the keys are under ([`keys`]).
     namespace: String,
     /// `<namespace>/jobs/`.
@@ -180,9 +186,11 @@ impl Etcd {
         partitions: u32,
     ) -> Result<Etcd, Error> {
         let client = Client::connect_with(endpoints, tls).map_err(Error::io)?;
+        let watch_client = Client::connect_with(endpoints, tls).map_err(Error::io)?;
         let namespace = namespace.trim_end_matches('/');
         let inner = Arc::new(Inner {
             client,
+            watch_client,
             namespace: namespace.to_owned(),
             jobs_prefix: table_prefix(namespace, Table::Jobs),
             counters_prefix: table_prefix(namespace, Table::Counters),
@@ -317,7 +325,7 @@ impl Etcd {
         Ok((jobs, revision))
     }
 
-    /// The counters of `keys` that exist, read at one revision, by key.
+    /// The counters of `keys` that exist, by key.
     pub async fn read_counters(
         &self,
         keys: Vec<String>,

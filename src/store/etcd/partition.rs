@@ -257,35 +257,37 @@ async fn read_jobs(
     Ok((loaded, missing))
 }
 
-/// The counters of `keys` that exist, read at one revision (the current one), by key.
+/// The counters of `keys` that exist, by key: txns of reads in flight at once, each at the
+/// current revision (a counter belongs to its own job: nothing needs them read together).
 pub(super) async fn read_counters(
     inner: &Inner,
     keys: Vec<String>,
 ) -> Result<HashMap<String, StoredCounter>, Error> {
     let per_txn = inner.txn_keys().await.max(1);
     let chunks: Vec<Vec<String>> = keys.chunks(per_txn).map(<[_]>::to_vec).collect();
-    let mut revision = 0;
-    let mut counters = HashMap::new();
-    for chunk in chunks {
-        let gets: Vec<RequestOp> = chunk
-            .iter()
-            .map(|k| read_at(inner.full(Table::Counters, k), revision))
-            .collect();
-        let resp = read_txn(inner, gets).await?;
-        if revision == 0 {
-            revision = client::revision(resp.header.as_ref());
-        }
-        for (key, found) in chunk
-            .into_iter()
-            .zip(resp.responses.into_iter().map(client::range_kvs))
-        {
-            if let Some(kv) = found.into_iter().next() {
-                let counter = decode_counter(&key, &kv.value)?;
-                counters.insert(key, counter);
+    let read: Vec<Vec<(String, StoredCounter)>> = futures_util::stream::iter(chunks)
+        .map(|chunk| async move {
+            let gets: Vec<RequestOp> = chunk
+                .iter()
+                .map(|k| read_at(inner.full(Table::Counters, k), 0))
+                .collect();
+            let resp = read_txn(inner, gets).await?;
+            let mut found = Vec::new();
+            for (key, kvs) in chunk
+                .into_iter()
+                .zip(resp.responses.into_iter().map(client::range_kvs))
+            {
+                if let Some(kv) = kvs.into_iter().next() {
+                    let counter = decode_counter(&key, &kv.value)?;
+                    found.push((key, counter));
+                }
             }
-        }
-    }
-    Ok(counters)
+            Ok::<_, Error>(found)
+        })
+        .buffer_unordered(PARALLEL_READS)
+        .try_collect()
+        .await?;
+    Ok(read.into_iter().flatten().collect())
 }
 
 /// A read of `key` at `revision` (0: the current one), as one op of a txn.

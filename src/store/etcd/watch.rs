@@ -56,7 +56,7 @@ pub(super) async fn watch_loop(inner: Arc<Inner>, from_revision: i64, tx: mpsc::
         let created = tokio::select! {
             () = inner.stop.cancelled() => return,
             () = tx.closed() => return,
-            created = tokio::time::timeout(CALL_TIMEOUT, inner.client.watch(create)) => created,
+            created = tokio::time::timeout(CALL_TIMEOUT, inner.watch_client.watch(create)) => created,
         };
         match created {
             Ok(Ok(mut stream)) => loop {

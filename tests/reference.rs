@@ -32,13 +32,13 @@ fn check(path: &str, rendered: &str) {
 
 #[test]
 fn flags_page_is_current() {
-    check("docs/reference/flags.md", &jobsd::cli::reference::flags());
+    check("docs/reference/flags.md", &jobsd::app::reference::flags());
 }
 
 #[test]
 fn metrics_page_is_current() {
     check(
         "docs/reference/metrics.md",
-        &jobsd::cli::reference::metrics(),
+        &jobsd::app::reference::metrics(),
     );
 }

@@ -9,6 +9,7 @@
 //! The `jobsd jobs` command line needs no wiring: `main` hands it to `crate::cli::run`.
 
 mod metrics;
+pub mod reference;
 mod replica;
 mod sidecar;
 

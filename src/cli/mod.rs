@@ -18,7 +18,6 @@ mod error;
 mod list;
 mod output;
 mod preview;
-pub mod reference;
 mod remote;
 mod show;
 mod steer;

@@ -226,7 +226,7 @@ struct Member {
     /// Owned jobs due past the horizon, not read yet.
     far: Far,
     /// Job puts the watch brought, waiting for their counters ([`Member::observe_pending`]).
-    pending: HashMap<String, crate::store::StoredJob>,
+    pending: HashMap<String, (crate::store::StoredJob, i64)>,
 }
 
 impl Member {
@@ -381,7 +381,7 @@ impl Member {
                         self.far.insert(key, at.timestamp_millis());
                     }
                     _ => {
-                        self.pending.insert(key, job);
+                        self.pending.insert(key, (job, revision));
                     }
                 }
             }
@@ -400,8 +400,11 @@ impl Member {
     /// job its informer sees put in the same way.
     async fn observe_pending(&mut self) {
         let pending = std::mem::take(&mut self.pending);
-        let keys: Vec<String> = pending.keys().cloned().collect();
-        let mut counters = match self.store.read_counters(keys).await {
+        let puts: Vec<(String, i64)> = pending
+            .iter()
+            .map(|(k, (_, rev))| (k.clone(), *rev))
+            .collect();
+        let mut counters = match self.store.read_counters(puts).await {
             Ok(counters) => counters,
             Err(e) => {
                 // The jobs fire from a fresh counter, as before jobsd read them: a job written
@@ -411,7 +414,7 @@ impl Member {
                 HashMap::new()
             }
         };
-        for (key, job) in pending {
+        for (key, (job, _)) in pending {
             let counter = counters.remove(&key);
             self.engine.observe_put(&key, job, counter);
         }

@@ -915,6 +915,10 @@ async fn a_job_imported_with_its_counter_goes_on_from_it() {
             "{name}: ticks after the import"
         );
     }
+    assert!(
+        member.store.counter_reads() >= names.len() as u64,
+        "a put written by someone else has its counter read"
+    );
     stop_all(vec![member]).await;
 }
 
@@ -955,5 +959,11 @@ async fn a_burst_of_creates_all_fire_while_the_member_reads_their_counters() {
         assert!(Instant::now() < deadline, "only {fired} of {BURST} fired");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Each put was this member's own create, which leaves no counter: none was read.
+    assert_eq!(
+        member.store.counter_reads(),
+        0,
+        "counters read for own creates"
+    );
     stop_all(vec![member]).await;
 }

@@ -28,6 +28,7 @@
 //! by reading its job at that attempt's revision: `Done` if the attempt put it.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -315,6 +316,13 @@ impl Writer {
         replies: &[oneshot::Sender<Answer>],
         pass: Pass,
     ) -> Sent {
+        // The watch may bring these puts before their answer (`fresh.rs`).
+        let inner = Arc::clone(&self.inner);
+        let _sending = inner.fresh.sending(
+            puts.iter()
+                .filter_map(|op| put_of(op))
+                .map(|(key, ..)| key.to_owned()),
+        );
         // Attempts whose answer was lost.
         let mut attempts: Vec<u64> = Vec::new();
         let mut backoff = super::backoff();
@@ -360,8 +368,10 @@ impl Writer {
                 self.marker_rev = Some(rev);
                 for put in puts {
                     if let Some((key, ..)) = put_of(put) {
-                        // Written around the general way (`known.rs`).
+                        // Written around the general way (`known.rs`), with no counter
+                        // left (`fresh.rs`).
                         self.inner.known.forget_job_before(key, rev);
+                        self.inner.fresh.put(key, rev);
                     }
                 }
                 let answers = puts
@@ -484,6 +494,7 @@ async fn resolve(inner: &Inner, puts: &[&Prepared], revision: i64, pass: Pass) -
     for op in puts {
         if let Some((key, ..)) = put_of(op) {
             inner.known.forget_job_before(key, revision);
+            inner.fresh.put(key, revision);
         }
         let answer = match put_of(op) {
             Some((key, _, true, _)) => {

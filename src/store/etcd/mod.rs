@@ -60,6 +60,7 @@ pub use watch::Change;
 
 pub(crate) mod client;
 mod creates;
+mod fresh;
 mod gather;
 mod history;
 pub(crate) mod job_value;
@@ -154,6 +155,10 @@ struct Inner {
     metrics: std::sync::OnceLock<StoreMetrics>,
     /// Keys known without a read (`known.rs`).
     known: known::Known,
+    /// Job puts the writer committed with no counter (`fresh.rs`).
+    fresh: fresh::Fresh,
+    /// Counters read for watched puts (what `fresh` saves).
+    counter_reads: std::sync::atomic::AtomicU64,
     /// Reads made before a compare-and-swap (what `known` saves).
     snapshot_reads: std::sync::atomic::AtomicU64,
 }
@@ -206,6 +211,8 @@ impl Etcd {
             stop: CancellationToken::new(),
             metrics: std::sync::OnceLock::new(),
             known: known::Known::default(),
+            fresh: fresh::Fresh::default(),
+            counter_reads: std::sync::atomic::AtomicU64::new(0),
             snapshot_reads: std::sync::atomic::AtomicU64::new(0),
         });
         let (tx, rx) = mpsc::channel(QUEUE);
@@ -325,13 +332,32 @@ impl Etcd {
         Ok((jobs, revision))
     }
 
-    /// The counters of `keys` that exist, by key.
+    /// The counters of watched job puts `(key, mod_revision)` that exist, by key. A put this
+    /// store's writer committed with no counter, at that revision, is not read (`fresh.rs`).
     pub async fn read_counters(
         &self,
-        keys: Vec<String>,
+        puts: Vec<(String, i64)>,
     ) -> Result<std::collections::HashMap<String, StoredCounter>, Error> {
         self.check_open()?;
+        let mut keys = Vec::with_capacity(puts.len());
+        let deadline = fresh::Fresh::deadline();
+        for (key, rev) in puts {
+            if !self.inner.fresh.take(&key, rev, deadline).await {
+                keys.push(key);
+            }
+        }
+        if keys.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
+        self.inner
+            .counter_reads
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
         partition::read_counters(&self.inner, keys).await
+    }
+
+    /// Counters read for watched puts since the store opened (see [`Etcd::read_counters`]).
+    pub fn counter_reads(&self) -> u64 {
+        self.inner.counter_reads.load(Ordering::Relaxed)
     }
 
     /// The etcd client (for the cluster's membership keys, next to the store's).

@@ -7,9 +7,9 @@ use crate::engine::{self, Engine};
 use crate::proto::scheduler as sv1;
 
 use super::{
-    BackupRecord, Bulk, Conditions, Error, ExecutionCall, ExportCursor, ExportPage, Guarded,
-    HeldExecution, IfMatch, Imported, JobExtras, JobView, ListFilter, ListPage, NextFireTimes, Run,
-    Scheduler, Selection, Stats,
+    Backup, BackupRecord, Bulk, ByHand, Conditions, Error, ExecutionCall, Executions, ExportCursor,
+    ExportPage, Guarded, Guards, HeldExecution, IfMatch, Imported, JobExtras, JobView, ListFilter,
+    ListPage, NextFireTimes, Pausing, Run, Scheduler, Selection, Stats, Views,
 };
 
 impl From<engine::Error> for Error {
@@ -64,6 +64,60 @@ impl Scheduler for Engine {
             .collect())
     }
 
+    async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
+        Ok(Engine::get_job(self, req).await?)
+    }
+
+    async fn sync(&self) -> Option<Stats> {
+        Engine::sync(self).await
+    }
+
+    async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
+        Ok(Engine::delete_job(self, req).await?)
+    }
+
+    async fn list_jobs(&self, req: sv1::ListJobsRequest) -> Result<Vec<sv1::NamedJob>, Error> {
+        Ok(Engine::list_jobs(self, req).await?)
+    }
+
+    async fn delete_by_name_prefix(
+        &self,
+        req: sv1::DeleteByNamePrefixRequest,
+    ) -> Result<(), Error> {
+        Ok(Engine::delete_by_name_prefix(self, req).await?)
+    }
+
+    async fn delete_by_metadata(&self, req: sv1::DeleteByMetadataRequest) -> Result<(), Error> {
+        Ok(Engine::delete_by_metadata(self, req).await?)
+    }
+
+    fn as_guards(&self) -> Option<&dyn Guards> {
+        Some(self)
+    }
+
+    fn as_views(&self) -> Option<&dyn Views> {
+        Some(self)
+    }
+
+    fn as_pausing(&self) -> Option<&dyn Pausing> {
+        Some(self)
+    }
+
+    fn as_by_hand(&self) -> Option<&dyn ByHand> {
+        Some(self)
+    }
+
+    fn as_executions(&self) -> Option<&dyn Executions> {
+        Some(self)
+    }
+
+    fn as_backup(&self) -> Option<&dyn Backup> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl Guards for Engine {
     async fn schedule_job_guarded(
         &self,
         req: sv1::ScheduleJobRequest,
@@ -80,11 +134,10 @@ impl Scheduler for Engine {
     ) -> Result<Guarded, Error> {
         Ok(Engine::delete_job_guarded(self, req, &if_match).await?)
     }
+}
 
-    async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
-        Ok(Engine::get_job(self, req).await?)
-    }
-
+#[async_trait::async_trait]
+impl Views for Engine {
     async fn job_view(&self, metadata: sv1::JobMetadata, name: String) -> Result<JobView, Error> {
         Ok(Engine::job_view(self, &metadata, &name).await?)
     }
@@ -115,7 +168,10 @@ impl Scheduler for Engine {
     ) -> Result<ListPage, Error> {
         Ok(Engine::list_views(self, &metadata, &filter).await?)
     }
+}
 
+#[async_trait::async_trait]
+impl Pausing for Engine {
     async fn pause_job(
         &self,
         metadata: sv1::JobMetadata,
@@ -129,6 +185,26 @@ impl Scheduler for Engine {
         Ok(Engine::resume_job(self, &metadata, &name).await?)
     }
 
+    async fn pause_jobs(
+        &self,
+        metadata: sv1::JobMetadata,
+        selection: Selection,
+        note: String,
+    ) -> Result<Bulk, Error> {
+        Ok(Engine::pause_jobs(self, &metadata, &selection, &note).await?)
+    }
+
+    async fn resume_jobs(
+        &self,
+        metadata: sv1::JobMetadata,
+        selection: Selection,
+    ) -> Result<Bulk, Error> {
+        Ok(Engine::resume_jobs(self, &metadata, &selection).await?)
+    }
+}
+
+#[async_trait::async_trait]
+impl ByHand for Engine {
     async fn trigger_job(
         &self,
         metadata: sv1::JobMetadata,
@@ -148,11 +224,10 @@ impl Scheduler for Engine {
     ) -> Result<Vec<(chrono::DateTime<chrono::Utc>, crate::trigger::ExecutionId)>, Error> {
         Ok(Engine::backfill_job(self, &metadata, &name, range, overlap, limit).await?)
     }
+}
 
-    fn holds_executions(&self) -> bool {
-        true
-    }
-
+#[async_trait::async_trait]
+impl Executions for Engine {
     async fn execution_call(
         &self,
         metadata: sv1::JobMetadata,
@@ -161,28 +236,10 @@ impl Scheduler for Engine {
     ) -> Result<HeldExecution, Error> {
         Ok(Engine::execution_call(self, &metadata, &id, call).await?)
     }
+}
 
-    async fn pause_jobs(
-        &self,
-        metadata: sv1::JobMetadata,
-        selection: Selection,
-        note: String,
-    ) -> Result<Bulk, Error> {
-        Ok(Engine::pause_jobs(self, &metadata, &selection, &note).await?)
-    }
-
-    async fn resume_jobs(
-        &self,
-        metadata: sv1::JobMetadata,
-        selection: Selection,
-    ) -> Result<Bulk, Error> {
-        Ok(Engine::resume_jobs(self, &metadata, &selection).await?)
-    }
-
-    async fn sync(&self) -> Option<Stats> {
-        Engine::sync(self).await
-    }
-
+#[async_trait::async_trait]
+impl Backup for Engine {
     async fn export_page(
         &self,
         metadata: sv1::JobMetadata,
@@ -207,24 +264,5 @@ impl Scheduler for Engine {
             .into_iter()
             .map(|o| o.map_err(Error::from))
             .collect())
-    }
-
-    async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
-        Ok(Engine::delete_job(self, req).await?)
-    }
-
-    async fn list_jobs(&self, req: sv1::ListJobsRequest) -> Result<Vec<sv1::NamedJob>, Error> {
-        Ok(Engine::list_jobs(self, req).await?)
-    }
-
-    async fn delete_by_name_prefix(
-        &self,
-        req: sv1::DeleteByNamePrefixRequest,
-    ) -> Result<(), Error> {
-        Ok(Engine::delete_by_name_prefix(self, req).await?)
-    }
-
-    async fn delete_by_metadata(&self, req: sv1::DeleteByMetadataRequest) -> Result<(), Error> {
-        Ok(Engine::delete_by_metadata(self, req).await?)
     }
 }

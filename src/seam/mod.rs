@@ -6,6 +6,7 @@
 //! protocol has no place for (jobsd's settings of a job, its views) goes to jobsd replicas on
 //! `jobsd.scheduler.v1.Jobs` instead.
 
+pub mod capabilities;
 mod embedded;
 pub mod guarded_wire;
 pub mod remote;
@@ -14,6 +15,7 @@ pub mod views_wire;
 
 use std::fmt;
 
+pub use capabilities::{Backup, ByHand, Executions, Guards, Pausing, Views};
 pub use remote::{Connections, Remote, RemoteConfig};
 
 pub use crate::engine::backup::{
@@ -73,51 +75,6 @@ impl From<Error> for tonic::Status {
     fn from(err: Error) -> Self {
         tonic::Status::new(err.code, err.message)
     }
-}
-
-/// What a scheduler without jobsd's views answers.
-fn views_unavailable() -> Error {
-    Error::new(
-        tonic::Code::FailedPrecondition,
-        "job status and run history are kept by jobsd's embedded scheduler; \
-         a Dapr Scheduler (--scheduler-host-address) keeps none",
-    )
-}
-
-/// What a scheduler that cannot pause jobs answers.
-fn pause_unavailable() -> Error {
-    Error::new(
-        tonic::Code::FailedPrecondition,
-        "pausing and resuming jobs needs jobsd's embedded scheduler; \
-         it is not available with --scheduler-host-address",
-    )
-}
-
-/// What a scheduler that cannot run jobs by hand answers.
-fn by_hand_unavailable() -> Error {
-    Error::new(
-        tonic::Code::FailedPrecondition,
-        "running a job by hand (trigger, backfill) needs jobsd's embedded scheduler; \
-         it is not available with --scheduler-host-address",
-    )
-}
-
-/// What a scheduler that cannot hold executions answers (async completion).
-fn executions_unavailable() -> Error {
-    Error::new(
-        tonic::Code::FailedPrecondition,
-        "async completion (held executions, heartbeat, complete, fail) needs jobsd's embedded \
-         scheduler; it is not available with --scheduler-host-address",
-    )
-}
-
-/// What a scheduler that cannot export or import jobs with their progress answers.
-fn backup_unavailable() -> Error {
-    Error::new(
-        tonic::Code::FailedPrecondition,
-        "export and import of jobs with their progress need jobsd's embedded scheduler; \
-         they are not available with --scheduler-host-address",
-    )
 }
 
 /// grpc-go's name of a status code (`codes.Code.String()`).
@@ -194,7 +151,8 @@ pub(crate) async fn one_by_one<S: Scheduler + ?Sized>(
         .await
 }
 
-/// Dapr Scheduler's unary calls, as the sidecar uses them.
+/// Dapr Scheduler's unary calls, as the sidecar uses them, and the capabilities this scheduler
+/// has beyond them (`capabilities.rs`).
 #[async_trait::async_trait]
 pub trait Scheduler: Send + Sync + 'static {
     /// Stores a job: create-only unless `overwrite` (then `AlreadyExists`), validated with
@@ -223,208 +181,9 @@ pub trait Scheduler: Send + Sync + 'static {
         Ok(one_by_one(self, jobs).await)
     }
 
-    /// `schedule_job_with` under the client's `conditions` (`Idempotency-Key`, `If-Match`;
-    /// the rules are [`guard`]'s): a refusal of a condition is an answer ([`Guarded`]), every
-    /// other failure is `schedule_job_with`'s. A scheduler that cannot check them refuses the
-    /// request with [`untravelled`] naming the header, storing nothing, rather than dropping
-    /// the condition.
-    async fn schedule_job_guarded(
-        &self,
-        req: sv1::ScheduleJobRequest,
-        extras: JobExtras,
-        conditions: Conditions,
-    ) -> Result<Guarded, Error> {
-        let _ = (req, extras);
-        Err(untravelled(
-            conditions.first_header().unwrap_or(guard::IF_MATCH),
-        ))
-    }
-
-    /// `delete_job` only if the job meets `if_match`; refused as `schedule_job_guarded` by a
-    /// scheduler that cannot check it.
-    async fn delete_job_guarded(
-        &self,
-        req: sv1::DeleteJobRequest,
-        if_match: IfMatch,
-    ) -> Result<Guarded, Error> {
-        let _ = (req, if_match);
-        Err(untravelled(guard::IF_MATCH))
-    }
-
     /// The job as stored (original dueTime/ttl strings, default failure policy filled in);
     /// `NotFound` with `job not found: <name>` when there is none.
     async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error>;
-
-    /// jobsd's view of a job (labels, status), active or finished. Only jobsd's own
-    /// scheduler keeps what it shows.
-    async fn job_view(&self, metadata: sv1::JobMetadata, name: String) -> Result<JobView, Error> {
-        let _ = (metadata, name);
-        Err(views_unavailable())
-    }
-
-    /// The next `count` fire times of job `name` of the metadata's owner, from its stored
-    /// progress. Only jobsd's embedded scheduler keeps the progress here.
-    async fn next_fire_times(
-        &self,
-        metadata: sv1::JobMetadata,
-        name: String,
-        count: usize,
-    ) -> Result<NextFireTimes, Error> {
-        let _ = (metadata, name, count);
-        Err(Error::new(
-            tonic::Code::FailedPrecondition,
-            "a stored job's next fire times need jobsd's embedded scheduler; they are not \
-             available with --scheduler-host-address (POST /jobsd/v1/preview works there)",
-        ))
-    }
-
-    /// A job's run history, newest first.
-    async fn list_runs(
-        &self,
-        metadata: sv1::JobMetadata,
-        name: String,
-        before: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<Run>, Error> {
-        let _ = (metadata, name, before, limit);
-        Err(views_unavailable())
-    }
-
-    /// One page of the owner's jobs that `filter` accepts.
-    async fn list_views(
-        &self,
-        metadata: sv1::JobMetadata,
-        filter: ListFilter,
-    ) -> Result<ListPage, Error> {
-        let _ = (metadata, filter);
-        Err(views_unavailable())
-    }
-
-    /// Pauses job `name` of the metadata's owner (it keeps its schedule and progress; no tick
-    /// fires until it is resumed), saying why in `note`; `NotFound` when there is no such
-    /// job. Only jobsd's own scheduler pauses jobs.
-    async fn pause_job(
-        &self,
-        metadata: sv1::JobMetadata,
-        name: String,
-        note: String,
-    ) -> Result<(), Error> {
-        let _ = (metadata, name, note);
-        Err(pause_unavailable())
-    }
-
-    /// Resumes job `name` of the metadata's owner (one not paused is left as it is);
-    /// `NotFound` when there is no such job.
-    async fn resume_job(&self, metadata: sv1::JobMetadata, name: String) -> Result<(), Error> {
-        let _ = (metadata, name);
-        Err(pause_unavailable())
-    }
-
-    /// Runs job `name` of the metadata's owner once now, beside its schedule (`overlap`
-    /// overrides the job's overlap policy for it); gives the execution's id.
-    async fn trigger_job(
-        &self,
-        metadata: sv1::JobMetadata,
-        name: String,
-        overlap: Option<crate::schedule::Overlap>,
-    ) -> Result<crate::trigger::ExecutionId, Error> {
-        let _ = (metadata, name, overlap);
-        Err(by_hand_unavailable())
-    }
-
-    /// Runs every nominal tick of job `name`'s schedule in `range` (`[start, end)`) once, in
-    /// order, at most `limit` of them; gives each tick with its execution id.
-    async fn backfill_job(
-        &self,
-        metadata: sv1::JobMetadata,
-        name: String,
-        range: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
-        overlap: Option<crate::schedule::Overlap>,
-        limit: usize,
-    ) -> Result<Vec<(chrono::DateTime<chrono::Utc>, crate::trigger::ExecutionId)>, Error> {
-        let _ = (metadata, name, range, overlap, limit);
-        Err(by_hand_unavailable())
-    }
-
-    /// Whether executions an app answers "later" are held here (async completion): only
-    /// jobsd's embedded scheduler holds them.
-    fn holds_executions(&self) -> bool {
-        false
-    }
-
-    /// Applies an app's heartbeat, complete or fail to the held execution `id` of the
-    /// metadata's owner, answering with the execution after the call: `NotFound` when none
-    /// is held under that id for this owner, `Aborted` when it ended otherwise. Only jobsd's
-    /// embedded scheduler holds executions.
-    async fn execution_call(
-        &self,
-        metadata: sv1::JobMetadata,
-        id: String,
-        call: ExecutionCall,
-    ) -> Result<HeldExecution, Error> {
-        let _ = (metadata, id, call);
-        Err(executions_unavailable())
-    }
-
-    /// Pauses the jobs of the metadata's owner that `selection` takes and that are not
-    /// paused yet (as [`Scheduler::pause_job`] does each), saying why in `note`.
-    async fn pause_jobs(
-        &self,
-        metadata: sv1::JobMetadata,
-        selection: Selection,
-        note: String,
-    ) -> Result<Bulk, Error> {
-        let _ = (metadata, selection, note);
-        Err(pause_unavailable())
-    }
-
-    /// Resumes the paused jobs of the metadata's owner that `selection` takes.
-    async fn resume_jobs(
-        &self,
-        metadata: sv1::JobMetadata,
-        selection: Selection,
-    ) -> Result<Bulk, Error> {
-        let _ = (metadata, selection);
-        Err(pause_unavailable())
-    }
-
-    /// Up to `limit` of the owner's jobs with their progress, from `cursor` on (`None`: from
-    /// the start): active jobs in name order, then finished ones. Only jobsd's embedded
-    /// scheduler keeps what a backup needs.
-    async fn export_page(
-        &self,
-        metadata: sv1::JobMetadata,
-        cursor: Option<ExportCursor>,
-        limit: usize,
-    ) -> Result<ExportPage, Error> {
-        let _ = (metadata, cursor, limit);
-        Err(backup_unavailable())
-    }
-
-    /// Stops firing the owner's jobs here and resolves once none has a trigger out: an
-    /// export taken next is their final state (a handover to another jobsd).
-    async fn hand_over(&self, metadata: sv1::JobMetadata) -> Result<(), Error> {
-        let _ = metadata;
-        Err(backup_unavailable())
-    }
-
-    /// Restores `records` as the owner's jobs, with their progress, in one write; names
-    /// that exist are skipped unless `overwrite`. One outcome per record, in order.
-    async fn import_batch(
-        &self,
-        metadata: sv1::JobMetadata,
-        records: Vec<BackupRecord>,
-        overwrite: bool,
-    ) -> Result<Vec<Result<Imported, Error>>, Error> {
-        let _ = (metadata, records, overwrite);
-        Err(backup_unavailable())
-    }
-
-    /// The state of the trigger loop in this process once it has handled everything sent
-    /// before the call; `None` when no loop runs here (remote mode) or it has stopped.
-    async fn sync(&self) -> Option<Stats> {
-        None
-    }
 
     /// Deletes a job; deleting a missing job succeeds.
     async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error>;
@@ -439,6 +198,42 @@ pub trait Scheduler: Send + Sync + 'static {
     /// Deletes every job of the metadata's target: an app's jobs, an actor type's reminders,
     /// or one actor's (with `id_prefix_match`, every actor id starting with it).
     async fn delete_by_metadata(&self, req: sv1::DeleteByMetadataRequest) -> Result<(), Error>;
+
+    /// The state of the trigger loop in this process once it has handled everything sent
+    /// before the call; `None` when no loop runs here (remote mode) or it has stopped.
+    async fn sync(&self) -> Option<Stats> {
+        None
+    }
+
+    /// Its [`Guards`] capability, if it has it.
+    fn as_guards(&self) -> Option<&dyn Guards> {
+        None
+    }
+
+    /// Its [`Views`] capability, if it has it.
+    fn as_views(&self) -> Option<&dyn Views> {
+        None
+    }
+
+    /// Its [`Pausing`] capability, if it has it.
+    fn as_pausing(&self) -> Option<&dyn Pausing> {
+        None
+    }
+
+    /// Its [`ByHand`] capability, if it has it.
+    fn as_by_hand(&self) -> Option<&dyn ByHand> {
+        None
+    }
+
+    /// Its [`Executions`] capability, if it has it.
+    fn as_executions(&self) -> Option<&dyn Executions> {
+        None
+    }
+
+    /// Its [`Backup`] capability, if it has it.
+    fn as_backup(&self) -> Option<&dyn Backup> {
+        None
+    }
 }
 
 #[cfg(test)]

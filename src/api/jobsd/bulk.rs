@@ -63,6 +63,8 @@ impl ApiState {
         check_note(&note)?;
         check_selection(&selection, all)?;
         self.scheduler
+            .pausing()
+            .map_err(view_error)?
             .pause_jobs(self.job_metadata(), selection, note)
             .await
             .map_err(view_error)
@@ -72,6 +74,8 @@ impl ApiState {
     pub async fn resume_jobs(&self, selection: Selection, all: bool) -> Result<Bulk, ApiError> {
         check_selection(&selection, all)?;
         self.scheduler
+            .pausing()
+            .map_err(view_error)?
             .resume_jobs(self.job_metadata(), selection)
             .await
             .map_err(view_error)

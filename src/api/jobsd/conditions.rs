@@ -169,7 +169,9 @@ impl ApiState {
         let job_name = request.name.clone();
         let scheduler = Arc::clone(&self.scheduler);
         let outcome = with_timeout(async move {
+            let header = conditions.first_header().unwrap_or(guard::IF_MATCH);
             scheduler
+                .guards(header)?
                 .schedule_job_guarded(request, extras, conditions)
                 .await
         })
@@ -192,16 +194,20 @@ impl ApiState {
             metadata: Some(self.job_metadata()),
         };
         let scheduler = Arc::clone(&self.scheduler);
-        let outcome =
-            with_timeout(async move { scheduler.delete_job_guarded(request, if_match).await })
+        let outcome = with_timeout(async move {
+            scheduler
+                .guards(guard::IF_MATCH)?
+                .delete_job_guarded(request, if_match)
                 .await
-                .map_err(|e| {
-                    if e.code == tonic::Code::InvalidArgument {
-                        bad_request(e.message)
-                    } else {
-                        ApiError::delete_job(&e, &self.app_id, &self.namespace)
-                    }
-                })?;
+        })
+        .await
+        .map_err(|e| {
+            if e.code == tonic::Code::InvalidArgument {
+                bad_request(e.message)
+            } else {
+                ApiError::delete_job(&e, &self.app_id, &self.namespace)
+            }
+        })?;
         refused(outcome)
     }
 }

@@ -52,15 +52,18 @@ impl ApiState {
     ) -> Result<HeldExecution, ApiError> {
         let scheduler = Arc::clone(&self.scheduler);
         let metadata = self.job_metadata();
+        let not_held = |e| route_error(e, "ERR_EXECUTION_NOT_FOUND", "ERR_EXECUTION_ENDED");
         scheduler
+            .executions()
+            .map_err(not_held)?
             .execution_call(metadata, id, call)
             .await
-            .map_err(|e| route_error(e, "ERR_EXECUTION_NOT_FOUND", "ERR_EXECUTION_ENDED"))
+            .map_err(not_held)
     }
 
     /// The refusal of `policy.lease` by a sidecar whose scheduler cannot hold executions.
     pub(super) fn check_lease_policy(&self, lease: bool) -> Result<(), ApiError> {
-        if lease && !self.scheduler.holds_executions() {
+        if lease && self.scheduler.as_executions().is_none() {
             return Err(bad_request(
                 "policy.lease: async completion needs jobsd's embedded scheduler; it is not \
                  available with --scheduler-host-address"

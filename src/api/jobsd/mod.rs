@@ -144,7 +144,12 @@ impl ApiState {
     pub async fn job_view(&self, name: String) -> Result<JobView, ApiError> {
         let scheduler = Arc::clone(&self.scheduler);
         let metadata = self.job_metadata();
-        scheduler.job_view(metadata, name).await.map_err(view_error)
+        scheduler
+            .views()
+            .map_err(view_error)?
+            .job_view(metadata, name)
+            .await
+            .map_err(view_error)
     }
 
     /// The run history of job `name`, newest first.
@@ -157,6 +162,8 @@ impl ApiState {
         let scheduler = Arc::clone(&self.scheduler);
         let metadata = self.job_metadata();
         scheduler
+            .views()
+            .map_err(view_error)?
             .list_runs(metadata, name, before, limit)
             .await
             .map_err(view_error)
@@ -168,6 +175,8 @@ impl ApiState {
         let scheduler = Arc::clone(&self.scheduler);
         let metadata = self.job_metadata();
         scheduler
+            .pausing()
+            .map_err(view_error)?
             .pause_job(metadata, name, note)
             .await
             .map_err(view_error)
@@ -178,6 +187,8 @@ impl ApiState {
         let scheduler = Arc::clone(&self.scheduler);
         let metadata = self.job_metadata();
         scheduler
+            .pausing()
+            .map_err(view_error)?
             .resume_job(metadata, name)
             .await
             .map_err(view_error)
@@ -188,6 +199,8 @@ impl ApiState {
         let scheduler = Arc::clone(&self.scheduler);
         let metadata = self.job_metadata();
         scheduler
+            .views()
+            .map_err(view_error)?
             .list_views(metadata, filter)
             .await
             .map_err(view_error)

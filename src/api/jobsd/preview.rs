@@ -60,6 +60,8 @@ impl ApiState {
         check_count(count)?;
         let metadata = self.job_metadata();
         self.scheduler
+            .views()
+            .map_err(super::view_error)?
             .next_fire_times(metadata, name, count)
             .await
             .map_err(super::view_error)

@@ -31,6 +31,8 @@ impl ApiState {
     ) -> Result<ExecutionId, ApiError> {
         let scheduler = Arc::clone(&self.scheduler);
         scheduler
+            .by_hand()
+            .map_err(view_error)?
             .trigger_job(self.job_metadata(), name, overlap)
             .await
             .map_err(view_error)
@@ -45,6 +47,8 @@ impl ApiState {
     ) -> Result<Vec<(DateTime<Utc>, ExecutionId)>, ApiError> {
         let scheduler = Arc::clone(&self.scheduler);
         scheduler
+            .by_hand()
+            .map_err(view_error)?
             .backfill_job(
                 self.job_metadata(),
                 name,

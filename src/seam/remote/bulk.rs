@@ -10,7 +10,7 @@ use super::Remote;
 use super::steer::Steer;
 use crate::proto::scheduler as sv1;
 use crate::seam::{
-    Bulk, Error, JobState, ListFilter, MAX_BULK_NAMES, MAX_PAGE_SIZE, Scheduler, Selection,
+    Bulk, Error, JobState, ListFilter, MAX_BULK_NAMES, MAX_PAGE_SIZE, Pausing, Selection,
 };
 
 /// Jobs paused or resumed at once: enough to hide a call's round trip, few enough not to

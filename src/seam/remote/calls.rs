@@ -13,9 +13,9 @@ use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica as jsv1;
 use crate::proto::scheduler as sv1;
 use crate::seam::{
-    Bulk, Conditions, Error, Guarded, IfMatch, JobExtras, JobView, ListFilter, ListPage, Run,
-    Scheduler, Selection, guard, guarded_wire, steer_wire, untravelled, untravelled_field,
-    views_wire,
+    Bulk, ByHand, Conditions, Error, Guarded, Guards, IfMatch, JobExtras, JobView, ListFilter,
+    ListPage, Pausing, Run, Scheduler, Selection, Views, guard, guarded_wire, steer_wire,
+    untravelled, untravelled_field, views_wire,
 };
 use crate::trigger::ExecutionId;
 
@@ -49,6 +49,71 @@ impl Scheduler for Remote {
         self.batch_on(number, number, jobs).await
     }
 
+    async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
+        let response = self
+            .call(req, |ch, r| {
+                async move { client(ch).get_job(r).await }.boxed()
+            })
+            .await?;
+        // A replica answering OK without a job breaks the protocol; an empty job is what
+        // Go's nil-tolerant getters would read.
+        Ok(response.job.unwrap_or_default())
+    }
+
+    async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
+        self.call(req, |ch, r| {
+            async move { client(ch).delete_job(r).await }.boxed()
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn list_jobs(&self, req: sv1::ListJobsRequest) -> Result<Vec<sv1::NamedJob>, Error> {
+        self.call(req, |ch, r| {
+            async move { client(ch).list_jobs(r).await }.boxed()
+        })
+        .await
+        .map(|response| response.jobs)
+    }
+
+    async fn delete_by_name_prefix(
+        &self,
+        req: sv1::DeleteByNamePrefixRequest,
+    ) -> Result<(), Error> {
+        self.call(req, |ch, r| {
+            async move { client(ch).delete_by_name_prefix(r).await }.boxed()
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn delete_by_metadata(&self, req: sv1::DeleteByMetadataRequest) -> Result<(), Error> {
+        self.call(req, |ch, r| {
+            async move { client(ch).delete_by_metadata(r).await }.boxed()
+        })
+        .await
+        .map(drop)
+    }
+
+    fn as_guards(&self) -> Option<&dyn Guards> {
+        Some(self)
+    }
+
+    fn as_views(&self) -> Option<&dyn Views> {
+        Some(self)
+    }
+
+    fn as_pausing(&self) -> Option<&dyn Pausing> {
+        Some(self)
+    }
+
+    fn as_by_hand(&self) -> Option<&dyn ByHand> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl Guards for Remote {
     async fn schedule_job_guarded(
         &self,
         req: sv1::ScheduleJobRequest,
@@ -92,18 +157,10 @@ impl Scheduler for Remote {
         .map(guarded_wire::from_wire)
         .map_err(|err| unguarded(err, guard::IF_MATCH))
     }
+}
 
-    async fn get_job(&self, req: sv1::GetJobRequest) -> Result<sv1::Job, Error> {
-        let response = self
-            .call(req, |ch, r| {
-                async move { client(ch).get_job(r).await }.boxed()
-            })
-            .await?;
-        // A replica answering OK without a job breaks the protocol; an empty job is what
-        // Go's nil-tolerant getters would read.
-        Ok(response.job.unwrap_or_default())
-    }
-
+#[async_trait::async_trait]
+impl Views for Remote {
     async fn job_view(&self, metadata: sv1::JobMetadata, name: String) -> Result<JobView, Error> {
         let req = jsv1::GetJobRequest {
             metadata: Some(metadata),
@@ -151,42 +208,10 @@ impl Scheduler for Remote {
     ) -> Result<ListPage, Error> {
         self.list_page(metadata, filter).await.map_err(views_error)
     }
+}
 
-    async fn delete_job(&self, req: sv1::DeleteJobRequest) -> Result<(), Error> {
-        self.call(req, |ch, r| {
-            async move { client(ch).delete_job(r).await }.boxed()
-        })
-        .await
-        .map(drop)
-    }
-
-    async fn list_jobs(&self, req: sv1::ListJobsRequest) -> Result<Vec<sv1::NamedJob>, Error> {
-        self.call(req, |ch, r| {
-            async move { client(ch).list_jobs(r).await }.boxed()
-        })
-        .await
-        .map(|response| response.jobs)
-    }
-
-    async fn delete_by_name_prefix(
-        &self,
-        req: sv1::DeleteByNamePrefixRequest,
-    ) -> Result<(), Error> {
-        self.call(req, |ch, r| {
-            async move { client(ch).delete_by_name_prefix(r).await }.boxed()
-        })
-        .await
-        .map(drop)
-    }
-
-    async fn delete_by_metadata(&self, req: sv1::DeleteByMetadataRequest) -> Result<(), Error> {
-        self.call(req, |ch, r| {
-            async move { client(ch).delete_by_metadata(r).await }.boxed()
-        })
-        .await
-        .map(drop)
-    }
-
+#[async_trait::async_trait]
+impl Pausing for Remote {
     async fn pause_job(
         &self,
         metadata: sv1::JobMetadata,
@@ -228,7 +253,10 @@ impl Scheduler for Remote {
     ) -> Result<Bulk, Error> {
         self.bulk(metadata, selection, None).await
     }
+}
 
+#[async_trait::async_trait]
+impl ByHand for Remote {
     async fn trigger_job(
         &self,
         metadata: sv1::JobMetadata,

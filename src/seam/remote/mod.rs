@@ -501,7 +501,7 @@ fn never_sent(status: &tonic::Status) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seam::{ListFilter, Scheduler};
+    use crate::seam::{ListFilter, Pausing, Scheduler, Views};
 
     #[tokio::test]
     async fn a_refused_connection_counts_as_never_sent_and_a_status_does_not() {

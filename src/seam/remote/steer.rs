@@ -133,7 +133,7 @@ mod tests {
     use super::super::tests::undeliverable;
     use super::super::{Connections, Remote, fake};
     use crate::proto::scheduler as sv1;
-    use crate::seam::Scheduler;
+    use crate::seam::{ByHand, Pausing};
     use crate::trigger::ExecutionId;
 
     fn metadata() -> sv1::JobMetadata {

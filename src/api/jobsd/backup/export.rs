@@ -41,6 +41,8 @@ impl Exporter {
         let metadata = state.job_metadata();
         if handover {
             scheduler
+                .backup()
+                .map_err(route_error_of)?
                 .hand_over(metadata.clone())
                 .await
                 .map_err(route_error_of)?;
@@ -57,6 +59,8 @@ impl Exporter {
             handover,
         };
         let first = scheduler
+            .backup()
+            .map_err(route_error_of)?
             .export_page(metadata.clone(), None, PAGE)
             .await
             .map_err(route_error_of)?;
@@ -82,11 +86,14 @@ impl Exporter {
         let page = match self.ready.take() {
             Some(page) => Ok(page),
             None => match self.next.take() {
-                Some(cursor) => self
-                    .scheduler
-                    .export_page(self.metadata.clone(), Some(cursor), PAGE)
-                    .await
-                    .map_err(|e| e.message),
+                Some(cursor) => async {
+                    self.scheduler
+                        .backup()?
+                        .export_page(self.metadata.clone(), Some(cursor), PAGE)
+                        .await
+                }
+                .await
+                .map_err(|e| e.message),
                 None => {
                     self.done = true;
                     let trailer = Trailer {

@@ -111,8 +111,12 @@ impl Writer {
         let records = batch.into_iter().map(|(_, r)| r).collect();
         let scheduler = Arc::clone(&self.scheduler);
         let (metadata, overwrite) = (self.metadata.clone(), self.overwrite);
-        let write =
-            tokio::spawn(async move { scheduler.import_batch(metadata, records, overwrite).await });
+        let write = tokio::spawn(async move {
+            scheduler
+                .backup()?
+                .import_batch(metadata, records, overwrite)
+                .await
+        });
         self.pending = Some((numbers, write));
         Ok(())
     }
@@ -153,6 +157,8 @@ where
     let metadata = state.job_metadata();
     // Refused before the body is read when the scheduler cannot restore at all.
     scheduler
+        .backup()
+        .map_err(route_error_of)?
         .import_batch(metadata.clone(), Vec::new(), overwrite)
         .await
         .map_err(route_error_of)?;

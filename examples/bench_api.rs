@@ -1069,8 +1069,8 @@ where
     Ok(start.elapsed().as_nanos() as f64 / n as f64)
 }
 
-fn scheduler_request(name: String) -> jobsd::proto::scheduler::ScheduleJobRequest {
-    use jobsd::proto::scheduler as sv1;
+fn scheduler_request(name: String) -> jobsd::proto::dapr_scheduler::ScheduleJobRequest {
+    use jobsd::proto::dapr_scheduler as sv1;
     let job = grpc_request(name.clone()).job.unwrap_or_default();
     sv1::ScheduleJobRequest {
         name,
@@ -1105,7 +1105,7 @@ async fn micro(args: MicroArgs) -> Result<()> {
         std::mem::size_of::<jobsd::schedule::Plan>(),
         std::mem::size_of::<jobsd::schedule::Counter>(),
         std::mem::size_of::<Option<prost_types::Any>>(),
-        std::mem::size_of::<jobsd::proto::scheduler::JobMetadata>(),
+        std::mem::size_of::<jobsd::proto::dapr_scheduler::JobMetadata>(),
     );
     println!("in-process cost of one create ({n} iterations, one task):");
 

@@ -92,11 +92,11 @@ pub use dapr::proto::internals::v1 as internals;
 /// `dapr.proto.runtime.v1`.
 pub use dapr::proto::runtime::v1 as runtime;
 /// `dapr.proto.scheduler.v1`.
-pub use dapr::proto::scheduler::v1 as scheduler;
+pub use dapr::proto::scheduler::v1 as dapr_scheduler;
 /// `jobsd.scheduler.v1`.
 pub use jobsd::scheduler::v1 as jobsd_replica;
 /// `jobsd.store.v1`.
-pub use jobsd::store::v1 as store;
+pub use jobsd::store::v1 as jobsd_store;
 /// `jobsd.v1`.
 pub use jobsd::v1 as jobsd_api;
 

@@ -16,7 +16,7 @@ pub use context::TriggerKind;
 
 use std::sync::Arc;
 
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 
 /// The type URL of job data that is JSON: a `google.protobuf.Value`, delivered to an HTTP
 /// app as its JSON text (data scheduled over HTTP carries it).

@@ -16,7 +16,7 @@ use common::running::Running;
 use common::{eventually, sidecar_config, t0};
 use jobsd::clock::ManualClock;
 use jobsd::config::AppProtocol;
-use jobsd::proto::scheduler as sv1;
+use jobsd::proto::dapr_scheduler as sv1;
 use jobsd::store;
 use serde_json::Value;
 

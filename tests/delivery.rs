@@ -17,13 +17,13 @@ use http_body_util::BodyExt;
 use jobsd::clock::ManualClock;
 use jobsd::delivery::{CallTimeout, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
 use jobsd::proto::common::http_extension::Verb;
+use jobsd::proto::dapr_scheduler as sv1;
 use jobsd::proto::runtime::app_callback_alpha_server::{AppCallbackAlpha, AppCallbackAlphaServer};
 use jobsd::proto::runtime::app_callback_health_check_server::{
     AppCallbackHealthCheck, AppCallbackHealthCheckServer,
 };
 use jobsd::proto::runtime::app_callback_server::{AppCallback, AppCallbackServer};
 use jobsd::proto::runtime::{HealthCheckResponse, JobEventRequest, JobEventResponse};
-use jobsd::proto::scheduler as sv1;
 use jobsd::resiliency::{BreakerSettings, CodeRange, Matching, Policy, RetryConfig};
 use jobsd::trigger::{Sink, Trigger, TriggerResult};
 use prost::Message;

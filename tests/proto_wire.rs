@@ -7,7 +7,7 @@
 //! hand-built bytes decode into the expected value, and encoding that value gives back exactly
 //! the same bytes (prost writes fields in field-number order, as do Go and the other SDKs).
 
-use jobsd::proto::{FILE_DESCRIPTOR_SET, common, internals, runtime, scheduler};
+use jobsd::proto::{FILE_DESCRIPTOR_SET, common, dapr_scheduler as scheduler, internals, runtime};
 use prost::Message;
 use prost_types::{
     Any, Duration, FileDescriptorSet, MethodDescriptorProto, ServiceDescriptorProto, Value,

@@ -21,9 +21,9 @@ use common::{
 use jobsd::app::Sidecar;
 use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
+use jobsd::proto::dapr_scheduler as sv1;
 use jobsd::proto::jobsd_api as jv1;
 use jobsd::proto::runtime::{self as rv1, dapr_client::DaprClient};
-use jobsd::proto::scheduler as sv1;
 use jobsd::seam::cannot_travel;
 use jobsd::store;
 use serde_json::json;

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jobsd::proto::scheduler as sv1;
-use jobsd::proto::store::stored_job::Begin;
+use jobsd::proto::dapr_scheduler as sv1;
+use jobsd::proto::jobsd_store::stored_job::Begin;
 use jobsd::store::{Op, OpResult, Redb, RedbOptions, Store, StoredJob};
 use prost_types::{Any, Timestamp};
 

@@ -380,9 +380,9 @@ async fn paging_over_100k_jobs_lists_each_exactly_once_while_jobs_come_and_go() 
         let metadata = metadata.clone();
         async move {
             engine
-                .schedule_job(jobsd::proto::scheduler::ScheduleJobRequest {
+                .schedule_job(jobsd::proto::dapr_scheduler::ScheduleJobRequest {
                     name,
-                    job: Some(jobsd::proto::scheduler::Job {
+                    job: Some(jobsd::proto::dapr_scheduler::Job {
                         schedule: Some("@yearly".into()),
                         ..Default::default()
                     }),

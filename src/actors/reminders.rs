@@ -9,7 +9,7 @@ use std::sync::Arc;
 use prost::Message;
 
 use super::ActorRef;
-use crate::proto::{common, scheduler as sv1};
+use crate::proto::{common, dapr_scheduler as sv1};
 use crate::schedule::period::{self, PeriodError};
 use crate::seam::{self, Scheduler};
 

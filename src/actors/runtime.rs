@@ -755,10 +755,10 @@ enum ConfigRead {
 /// The actor a reminder trigger is for.
 fn actor_of(trigger: &Trigger) -> Option<ActorRef> {
     match trigger.metadata.target.as_ref()?.r#type.as_ref()? {
-        crate::proto::scheduler::job_target_metadata::Type::Actor(a) => {
+        crate::proto::dapr_scheduler::job_target_metadata::Type::Actor(a) => {
             Some(ActorRef::new(&a.r#type, &a.id))
         }
-        crate::proto::scheduler::job_target_metadata::Type::Job(_) => None,
+        crate::proto::dapr_scheduler::job_target_metadata::Type::Job(_) => None,
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::runtime::ActorRuntime;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
 use crate::trigger::{Report, Sink, Trigger, TriggerResult, keys};
 
 /// Routes each trigger by its target.

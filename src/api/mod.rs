@@ -20,7 +20,7 @@ use std::time::Duration;
 
 pub use error::ApiError;
 
-use crate::proto::{runtime as rv1, scheduler as sv1};
+use crate::proto::{dapr_scheduler as sv1, runtime as rv1};
 use crate::seam::{self, Scheduler};
 
 /// How long one Scheduler call may take; daprd's `rpcTimeout`.

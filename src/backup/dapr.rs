@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use prost::Message;
 use prost_types::Timestamp;
 
-use crate::proto::scheduler as sv1;
-use crate::proto::store::{EtcdJob, StoredCounter, StoredJob, etcd_job, stored_job::Begin};
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::jobsd_store::{EtcdJob, StoredCounter, StoredJob, etcd_job, stored_job::Begin};
 use crate::seam::BackupRecord;
 use crate::trigger::keys;
 
@@ -243,7 +243,7 @@ impl<'a> Gob<'a> {
 mod tests {
     use super::*;
     use crate::proto::jobsd::v1::JobPolicy;
-    use crate::proto::store::CronJob;
+    use crate::proto::jobsd_store::CronJob;
 
     /// A `dapr scheduler export` of a jobsd cluster carries jobsd's settings beside
     /// go-etcd-cron's fields; `jobsd jobs import` keeps them, with the progress of the version.

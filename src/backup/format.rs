@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::go::protojson::{format_duration, parse_duration};
+use crate::proto::dapr_scheduler as sv1;
 use crate::proto::jobsd_api as jv1;
-use crate::proto::scheduler as sv1;
-use crate::proto::store::{self as st, stored_job::Begin};
+use crate::proto::jobsd_store::{self as st, stored_job::Begin};
 use crate::schedule::policy_json;
 use crate::schedule::policy_messages::dapr_failure_policy;
 use crate::seam::BackupRecord;

@@ -21,9 +21,9 @@ use super::{CliError, JobsCommand};
 use crate::api::jobsd::json::view as view_json;
 use crate::api::json::view_job_to_json;
 use crate::api::scheduler_to_runtime_job;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::dapr_scheduler::scheduler_client::SchedulerClient;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
-use crate::proto::scheduler as sv1;
-use crate::proto::scheduler::scheduler_client::SchedulerClient;
 use crate::seam::views_wire::{filter_to_wire, view_from_wire};
 use crate::seam::{JobState, JobView, ListFilter};
 

@@ -25,7 +25,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::observe::DeliveryMetrics;
 use crate::observe::otlp::{Attempt, Kind, Spans};
 use crate::observe::trace::TraceParent;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
 use crate::resiliency::{Failure, Policy, PolicyError};
 use crate::trigger::{Report, Sink, Trigger, TriggerResult, keys};
 

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use super::detached::to_the_end;
 use super::prepare::Prepared;
 use super::{Engine, Error, JobExtras};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::store::{Op, OpResult};
 
 /// Most jobs one batch create takes.

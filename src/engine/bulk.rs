@@ -9,7 +9,7 @@ use super::detached::to_the_end;
 use super::runner::paused_by_hand;
 use super::views::has_labels;
 use super::{Engine, Error};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::store::{PageItem, PageOf, Paused};
 use crate::trigger::keys;
 

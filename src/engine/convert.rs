@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use prost_types::Timestamp;
 
-use crate::proto::{scheduler as sv1, store};
+use crate::proto::{dapr_scheduler as sv1, jobsd_store as store};
 use crate::schedule::{self, Begin, JobSpec, policy_messages};
 
 pub use crate::schedule::policy_messages::{

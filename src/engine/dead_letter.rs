@@ -42,7 +42,7 @@ use prost_types::{Any, ListValue, Struct, Value};
 
 use super::convert;
 use crate::go::text::trim_space;
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::schedule::{OnExhausted, Plan};
 use crate::store::DeadLetter;
 use crate::trigger::{ExecutionId, VALUE_TYPE_URL, keys};

@@ -11,7 +11,7 @@
 use super::runner::{Call, Command};
 pub use super::runner::{Ending, ExecutionCall, HeldExecution};
 use super::{Engine, Error};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::trigger::{ExecutionId, keys};
 
 impl Engine {

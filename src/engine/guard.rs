@@ -32,7 +32,7 @@ use super::convert::timestamp;
 use super::detached::to_the_end;
 use super::{Command, Engine, Error, JobExtras};
 use crate::clock::Clock;
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::store::{self, GuardedWrite, IdempotencyClaim, IdempotencyRecord, Op, OpResult, Store};
 use crate::trigger::keys;
 

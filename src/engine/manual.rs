@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::runner::{Command, ExtraRefused, ExtraRequest};
 use super::{Engine, Error, convert};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::schedule::Overlap;
 use crate::schedule::backfill::backfill_ticks;
 use crate::trigger::{ExecutionId, TriggerKind, keys};

@@ -45,8 +45,8 @@ pub use views::{
 
 use crate::clock::Clock;
 use crate::observe::EngineMetrics;
-use crate::proto::scheduler as sv1;
-use crate::proto::store::StoredJob;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::jobsd_store::StoredJob;
 use crate::schedule;
 use crate::store::{self, Op, OpResult, Store};
 use crate::trigger::{Sink, keys};

@@ -15,8 +15,8 @@ use super::history::Recorded;
 use super::runner::{Command, paused_by_hand, skipped_run, skipped_ticks};
 use super::{Engine, Error, convert};
 use crate::observe::Skip;
-use crate::proto::scheduler as sv1;
-use crate::proto::store::StoredJob;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::jobsd_store::StoredJob;
 use crate::store::{Op, OpResult, Paused};
 use crate::trigger::keys;
 

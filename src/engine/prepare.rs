@@ -5,8 +5,8 @@
 use chrono::{DateTime, Utc};
 
 use super::{Error, JobExtras, check_dead_letter, convert};
-use crate::proto::scheduler as sv1;
-use crate::proto::store::StoredJob;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::jobsd_store::StoredJob;
 use crate::schedule::policy_messages as policies;
 use crate::schedule::{Plan, labels};
 use crate::trigger::keys;

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::views::view_of;
 use super::{Error, JobExtras, JobView, convert, prepare};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::schedule::preview::{self, Preview};
 use crate::store::PageItem;
 use crate::trigger::keys;

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::clock::ManualClock;
 use crate::proto::common;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
 use crate::trigger::{Trigger, TriggerResult};
 
 fn t0() -> DateTime<Utc> {

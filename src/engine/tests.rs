@@ -5,7 +5,7 @@ use tonic::Code;
 
 use super::*;
 use crate::clock::ManualClock;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
 
 /// The engine's error as the Scheduler reports it (the codes daprd maps to HTTP statuses).
 fn wire(err: Error) -> crate::seam::Error {

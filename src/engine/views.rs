@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use super::convert::{self, instant};
 use super::queue::State;
 use super::{Engine, Error};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::store::{PageItem, PageOf};
 pub use crate::store::{RunOutcome, StoredRun};
 use crate::trigger::keys;
@@ -339,7 +339,7 @@ impl Engine {
 
 /// Whether `job` carries every one of `labels`, with these values.
 pub(super) fn has_labels(
-    job: &crate::proto::store::StoredJob,
+    job: &crate::proto::jobsd_store::StoredJob,
     labels: &[(String, String)],
 ) -> bool {
     labels.iter().all(|(k, v)| job.labels.get(k) == Some(v))

@@ -24,7 +24,7 @@ use opentelemetry_sdk::trace::{
 
 use super::trace::TraceParent;
 use crate::clock::Clock;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
 use crate::trigger::Trigger;
 
 /// Spans waiting for export at most; more are dropped rather than held in memory or waited

@@ -22,9 +22,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 
 use crate::observe::SchedulerMetrics;
-use crate::proto::scheduler as sv1;
-use crate::proto::scheduler::concurrency_limit::Target as LimitTarget;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::dapr_scheduler::concurrency_limit::Target as LimitTarget;
+use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
 use crate::trigger::TriggerResult;
 
 /// Most triggers waiting at one gate (Dapr's `maxPendingPerGate`); beyond it a trigger is
@@ -426,7 +426,7 @@ enum Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::scheduler::{ConcurrencyLimitActor, TargetActorReminder};
+    use crate::proto::dapr_scheduler::{ConcurrencyLimitActor, TargetActorReminder};
 
     fn limit(actor_type: &str, name: Option<&str>, max: i32) -> sv1::ConcurrencyLimit {
         sv1::ConcurrencyLimit {

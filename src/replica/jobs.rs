@@ -14,9 +14,9 @@ use super::server;
 use crate::engine::guard::IfMatch;
 use crate::engine::{Engine, JobExtras, MAX_PAGE_SIZE, MAX_RUNS, MAX_SCHEDULE_BATCH};
 use crate::observe::JobType;
+use crate::proto::dapr_scheduler as sv1;
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_server::JobsServer};
-use crate::proto::scheduler as sv1;
 use crate::seam::{guarded_wire, steer_wire, views_wire};
 use crate::trigger::keys;
 

@@ -23,10 +23,10 @@ use crate::engine::Engine;
 use super::cluster::Standing;
 use super::gates::{Gates, Place};
 use crate::observe::{JobType, SchedulerMetrics, SidecarError};
-use crate::proto::scheduler as sv1;
-use crate::proto::scheduler::JobTargetType;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
-use crate::proto::scheduler::watch_jobs_request::WatchJobRequestType;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::dapr_scheduler::JobTargetType;
+use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
+use crate::proto::dapr_scheduler::watch_jobs_request::WatchJobRequestType;
 use crate::trigger::{Sink, Trigger, TriggerResult, keys};
 
 /// Triggers queued per stream ahead of the network. Beyond it `deliver` waits, as grpc-go's
@@ -517,7 +517,7 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::scheduler::job_target_metadata::Type as Target;
+    use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
 
     fn initial(
         app: &str,

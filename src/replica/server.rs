@@ -16,9 +16,9 @@ use tonic::{Request, Response, Status, Streaming};
 use super::pool::{Outbound, Pool, job_type};
 use crate::engine::{Engine, JobExtras};
 use crate::observe::{JobType, SidecarError};
-use crate::proto::scheduler as sv1;
-use crate::proto::scheduler::scheduler_server::{Scheduler, SchedulerServer};
-use crate::proto::scheduler::watch_jobs_request::WatchJobRequestType;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::dapr_scheduler::scheduler_server::{Scheduler, SchedulerServer};
+use crate::proto::dapr_scheduler::watch_jobs_request::WatchJobRequestType;
 
 /// Largest message in either direction: Dapr's Scheduler allows `MaxInt32`.
 pub const MAX_MESSAGE_SIZE: usize = i32::MAX as usize;

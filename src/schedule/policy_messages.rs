@@ -6,7 +6,7 @@
 use chrono::TimeDelta;
 
 use crate::proto::jobsd_api as jv1;
-use crate::proto::{common, store};
+use crate::proto::{common, jobsd_store as store};
 use crate::schedule::job_policy::{TickPolicyText, positive_duration};
 use crate::schedule::policy::Exponential;
 use crate::schedule::{self, FailurePolicy, OnExhausted, TickPolicy};

@@ -10,7 +10,7 @@ use super::{
     HeldExecution, IfMatch, Imported, JobView, ListFilter, ListPage, NextFireTimes, Run, Selection,
     untravelled,
 };
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 
 /// Conditions a client puts on a write (`Idempotency-Key`, `If-Match`).
 #[async_trait::async_trait]

@@ -4,7 +4,7 @@
 use tonic::Code;
 
 use crate::engine::{self, Engine};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 
 use super::{
     Backup, BackupRecord, Bulk, ByHand, Conditions, Error, ExecutionCall, Executions, ExportCursor,

@@ -31,7 +31,7 @@ pub use crate::engine::{
     Ending, ExecutionCall, HeldExecution, JobExtras, JobState, JobStatus, JobView, ListFilter,
     ListPage, MAX_PAGE_SIZE, MAX_RUNS, Run, RunOutcome,
 };
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 
 /// An error as a Scheduler replica reports it: a gRPC code and its description.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use super::{HeldExecution, JobState, JobStatus, JobView, ListFilter, ListPage, Run, RunOutcome};
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica as jsv1;
-use crate::proto::store::StoredRun;
+use crate::proto::jobsd_store::StoredRun;
 
 /// `success`, `failed`, `cancelled`, `timed_out`, `skipped`, `undeliverable` (`unknown` for
 /// an unset outcome).

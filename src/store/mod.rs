@@ -31,7 +31,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-pub use crate::proto::store::{
+pub use crate::proto::jobsd_store::{
     DeadLetter, FinishedJob, GuardedWrite, HeldExecution, IdempotencyClaim, IdempotencyRecord,
     IfMatch, Paused, RestoreRecord, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
 };

@@ -9,8 +9,8 @@ use tempfile::TempDir;
 
 use super::tables::Table;
 use super::*;
-use crate::proto::scheduler as sv1;
-use crate::proto::store::stored_job::Begin;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::jobsd_store::stored_job::Begin;
 
 /// A record written as raw bytes before the store opens (to plant corrupt or orphan data).
 type Raw<'a> = (Table, &'a str, Vec<u8>);

@@ -3,8 +3,8 @@
 //! `actorreminder||<namespace>||<actor-type>||<actor-id>||<name>` for actor reminders. Every
 //! key and key prefix of the project is built here.
 
-use crate::proto::scheduler as sv1;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
 use crate::schedule::name::{self, NameError};
 
 /// Separator between the parts of a composed key.

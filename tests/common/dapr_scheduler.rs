@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use jobsd::clock::ManualClock;
 use jobsd::engine::Engine;
-use jobsd::proto::scheduler as sv1;
+use jobsd::proto::dapr_scheduler as sv1;
 use jobsd::replica::pool::Pool;
 use jobsd::replica::server::SchedulerService;
 use jobsd::store;

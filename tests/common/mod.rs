@@ -20,7 +20,7 @@ use jobsd::api::{self, ApiState};
 use jobsd::clock::ManualClock;
 use jobsd::config::{self, AppProtocol};
 use jobsd::engine::Engine;
-use jobsd::proto::scheduler as sv1;
+use jobsd::proto::dapr_scheduler as sv1;
 use jobsd::seam::Scheduler;
 use jobsd::store;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -8,8 +8,8 @@ use chrono::TimeDelta;
 use jobsd::app::Replica;
 use jobsd::clock::ManualClock;
 use jobsd::config;
-use jobsd::proto::scheduler as sv1;
-use jobsd::proto::scheduler::scheduler_client::SchedulerClient;
+use jobsd::proto::dapr_scheduler as sv1;
+use jobsd::proto::dapr_scheduler::scheduler_client::SchedulerClient;
 use jobsd::store::{self, Store};
 use tonic::transport::Channel;
 

@@ -27,7 +27,7 @@ use tonic::metadata::MetadataMap;
 
 use super::bad_request;
 use crate::api::{ApiError, ApiState, with_timeout};
-use crate::proto::{runtime as rv1, scheduler as sv1};
+use crate::proto::{dapr_scheduler as sv1, runtime as rv1};
 use crate::seam::guard::{self, IDEMPOTENCY_KEY, IF_MATCH};
 use crate::seam::{Conditions, Guarded, IfMatch, JobExtras};
 

@@ -571,10 +571,10 @@ impl Member {
 
     /// The encoded leadership record counting `total` members.
     fn leadership(&self, total: u64) -> Vec<u8> {
-        let host = crate::proto::scheduler::Host {
+        let host = crate::proto::dapr_scheduler::Host {
             address: self.cfg.address.clone(),
         };
-        prost::Message::encode_to_vec(&crate::proto::store::Leadership {
+        prost::Message::encode_to_vec(&crate::proto::jobsd_store::Leadership {
             total,
             uid: self.uid,
             replica_data: Some(prost_types::Any {

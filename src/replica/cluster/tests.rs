@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::clock::SystemClock;
-use crate::proto::scheduler as sv1;
-use crate::proto::scheduler::job_target_metadata::Type as Target;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
 use crate::store::etcd::testing;
 use crate::trigger::{Sink, Trigger, TriggerResult};
 

@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 
 use super::Remote;
 use super::steer::Steer;
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::seam::{
     Bulk, Error, JobState, ListFilter, MAX_BULK_NAMES, MAX_PAGE_SIZE, Pausing, Selection,
 };

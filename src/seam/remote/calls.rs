@@ -9,9 +9,9 @@ use futures_util::FutureExt;
 
 use super::steer::{self, Steer};
 use super::{Remote, client, jobsd_client};
+use crate::proto::dapr_scheduler as sv1;
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica as jsv1;
-use crate::proto::scheduler as sv1;
 use crate::seam::{
     Bulk, ByHand, Conditions, Error, Guarded, Guards, IfMatch, JobExtras, JobView, ListFilter,
     ListPage, Pausing, Run, Scheduler, Selection, Views, guard, guarded_wire, steer_wire,

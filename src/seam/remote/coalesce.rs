@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::{Error, Remote};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 
 /// Create calls one sidecar keeps out at once.
 pub(super) const IN_FLIGHT: usize = 2;

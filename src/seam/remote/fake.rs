@@ -15,9 +15,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
+use crate::proto::dapr_scheduler as sv1;
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica as jsv1;
-use crate::proto::scheduler as sv1;
 
 /// What a programmed rpc answers to its n-th call (counting from 0).
 type Answer<T> = Option<fn(usize) -> Result<T, Status>>;

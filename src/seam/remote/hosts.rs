@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, Endpoint};
 
 use super::{JITTER, client};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::resiliency::backoff::jittered;
 use crate::tls::ClientTls;
 

@@ -44,9 +44,9 @@ use tonic::transport::Channel;
 
 use super::{Error, JobExtras, untravelled, untravelled_field};
 use crate::clock::Clock;
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::dapr_scheduler::scheduler_client::SchedulerClient;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_client::JobsClient};
-use crate::proto::scheduler as sv1;
-use crate::proto::scheduler::scheduler_client::SchedulerClient;
 use crate::resiliency::backoff::{connect_backoff, jittered};
 use crate::trigger::Sink;
 use hosts::{Host, HostSet, Publisher};

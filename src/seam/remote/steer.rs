@@ -132,7 +132,7 @@ mod tests {
 
     use super::super::tests::undeliverable;
     use super::super::{Connections, Remote, fake};
-    use crate::proto::scheduler as sv1;
+    use crate::proto::dapr_scheduler as sv1;
     use crate::seam::{ByHand, Pausing};
     use crate::trigger::ExecutionId;
 

@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 use super::hosts::{Host, HostSet, diff};
 use super::{JITTER, client};
 use crate::clock::Clock;
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::resiliency::backoff::jittered;
 use crate::trigger::{ExecutionId, Sink, Trigger, TriggerKind, TriggerResult, keys};
 
@@ -376,8 +376,8 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::proto::scheduler::job_target_metadata::Type as Target;
-    use crate::proto::scheduler::watch_jobs_request::WatchJobRequestType;
+    use crate::proto::dapr_scheduler::job_target_metadata::Type as Target;
+    use crate::proto::dapr_scheduler::watch_jobs_request::WatchJobRequestType;
 
     fn result_of(req: &sv1::WatchJobsRequest) -> (u64, i32) {
         match &req.watch_job_request_type {

@@ -19,9 +19,9 @@ use prost::encoding::decode_varint;
 use prost_types::Any;
 
 use super::super::{Error, StoredJob};
-use crate::proto::scheduler as sv1;
-use crate::proto::store::stored_job;
-use crate::proto::store::{CronJob, EtcdJob, etcd_job};
+use crate::proto::dapr_scheduler as sv1;
+use crate::proto::jobsd_store::stored_job;
+use crate::proto::jobsd_store::{CronJob, EtcdJob, etcd_job};
 use crate::store::records::corrupt;
 use crate::store::tables::Table;
 

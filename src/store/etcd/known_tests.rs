@@ -8,7 +8,7 @@ use futures_util::Stream;
 use super::testing::{fresh_namespace, shared};
 use super::tests::{finishing, job, next_change, put, result, write1};
 use super::{Change, Etcd};
-use crate::proto::store::StoredCounter;
+use crate::proto::jobsd_store::StoredCounter;
 use crate::store::{Op, OpResult, Store};
 
 async fn store(ns: &str) -> Etcd {

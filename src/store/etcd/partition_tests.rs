@@ -13,7 +13,7 @@ use super::keys::OWN;
 use super::partition::partition_of;
 use super::testing::{fresh_namespace, shared};
 use super::{Etcd, Store};
-use crate::proto::store::{StoredCounter, StoredJob};
+use crate::proto::jobsd_store::{StoredCounter, StoredJob};
 use crate::store::{LoadedJob, Op, OpResult};
 
 /// Partitions of these tests' stores.

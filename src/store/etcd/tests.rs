@@ -11,7 +11,7 @@ use super::client::{Client, RangeRequest, prefix_end, read_key};
 use super::keys::OWN;
 use super::testing::{EtcdServer, fresh_namespace, shared};
 use super::{Change, Etcd, job_value};
-use crate::proto::store::{
+use crate::proto::jobsd_store::{
     CronJob, EtcdJob, FinishedJob, ResultRecord, RunOutcome, StoredCounter, StoredJob, StoredRun,
 };
 use crate::store::{Op, OpResult, Store};
@@ -367,12 +367,12 @@ async fn values_of_an_older_jobsd_and_of_a_dapr_scheduler_are_read_and_rewritten
     let ns = fresh_namespace();
     let s = Etcd::connect(&[&endpoint], &ns).await.unwrap();
     let raw = Client::connect(&[&endpoint]).unwrap();
-    let meta = crate::proto::scheduler::JobMetadata {
+    let meta = crate::proto::dapr_scheduler::JobMetadata {
         app_id: "a".into(),
         namespace: "default".into(),
         ..Default::default()
     };
-    let dapr_job = crate::proto::scheduler::Job {
+    let dapr_job = crate::proto::dapr_scheduler::Job {
         schedule: Some("@every 1h".into()),
         ..Default::default()
     };

@@ -10,7 +10,7 @@ use chrono::SecondsFormat;
 use super::route_error_of;
 use crate::api::{ApiError, ApiState};
 use crate::backup::format::{self, ErrorLine, Header, Trailer};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::seam::{ExportCursor, ExportPage, Scheduler};
 
 /// Jobs per store page (and per chunk).

@@ -15,7 +15,7 @@ use crate::api::{ApiError, ApiState};
 use crate::backup::dapr;
 use crate::backup::format::{self, ErrorLine, Header, Trailer};
 use crate::backup::lines::{Line, Lines, LinesError};
-use crate::proto::scheduler as sv1;
+use crate::proto::dapr_scheduler as sv1;
 use crate::seam::{self, BackupRecord, Imported, Scheduler};
 
 /// Records per store write.

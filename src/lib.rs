@@ -4,7 +4,8 @@
 //!
 //! One crate; each folder is a room with one role. Arrows point down only (checked by
 //! `tests/house.rs`): `api → seam → engine → store`, `engine → schedule`,
-//! `delivery → trigger`, `replica → engine`, `actors → seam`; `schedule`, `trigger` and `go` do no I/O.
+//! `delivery → trigger`, `replica → engine`, `actors → seam`; `api`, `seam` and `engine` speak
+//! [`jobs`]' types; `api` imports no `engine` item; `schedule`, `trigger`, `jobs` and `go` do no I/O.
 //!
 //! | room | owns |
 //! |---|---|
@@ -14,6 +15,7 @@
 //! | [`config`] | daprd's and the Dapr Scheduler's flags and environment, validated into settings |
 //! | [`api`] | what apps call: daprd's Jobs API over HTTP (axum) and gRPC (tonic), Dapr's error model, protojson |
 //! | [`seam`] | the scheduler seam the API talks to (Dapr Scheduler calls): the embedded engine, or `remote` replicas over gRPC |
+//! | [`jobs`] | what the API and a scheduler exchange beyond Dapr's messages: a job's extras, views and runs, selections, write conditions, backup records, held executions, previews, the loop's state; plain data and its rules |
 //! | [`engine`] | validates and stores jobs, and the trigger loop that fires them into a [`trigger::Sink`]; no transport |
 //! | [`replica`] | the `jobsd scheduler` role: Scheduler gRPC service and jobsd's beside it (creates with jobsd's settings, views), WatchJobs stream pool, etcd cluster membership and partitions (wired in [`app`]) |
 //! | [`trigger`] | the contract between firing and delivering: `Trigger`, `TriggerResult`, `Sink`, and every composed key |
@@ -40,6 +42,7 @@ pub mod config;
 pub mod delivery;
 pub mod engine;
 pub mod go;
+pub mod jobs;
 pub mod observe;
 pub mod proto;
 pub mod replica;

@@ -322,6 +322,16 @@ fn engine_core_imports_no_transport() {
 }
 
 #[test]
+fn the_seam_passes_on_no_engine_item() {
+    // The API reaches the engine only through the seam's calls; the types it sees are `jobs`'.
+    assert_rooms_avoid(
+        &["seam", "api", "actors"],
+        &["pub use crate::engine"],
+        "a room above the engine re-exports none of its items",
+    );
+}
+
+#[test]
 fn backup_formats_speak_no_transport() {
     assert_rooms_avoid(
         &["backup"],
@@ -431,9 +441,28 @@ fn rooms_import_only_downwards() {
                 &["trigger"],
             ],
         ),
+        // The API speaks the seam and its vocabulary (`jobs`), never the engine's items,
+        // not even re-exported: the seam re-exports `jobs`' types, not the engine's.
         (
             &["api"],
             &[&["engine"], &["replica"], &["store"], &["delivery"]],
+        ),
+        // What the API and a scheduler exchange: plain data and its rules, below every room
+        // that passes it.
+        (
+            &["jobs"],
+            &[
+                &["engine"],
+                &["replica"],
+                &["api"],
+                &["delivery"],
+                &["seam"],
+                &["actors"],
+                &["app"],
+                &["cli"],
+                &["config"],
+                &["observe"],
+            ],
         ),
         // The command line and console: a client of the API (and, for offline preview, of
         // an in-memory engine); it never reaches into the store's files, the replicas or
@@ -523,7 +552,7 @@ fn rooms_import_only_downwards() {
 #[test]
 fn pure_rooms_do_no_io() {
     assert_rooms_avoid(
-        &["schedule", "go", "trigger.rs", "trigger"],
+        &["schedule", "go", "trigger.rs", "trigger", "jobs"],
         &[
             "tokio",
             "std::fs",

@@ -10,9 +10,6 @@ use super::{Engine, Error, JobExtras};
 use crate::proto::dapr_scheduler as sv1;
 use crate::store::{Op, OpResult};
 
-/// Most jobs one batch create takes.
-pub const MAX_SCHEDULE_BATCH: usize = 4096;
-
 impl Engine {
     /// Stores each of `jobs` as [`Engine::schedule_job_with`] would, in order (a later job of
     /// a name the batch created already is `AlreadyExists` unless `overwrite`), answering each

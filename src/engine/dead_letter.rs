@@ -42,8 +42,9 @@ use prost_types::{Any, ListValue, Struct, Value};
 
 use super::convert;
 use crate::go::text::trim_space;
+use crate::jobs::dead_letter::fallback_name;
 use crate::proto::dapr_scheduler as sv1;
-use crate::schedule::{OnExhausted, Plan};
+use crate::schedule::Plan;
 use crate::store::DeadLetter;
 use crate::trigger::{ExecutionId, VALUE_TYPE_URL, keys};
 
@@ -72,41 +73,6 @@ pub struct DeadLetterJob {
     pub record: DeadLetter,
     /// When it fires.
     pub plan: Plan,
-}
-
-/// Checks at create time where job `name` of `metadata`'s owner dead-letters to, when
-/// `on_exhausted` says it does (errors name the field).
-pub fn check_dead_letter(
-    metadata: &sv1::JobMetadata,
-    name: &str,
-    on_exhausted: &OnExhausted,
-) -> Result<(), String> {
-    match on_exhausted {
-        OnExhausted::DeadLetter(target) => check_target(metadata, name, target),
-        OnExhausted::Drop | OnExhausted::Pause => Ok(()),
-    }
-}
-
-/// Checks that job `name` of `metadata`'s owner may dead-letter into `target`: another job,
-/// whose name and fallback name are valid keys of that owner.
-fn check_target(metadata: &sv1::JobMetadata, name: &str, target: &str) -> Result<(), String> {
-    if target == name {
-        return Err(format!(
-            "failurePolicy.deadLetterJob: {target:?} is this job; name another job"
-        ));
-    }
-    // Every execution id has the same length: any one shows whether the fallback fits.
-    let sample = ExecutionId::for_tick(target, DateTime::UNIX_EPOCH);
-    for candidate in [target.to_owned(), fallback_name(target, sample)] {
-        keys::job_key(metadata, &candidate)
-            .map_err(|e| format!("failurePolicy.deadLetterJob: {candidate:?}: {e}"))?;
-    }
-    Ok(())
-}
-
-/// The name a dead letter takes when `target` is taken.
-fn fallback_name(target: &str, execution_id: ExecutionId) -> String {
-    format!("{target}-{execution_id}")
 }
 
 /// The dead-letter job named `target`, of the owner in `metadata`, for `failed`, due at
@@ -352,15 +318,15 @@ mod tests {
 
     #[test]
     fn a_job_may_not_dead_letter_into_itself_or_an_invalid_name() {
-        assert!(check_target(&metadata(), "a", "dlq").is_ok());
-        assert!(
-            check_target(&metadata(), "a", "a")
-                .unwrap_err()
-                .contains("is this job")
-        );
+        let check = |target: &str| {
+            let on_exhausted = crate::schedule::OnExhausted::DeadLetter(target.to_owned());
+            crate::jobs::check_dead_letter(&metadata(), "a", &on_exhausted)
+        };
+        assert!(check("dlq").is_ok());
+        assert!(check("a").unwrap_err().contains("is this job"));
         let long = "x".repeat(480);
         assert!(
-            check_target(&metadata(), "a", &long)
+            check(&long)
                 .unwrap_err()
                 .starts_with("failurePolicy.deadLetterJob")
         );

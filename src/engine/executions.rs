@@ -9,8 +9,8 @@
 //! the executions of its own jobs, and every other id is `NotFound`.
 
 use super::runner::{Call, Command};
-pub use super::runner::{Ending, ExecutionCall, HeldExecution};
 use super::{Engine, Error};
+pub use crate::jobs::{Ending, ExecutionCall, HeldExecution};
 use crate::proto::dapr_scheduler as sv1;
 use crate::trigger::{ExecutionId, keys};
 

@@ -3,23 +3,7 @@
 //! ([`Op::Guarded`]), so that neither a concurrent writer nor a replica can come between the
 //! check and the write.
 //!
-//! The rules:
-//! - A job's **etag** is its generation (drawn anew on every create and overwrite) as 16 hex
-//!   digits, quoted: it names the job's definition, so progress, pauses and runs leave it as
-//!   it is, and every overwrite changes it.
-//! - **`If-Match`** (`*` or a list of etags): the write happens only if the job exists (`*`)
-//!   and is at one of the listed etags; else nothing is written and the answer is
-//!   [`Guarded::PreconditionFailed`]. A finished job no longer exists for it.
-//! - **`Idempotency-Key`** (creates only; 1–255 printable ASCII characters, scoped to the
-//!   job's owner: namespace and app id): the first request under a key that stores its job
-//!   records the key with a fingerprint of the request (name, job, `overwrite`, jobsd's
-//!   settings, `If-Match`; not the trace context). For [`IDEMPOTENCY_WINDOW`] after that, the
-//!   same request under the key is answered as the first was ([`Guarded::Replayed`], with the
-//!   etag of the version the first stored) and writes nothing — whether the job was changed,
-//!   finished or deleted since; another request under the key is refused
-//!   ([`Guarded::KeyReused`]). A request that was refused (validation, `AlreadyExists`,
-//!   `If-Match`) records nothing, so its repeat is judged afresh. Past the window the key is
-//!   forgotten; a sweep deletes expired records, so the table holds at most a window's worth.
+//! The rules are [`crate::jobs::guard`]'s; here they are applied to the store's writes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,163 +16,19 @@ use super::convert::timestamp;
 use super::detached::to_the_end;
 use super::{Command, Engine, Error, JobExtras};
 use crate::clock::Clock;
+use crate::jobs::guard::{
+    Conditions, Guarded, IDEMPOTENCY_KEY, IDEMPOTENCY_WINDOW, IF_MATCH, IfMatch, etag,
+    generation_of,
+};
 use crate::proto::dapr_scheduler as sv1;
 use crate::store::{self, GuardedWrite, IdempotencyClaim, IdempotencyRecord, Op, OpResult, Store};
 use crate::trigger::keys;
-
-/// How long an `Idempotency-Key` is remembered after the request that first used it.
-pub const IDEMPOTENCY_WINDOW: TimeDelta = TimeDelta::hours(24);
-
-/// Longest `Idempotency-Key`, in bytes.
-pub const MAX_IDEMPOTENCY_KEY: usize = 255;
-
-/// The HTTP header (and, lower-cased, the gRPC metadata key) of an idempotent create.
-pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
-
-/// The HTTP header (and, lower-cased, the gRPC metadata key) of a conditional write.
-pub const IF_MATCH: &str = "If-Match";
 
 /// How often expired idempotency records are swept, by the engine's clock.
 const SWEEP_PERIOD: Duration = Duration::from_secs(600);
 
 /// Idempotency records read per sweep page.
 const SWEEP_PAGE: usize = 1024;
-
-/// The etag of the job version with `generation`: strong, quoted.
-pub fn etag(generation: u64) -> String {
-    format!("\"{generation:016x}\"")
-}
-
-/// An `If-Match` condition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IfMatch {
-    /// `*`: the job must exist.
-    Any,
-    /// The job must be at one of these etags (as given, quotes included).
-    Etags(Vec<String>),
-}
-
-impl IfMatch {
-    /// Parses an `If-Match` value: `*`, or a comma-separated list of entity tags
-    /// (`"…"`, or weak `W/"…"`, which never matches: the comparison is strong).
-    pub fn parse(value: &str) -> Result<IfMatch, String> {
-        let value = value.trim();
-        if value == "*" {
-            return Ok(IfMatch::Any);
-        }
-        let mut etags = Vec::new();
-        for tag in value.split(',').map(str::trim) {
-            let opaque = tag.strip_prefix("W/").unwrap_or(tag);
-            let quoted = opaque.len() >= 2 && opaque.starts_with('"') && opaque.ends_with('"');
-            if !quoted || opaque[1..opaque.len() - 1].contains('"') {
-                return Err(format!(
-                    "{IF_MATCH}: {tag:?} is not an entity tag; give * or the \"etag\" of \
-                     GET /jobsd/v1/jobs/{{name}}"
-                ));
-            }
-            etags.push(tag.to_owned());
-        }
-        Ok(IfMatch::Etags(etags))
-    }
-
-    /// The header value it was parsed from, normalised.
-    pub fn to_header(&self) -> String {
-        match self {
-            IfMatch::Any => "*".to_owned(),
-            IfMatch::Etags(etags) => etags.join(", "),
-        }
-    }
-
-    /// What the store compares: the generations of the strong etags that are jobsd's.
-    fn to_store(&self) -> store::IfMatch {
-        match self {
-            IfMatch::Any => store::IfMatch {
-                any: true,
-                generations: Vec::new(),
-            },
-            IfMatch::Etags(etags) => store::IfMatch {
-                any: false,
-                generations: etags.iter().filter_map(|t| generation_of(t)).collect(),
-            },
-        }
-    }
-}
-
-/// The generation a strong etag of jobsd's names.
-fn generation_of(etag: &str) -> Option<u64> {
-    let hex = etag.strip_prefix('"')?.strip_suffix('"')?;
-    (hex.len() == 16)
-        .then(|| u64::from_str_radix(hex, 16).ok())
-        .flatten()
-}
-
-/// Checks an `Idempotency-Key` value: 1–255 printable ASCII characters; surrounding quotes
-/// (a structured-field string, as the IETF draft writes it) are dropped.
-pub fn idempotency_key(value: &str) -> Result<String, String> {
-    let value = value.trim();
-    let key = value
-        .strip_prefix('"')
-        .and_then(|v| v.strip_suffix('"'))
-        .unwrap_or(value);
-    if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY {
-        return Err(format!(
-            "{IDEMPOTENCY_KEY}: must be 1 to {MAX_IDEMPOTENCY_KEY} characters, got {}",
-            key.len()
-        ));
-    }
-    if !key.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        return Err(format!(
-            "{IDEMPOTENCY_KEY}: only printable ASCII characters are allowed"
-        ));
-    }
-    Ok(key.to_owned())
-}
-
-/// What a client conditioned a write on.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Conditions {
-    /// `Idempotency-Key` (checked with [`idempotency_key`]); creates only.
-    pub idempotency_key: Option<String>,
-    /// `If-Match`.
-    pub if_match: Option<IfMatch>,
-}
-
-impl Conditions {
-    /// Whether there is none (a plain write).
-    pub fn is_empty(&self) -> bool {
-        self.idempotency_key.is_none() && self.if_match.is_none()
-    }
-
-    /// The header of the first condition given, to name in a refusal.
-    pub fn first_header(&self) -> Option<&'static str> {
-        if self.idempotency_key.is_some() {
-            Some(IDEMPOTENCY_KEY)
-        } else if self.if_match.is_some() {
-            Some(IF_MATCH)
-        } else {
-            None
-        }
-    }
-}
-
-/// What became of a conditional write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Guarded {
-    /// Written now; the etag of the job version stored (empty for a delete).
-    Written {
-        /// The new version's etag.
-        etag: String,
-    },
-    /// A repeat of the request that first used its `Idempotency-Key`: nothing written.
-    Replayed {
-        /// The etag of the version the first request stored.
-        etag: String,
-    },
-    /// `If-Match` not met: nothing written. The message says why.
-    PreconditionFailed(String),
-    /// The `Idempotency-Key` was first used with another request: nothing written.
-    KeyReused(String),
-}
 
 impl Engine {
     /// [`Engine::schedule_job_with`] under `conditions`; `AlreadyExists` and every check of
@@ -234,7 +74,7 @@ impl Engine {
         let write = GuardedWrite {
             key: new.key.clone(),
             create_only: new.create_only,
-            if_match: conditions.if_match.as_ref().map(IfMatch::to_store),
+            if_match: conditions.if_match.as_ref().map(to_store),
             idempotency: claim,
             due_ms: new.first_due(),
         };
@@ -282,7 +122,7 @@ impl Engine {
         let key = keys::job_key(metadata, &req.name)?;
         let write = GuardedWrite {
             key: key.clone(),
-            if_match: Some(if_match.to_store()),
+            if_match: Some(to_store(if_match)),
             ..GuardedWrite::default()
         };
         let _guard = self.lock(&key).await;
@@ -300,6 +140,21 @@ impl Engine {
         Ok(Guarded::Written {
             etag: String::new(),
         })
+    }
+}
+
+/// What the store compares for `if_match`: the generations of the strong etags that are
+/// jobsd's.
+fn to_store(if_match: &IfMatch) -> store::IfMatch {
+    match if_match {
+        IfMatch::Any => store::IfMatch {
+            any: true,
+            generations: Vec::new(),
+        },
+        IfMatch::Etags(etags) => store::IfMatch {
+            any: false,
+            generations: etags.iter().filter_map(|t| generation_of(t)).collect(),
+        },
     }
 }
 
@@ -441,24 +296,13 @@ mod tests {
             IfMatch::Etags(vec!["\"00000000000000ff\"".into(), "W/\"x\"".into()])
         );
         // Only the strong etag of jobsd's form names a generation.
-        assert_eq!(parsed.to_store().generations, [255]);
+        assert_eq!(to_store(&parsed).generations, [255]);
         for bad in ["abc", "\"a", "", "\"a\"b\"", "*, \"a\""] {
             let err = IfMatch::parse(bad).unwrap_err();
             assert!(err.starts_with("If-Match: "), "{bad}: {err}");
         }
         assert_eq!(etag(255), "\"00000000000000ff\"");
         assert_eq!(generation_of(&etag(u64::MAX)), Some(u64::MAX));
-    }
-
-    #[test]
-    fn idempotency_keys_are_bounded_printable_ascii() {
-        assert_eq!(idempotency_key(" k-1 ").unwrap(), "k-1");
-        assert_eq!(idempotency_key("\"quoted key\"").unwrap(), "quoted key");
-        assert!(idempotency_key(&"x".repeat(255)).is_ok());
-        for bad in ["", "\"\"", &"x".repeat(256), "caf\u{e9}", "a\tb"] {
-            let err = idempotency_key(bad).unwrap_err();
-            assert!(err.starts_with("Idempotency-Key: "), "{bad:?}: {err}");
-        }
     }
 
     #[test]

@@ -29,51 +29,24 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use batch::MAX_SCHEDULE_BATCH;
-pub use bulk::{Bulk, MAX_BULK_NAMES, Selection};
-pub use dead_letter::check_dead_letter;
 pub use error::Error;
-pub use executions::{Ending, ExecutionCall, HeldExecution};
 pub use manual::DEFAULT_MAX_BACKFILL_TICKS;
-pub use preview::{JobPreview, NextFireTimes, preview_job};
-pub use runner::Stats;
+pub use preview::preview_job;
 use runner::{Command, Runner};
-pub use views::{
-    JobState, JobStatus, JobView, ListFilter, ListPage, MAX_PAGE_SIZE, MAX_RUNS, Run, RunOutcome,
-    StoredRun,
-};
 
 use crate::clock::Clock;
+pub use crate::jobs::{
+    BackupRecord, Bulk, Conditions, Ending, ExecutionCall, ExportCursor, ExportPage, Guarded,
+    HeldExecution, IfMatch, Imported, JobExtras, JobPreview, JobState, JobStatus, JobView,
+    ListFilter, ListPage, MAX_BULK_NAMES, MAX_PAGE_SIZE, MAX_RUNS, MAX_SCHEDULE_BATCH,
+    NextFireTimes, Run, RunOutcome, Selection, Stats, StoredRun, check_dead_letter,
+};
 use crate::observe::EngineMetrics;
 use crate::proto::dapr_scheduler as sv1;
 use crate::proto::jobsd_store::StoredJob;
 use crate::schedule;
 use crate::store::{self, Op, OpResult, Store};
 use crate::trigger::{Sink, keys};
-
-/// jobsd's settings of a job that Dapr's `Job` message has no field for; stored beside it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct JobExtras {
-    /// Labels (`POST /jobsd/v1/jobs/{name}`), for filtering lists.
-    pub labels: std::collections::BTreeMap<String, String>,
-    /// W3C `traceparent` of the create request, linked from every execution's trace.
-    pub traceparent: Option<String>,
-    /// jobsd's tick policy (`"policy"`).
-    pub policy: Option<crate::proto::jobsd_api::JobPolicy>,
-    /// jobsd's failure policy (`"failurePolicy"` with jobsd's kinds or `onExhausted`); it
-    /// replaces the job's own.
-    pub failure_policy: Option<crate::proto::jobsd_api::FailurePolicy>,
-}
-
-impl JobExtras {
-    /// Whether nothing is set (a plain Dapr create).
-    pub fn is_empty(&self) -> bool {
-        self.labels.is_empty()
-            && self.traceparent.is_none()
-            && self.policy.is_none()
-            && self.failure_policy.is_none()
-    }
-}
 
 /// How an engine runs, beyond its store, clock and sink; the default is what tests and tools
 /// need.

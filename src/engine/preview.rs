@@ -6,21 +6,12 @@
 use chrono::{DateTime, Utc};
 
 use super::views::view_of;
-use super::{Error, JobExtras, JobView, convert, prepare};
+use super::{Error, JobExtras, convert, prepare};
+use crate::jobs::{JobPreview, NextFireTimes};
 use crate::proto::dapr_scheduler as sv1;
 use crate::schedule::preview::{self, Preview};
 use crate::store::PageItem;
 use crate::trigger::keys;
-
-/// What a preview answers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobPreview {
-    /// The job as jobsd's GET would show it once created (normalised: the default failure
-    /// policy filled in, times resolved).
-    pub view: JobView,
-    /// Its next ticks.
-    pub preview: Preview,
-}
 
 /// Checks a create exactly as [`Engine::schedule_job_with`](super::Engine::schedule_job_with)
 /// does at `now` (same errors) and previews its first `count` ticks (at most
@@ -44,15 +35,6 @@ pub fn preview_job(
         view: view_of(item, name, None, now),
         preview: ticks,
     })
-}
-
-/// A stored job's next fire times (`GET /jobsd/v1/jobs/{name}/next`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct NextFireTimes {
-    /// The ticks from the job's progress on; none for a finished job.
-    pub preview: Preview,
-    /// The job is paused: these ticks are skipped unless it is resumed before them.
-    pub paused: bool,
 }
 
 impl super::Engine {

@@ -14,6 +14,7 @@ use super::convert;
 use super::history::{self, Attempt, Recorded};
 use super::queue::{Entry, Jobs, State};
 use crate::clock::Clock;
+use crate::jobs::{Stats, earlier};
 use crate::observe::{EngineMetrics, Skip};
 use crate::proto::dapr_scheduler as sv1;
 use crate::proto::jobsd_store::StoredJob;
@@ -35,8 +36,8 @@ mod writes;
 
 use skips::skip_reason;
 
+pub use async_completion::Call;
 use async_completion::LeaseWrite;
-pub use async_completion::{Call, Ending, ExecutionCall, HeldExecution};
 use exhausted::DeadLetterJob;
 pub use manual::{ExtraRefused, ExtraRequest};
 use paused::ByHand;
@@ -140,36 +141,6 @@ pub enum Command {
     },
     /// An app's heartbeat, complete or fail of a held execution (async completion).
     Execution(Box<Call>),
-}
-
-/// A snapshot of the trigger loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stats {
-    /// Jobs tracked.
-    pub jobs: usize,
-    /// Jobs waiting for their target to become deliverable.
-    pub staged: usize,
-    /// Jobs waiting in the time queue (due or not).
-    pub queued: usize,
-    /// Triggers out at the sink plus result batches being written.
-    pub outstanding: usize,
-    /// The earliest queued fire time.
-    pub next_due: Option<DateTime<Utc>>,
-    /// Executions held under a lease (async completion).
-    pub held: usize,
-    /// When the first of their leases runs out.
-    pub next_lease: Option<DateTime<Utc>>,
-    /// When the loop next reads jobs in from the store's due index (its horizon moves on);
-    /// `None` without a horizon or while a round is under way (counted as outstanding).
-    pub next_round: Option<DateTime<Utc>>,
-}
-
-impl Stats {
-    /// When the loop next has something to do by the clock: a fire time, a lease running
-    /// out or a round of reading due jobs in, whichever comes first.
-    pub fn next_event(&self) -> Option<DateTime<Utc>> {
-        earlier(earlier(self.next_due, self.next_lease), self.next_round)
-    }
 }
 
 /// A written result.
@@ -855,14 +826,6 @@ impl Runner {
         for (_, reply) in done {
             let _ = reply.send(());
         }
-    }
-}
-
-/// The earlier of two optional instants.
-fn earlier<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
 

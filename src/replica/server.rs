@@ -228,14 +228,14 @@ pub(super) async fn create_guarded(
     pool: &Pool,
     request: sv1::ScheduleJobRequest,
     extras: JobExtras,
-    conditions: &crate::engine::guard::Conditions,
-) -> Result<crate::engine::guard::Guarded, Status> {
+    conditions: &crate::jobs::guard::Conditions,
+) -> Result<crate::jobs::guard::Guarded, Status> {
     let kind = request.metadata.as_ref().map_or(JobType::Unknown, job_type);
     authz(pool, request.metadata.as_ref());
     let outcome = engine
         .schedule_job_guarded(request, extras, conditions)
         .await?;
-    if matches!(outcome, crate::engine::guard::Guarded::Written { .. }) {
+    if matches!(outcome, crate::jobs::guard::Guarded::Written { .. }) {
         pool.metrics().created(kind);
     }
     Ok(outcome)

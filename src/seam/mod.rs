@@ -18,18 +18,12 @@ use std::fmt;
 pub use capabilities::{Backup, ByHand, Executions, Guards, Pausing, Views};
 pub use remote::{Connections, Remote, RemoteConfig};
 
-pub use crate::engine::backup::{
-    BackupRecord, ExportCursor, ExportPage, Imported, MAX_BACKUP_BATCH,
-};
-pub use crate::engine::check_dead_letter;
-pub use crate::engine::guard::{self, Conditions, Guarded, IfMatch};
-pub use crate::engine::{
-    Bulk, JobPreview, MAX_BULK_NAMES, MAX_SCHEDULE_BATCH, NextFireTimes, Selection, Stats,
-    preview_job,
-};
-pub use crate::engine::{
-    Ending, ExecutionCall, HeldExecution, JobExtras, JobState, JobStatus, JobView, ListFilter,
-    ListPage, MAX_PAGE_SIZE, MAX_RUNS, Run, RunOutcome,
+pub use crate::jobs::guard::{self, Conditions, Guarded, IfMatch};
+pub use crate::jobs::{
+    BackupRecord, Bulk, Ending, ExecutionCall, ExportCursor, ExportPage, HeldExecution, Imported,
+    JobExtras, JobPreview, JobState, JobStatus, JobView, ListFilter, ListPage, MAX_BACKUP_BATCH,
+    MAX_BULK_NAMES, MAX_PAGE_SIZE, MAX_RUNS, MAX_SCHEDULE_BATCH, NextFireTimes, Run, RunOutcome,
+    Selection, Stats, check_dead_letter,
 };
 use crate::proto::dapr_scheduler as sv1;
 
@@ -75,6 +69,18 @@ impl From<Error> for tonic::Status {
     fn from(err: Error) -> Self {
         tonic::Status::new(err.code, err.message)
     }
+}
+
+/// Checks a create exactly as the embedded scheduler does at `now` (its errors, with the codes
+/// a Scheduler replica gives) and previews its first `count` ticks; nothing is stored. Any
+/// sidecar answers it, whatever its scheduler: it needs no store.
+pub fn preview_job(
+    req: sv1::ScheduleJobRequest,
+    extras: JobExtras,
+    now: chrono::DateTime<chrono::Utc>,
+    count: usize,
+) -> Result<JobPreview, Error> {
+    Ok(crate::engine::preview_job(req, extras, now, count)?)
 }
 
 /// grpc-go's name of a status code (`codes.Code.String()`).

@@ -45,7 +45,7 @@ impl ApiState {
         self.check_extras(&req, &extras)?;
         let now = self.clock.now();
         self.submit_job(req, extras, move |_, request, extras| async move {
-            seam::preview_job(request, extras, now, count).map_err(seam::Error::from)
+            seam::preview_job(request, extras, now, count)
         })
         .await
     }

@@ -20,12 +20,13 @@ use chrono::TimeDelta;
 use tokio::time::Instant;
 
 use super::held::Lease;
-pub use super::held::{Call, CallReply, Ending, ExecutionCall, HeldExecution};
+pub use super::held::{Call, CallReply};
 use super::{Persisted, Runner};
 use crate::engine::Error;
 use crate::engine::convert::instant;
 use crate::engine::history::{Attempt, bounded};
 use crate::engine::queue::{Execution, Overlapping};
+use crate::jobs::{Ending, ExecutionCall, HeldExecution};
 use crate::schedule::job_policy::{DEFAULT_LEASE, MAX_CONCURRENT, MIN_LEASE};
 use crate::schedule::{Outcome, Overlap};
 use crate::store::{self, Op, OpResult, ResultRecord};

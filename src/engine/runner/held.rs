@@ -14,64 +14,9 @@ use tokio::time::Instant;
 use crate::engine::Error;
 use crate::engine::convert::timestamp;
 use crate::engine::history::Attempt;
+use crate::jobs::{ExecutionCall, HeldExecution};
 use crate::store;
 use crate::trigger::ExecutionId;
-
-/// What an app asks of a held execution.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExecutionCall {
-    /// Extend the lease from now: by this length, which becomes the lease's length, or (with
-    /// `None`) by its current length.
-    Heartbeat(Option<TimeDelta>),
-    /// The attempt succeeded.
-    Complete,
-    /// The attempt failed, saying why.
-    Fail(String),
-}
-
-/// How a held execution's attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
-    /// Completed by the app: a success.
-    Completed,
-    /// Failed by the app.
-    Failed,
-    /// Its lease ran out: a failed attempt.
-    LeaseExpired,
-    /// It was never held: the app answered the attempt at once.
-    NotHeld,
-}
-
-impl Ending {
-    /// `completed`, `failed`, `lease_expired`, `not_held`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ending::Completed => "completed",
-            Ending::Failed => "failed",
-            Ending::LeaseExpired => "lease_expired",
-            Ending::NotHeld => "not_held",
-        }
-    }
-}
-
-/// A held execution (or one just ended) as the execution calls and the job status show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldExecution {
-    /// The execution id the trigger was delivered with.
-    pub execution_id: ExecutionId,
-    /// The job's name (no key prefix).
-    pub name: String,
-    /// The attempt held, from 1.
-    pub attempt: u32,
-    /// Nominal time of the tick.
-    pub nominal: DateTime<Utc>,
-    /// When the attempt was handed to the app.
-    pub started: DateTime<Utc>,
-    /// When the lease runs out; `None` once the attempt ended.
-    pub lease_until: Option<DateTime<Utc>>,
-    /// How the attempt ended; `None` while it is held.
-    pub ended: Option<Ending>,
-}
 
 /// Ended executions remembered (id, owner, how), so that a complete or fail sent again
 /// answers as the first did.

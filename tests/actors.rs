@@ -819,6 +819,13 @@ async fn timers_fire_in_memory_until_deleted() {
         h.app.calls_of("timer", "t1")[0].body,
         r#"{"data":{"k":1},"callback":"on_timer","dueTime":"1s","period":"5s"}"#
     );
+    // The next tick is armed a period after the third callback returned (by `now`, less
+    // than a period ago): due in `(now, now + 5 s]`.
+    let now = h.clock.now();
+    let next = now + TimeDelta::seconds(5);
+    h.timers
+        .armed_in(now, next, "the timer's next tick to be armed", |n| n == 1)
+        .await;
     let r = http(
         h.http(),
         "DELETE",
@@ -828,10 +835,12 @@ async fn timers_fire_in_memory_until_deleted() {
     )
     .await;
     assert_eq!(r.status, 204);
-    for _ in 0..4 {
-        h.clock.advance(TimeDelta::seconds(5));
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
+    // The timer's task drops its timer for the next tick only when it stops; gone before the
+    // clock reached it, it never fired. A timer that goes on keeps it armed and this fails.
+    h.timers
+        .armed_in(now, next, "the deleted timer to stop", |n| n == 0)
+        .await;
+    h.clock.advance(TimeDelta::seconds(20));
     assert_eq!(ticks(), 3, "a deleted timer stops");
 }
 

@@ -71,6 +71,40 @@ pub struct WatchedClock {
     looks: Arc<watch::Sender<BTreeMap<DateTime<Utc>, DateTime<Utc>>>>,
     /// How many timers were set (`sleep_until` calls).
     armed: Arc<AtomicUsize>,
+    /// The timers set and neither fired nor dropped yet: how many for each deadline.
+    live: Arc<watch::Sender<BTreeMap<DateTime<Utc>, usize>>>,
+}
+
+/// Counts one timer in [`WatchedClock::live`] until its future is dropped.
+struct Live {
+    live: Arc<watch::Sender<BTreeMap<DateTime<Utc>, usize>>>,
+    deadline: DateTime<Utc>,
+}
+
+impl Live {
+    fn new(
+        live: &Arc<watch::Sender<BTreeMap<DateTime<Utc>, usize>>>,
+        deadline: DateTime<Utc>,
+    ) -> Self {
+        live.send_modify(|l| *l.entry(deadline).or_default() += 1);
+        Live {
+            live: live.clone(),
+            deadline,
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.live.send_modify(|l| {
+            if let Some(n) = l.get_mut(&self.deadline) {
+                *n -= 1;
+                if *n == 0 {
+                    l.remove(&self.deadline);
+                }
+            }
+        });
+    }
 }
 
 impl WatchedClock {
@@ -80,7 +114,37 @@ impl WatchedClock {
             clock: clock.clone(),
             looks: Arc::new(watch::channel(BTreeMap::new()).0),
             armed: Arc::new(AtomicUsize::new(0)),
+            live: Arc::new(watch::channel(BTreeMap::new()).0),
         }
+    }
+
+    /// Waits (bounded by [`super::PATIENCE`]) until the timers armed now (set, neither fired
+    /// nor dropped) with a deadline in `(from, to]` are `check`ed true by their number.
+    pub async fn armed_in(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        what: &str,
+        check: impl Fn(usize) -> bool,
+    ) {
+        let count = |l: &BTreeMap<DateTime<Utc>, usize>| -> usize {
+            l.range((
+                std::ops::Bound::Excluded(from),
+                std::ops::Bound::Included(to),
+            ))
+            .map(|(_, n)| n)
+            .sum()
+        };
+        let mut live = self.live.subscribe();
+        tokio::time::timeout(super::PATIENCE, live.wait_for(|l| check(count(l))))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "timed out waiting for {what}; timers armed: {:?}",
+                    *self.live.borrow()
+                )
+            })
+            .expect("the sender lives in self");
     }
 
     /// Waits (bounded by [`super::PATIENCE`]) until a timer for `deadline` has looked at the
@@ -120,7 +184,9 @@ impl Clock for WatchedClock {
         // Counted when set, not when first polled: a timer in a future built and not yet
         // polled is already armed.
         self.armed.fetch_add(1, Ordering::SeqCst);
+        let live = Live::new(&self.live, deadline);
         Box::pin(async move {
+            let _live = live;
             loop {
                 let now = self.clock.now();
                 if now >= deadline {

@@ -34,6 +34,8 @@ enum Kind {
 struct Harness {
     kind: Kind,
     clock: ManualClock,
+    /// The clock as the sidecar gets it: `clock`, with its timers watched.
+    timers: clockwork::WatchedClock,
     app: ActorApp,
     app_addr: std::net::SocketAddr,
     /// Stops the app's server (it can be served again on the same port).
@@ -60,6 +62,7 @@ impl Harness {
         let app_addr = common::actor_app::serve_until(app.clone(), None, app_stop.clone()).await;
         let mut h = Harness {
             kind,
+            timers: clockwork::WatchedClock::new(&clock),
             clock,
             app,
             app_addr,
@@ -76,7 +79,7 @@ impl Harness {
     /// Starts the scheduler side and the sidecar over the stores in `dir`, then waits until
     /// the sidecar hosts the app's actor types and a reminder reaches the app.
     async fn boot(&mut self) {
-        let clock: Arc<dyn Clock> = Arc::new(self.clock.clone());
+        let clock: Arc<dyn Clock> = Arc::new(self.timers.clone());
         let sidecar = match self.kind {
             Kind::Embedded => {
                 let store: Arc<dyn Store> =
@@ -748,8 +751,17 @@ async fn idle_actors_are_deactivated_after_the_apps_idle_timeout() {
     ] {
         assert_eq!(http(h.http(), "POST", path, &[], b"").await.status, 200);
     }
+    // The calls ended at `called` (the clock stands still), so DemoActor/7 is due for
+    // deactivation 10 s later: once the deactivation loop's timer for that has seen 5 s pass
+    // and slept on, it has not deactivated the actor.
+    let called = h.clock.now();
     h.clock.advance(TimeDelta::seconds(5));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    h.timers
+        .slept_on(
+            called + TimeDelta::seconds(10),
+            called + TimeDelta::seconds(5),
+        )
+        .await;
     assert_eq!(deactivated("7"), 0, "not idle for 10 s yet");
     h.clock.advance(TimeDelta::seconds(6));
     eventually("DemoActor/7 is deactivated", async || deactivated("7") == 1).await;
@@ -807,6 +819,13 @@ async fn timers_fire_in_memory_until_deleted() {
         h.app.calls_of("timer", "t1")[0].body,
         r#"{"data":{"k":1},"callback":"on_timer","dueTime":"1s","period":"5s"}"#
     );
+    // The next tick is armed a period after the third callback returned (by `now`, less
+    // than a period ago): due in `(now, now + 5 s]`.
+    let now = h.clock.now();
+    let next = now + TimeDelta::seconds(5);
+    h.timers
+        .armed_in(now, next, "the timer's next tick to be armed", |n| n == 1)
+        .await;
     let r = http(
         h.http(),
         "DELETE",
@@ -816,10 +835,12 @@ async fn timers_fire_in_memory_until_deleted() {
     )
     .await;
     assert_eq!(r.status, 204);
-    for _ in 0..4 {
-        h.clock.advance(TimeDelta::seconds(5));
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
+    // The timer's task drops its timer for the next tick only when it stops; gone before the
+    // clock reached it, it never fired. A timer that goes on keeps it armed and this fails.
+    h.timers
+        .armed_in(now, next, "the deleted timer to stop", |n| n == 0)
+        .await;
+    h.clock.advance(TimeDelta::seconds(20));
     assert_eq!(ticks(), 3, "a deleted timer stops");
 }
 

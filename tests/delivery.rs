@@ -13,6 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::serve::ListenerExt;
+use common::clockwork::WatchedClock;
 use http_body_util::BodyExt;
 use jobsd::clock::ManualClock;
 use jobsd::delivery::{CallTimeout, Delivery, DeliveryConfig, HealthCheckConfig, Protocol};
@@ -588,9 +589,13 @@ async fn http_concurrency_is_bounded() {
             tokio::spawn(async move { deliver(&sink, &format!("slow-{i}")).await })
         })
         .collect();
-    // Two calls held at the app; a third would be there well within this pause.
+    // Two calls held at the app and the other six queued at the bound: with every call
+    // accounted for, none more can reach the app until one of the two ends.
     app.wait_in_flight(2).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    common::eventually("six calls waiting at the bound", async || {
+        sink.waiting_for_permit() == 6
+    })
+    .await;
     assert_eq!(app.in_flight.load(Ordering::SeqCst), 2);
     app.open_gate();
     for t in tasks {
@@ -1078,21 +1083,14 @@ fn with_health(addr: SocketAddr, protocol: Protocol) -> Delivery {
     })
 }
 
-/// Once the probe loop has stopped (it drops its sender), no probe reaches the app any more
-/// but the one it may have cut short: sent before the stop, counted by the app after it.
-async fn assert_probes_stopped(health: &mut watch::Receiver<bool>, app: &HttpApp) {
+/// The probe loop has stopped: its task owns the health sender and the prober (probes run
+/// inline in it, none is spawned), so the sender being dropped means the task is gone and
+/// with it every probe it could send. A loop still running keeps the sender and this fails.
+async fn assert_probes_stopped(health: &mut watch::Receiver<bool>) {
     tokio::time::timeout(common::PATIENCE, health.changed())
         .await
         .expect("loop stops")
         .expect_err("sender dropped");
-    let probes = app.probes.load(Ordering::SeqCst);
-    // Ten probe intervals: a loop still running would probe again and again.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = app.probes.load(Ordering::SeqCst);
-    assert!(
-        after <= probes + 1,
-        "{probes} probes at the stop, {after} later"
-    );
 }
 
 #[tokio::test]
@@ -1172,14 +1170,19 @@ async fn grpc_health_gates_delivery() {
 #[tokio::test]
 async fn unreachable_app_with_health_checks_is_undeliverable() {
     let sink = with_health(closed_port().await, Protocol::Http);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!*sink.health().borrow());
+    // The first probe's answer is published even when it leaves the health as it was.
+    let mut health = sink.health();
+    tokio::time::timeout(common::PATIENCE, health.changed())
+        .await
+        .expect("the first probe answers")
+        .expect("probe loop alive");
+    assert!(!*health.borrow());
     assert_eq!(deliver(&sink, "j").await, TriggerResult::Undeliverable);
 }
 
 #[tokio::test]
 async fn probes_stop_when_cancelled() {
-    let (addr, app) = http_app().await;
+    let (addr, _app) = http_app().await;
     let stop = CancellationToken::new();
     let sink = Delivery::new(
         DeliveryConfig {
@@ -1192,17 +1195,17 @@ async fn probes_stop_when_cancelled() {
     let mut health = sink.health();
     wait_health(&mut health, true).await;
     stop.cancel();
-    assert_probes_stopped(&mut health, &app).await;
+    assert_probes_stopped(&mut health).await;
 }
 
 #[tokio::test]
 async fn probes_stop_when_the_delivery_is_dropped() {
-    let (addr, app) = http_app().await;
+    let (addr, _app) = http_app().await;
     let sink = with_health(addr, Protocol::Http);
     let mut health = sink.health();
     wait_health(&mut health, true).await;
     drop(sink);
-    assert_probes_stopped(&mut health, &app).await;
+    assert_probes_stopped(&mut health).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1328,7 +1331,7 @@ async fn health_path_that_is_not_a_url_path_is_a_config_error() {
 }
 
 /// A delivery whose calls are bounded by `--app-call-timeout` = 60 s on `clock`.
-fn with_call_timeout(addr: SocketAddr, clock: &ManualClock, policy: Option<Policy>) -> Delivery {
+fn with_call_timeout(addr: SocketAddr, clock: &WatchedClock, policy: Option<Policy>) -> Delivery {
     delivery(DeliveryConfig {
         call_timeout: Some(CallTimeout {
             limit: Duration::from_secs(60),
@@ -1343,12 +1346,18 @@ fn with_call_timeout(addr: SocketAddr, clock: &ManualClock, policy: Option<Polic
 async fn a_call_the_app_never_answers_ends_at_the_call_timeout() {
     let (addr, app) = http_app().await;
     let clock = ManualClock::new(common::t0());
-    let sink = Arc::new(with_call_timeout(addr, &clock, None));
+    let timers = WatchedClock::new(&clock);
+    let sink = Arc::new(with_call_timeout(addr, &timers, None));
     let s = sink.clone();
     let call = tokio::spawn(async move { s.deliver_reported(trigger("slow", None)).await });
     common::eventually("the call to reach the app", async || app.seen().len() == 1).await;
     clock.set(common::t0() + chrono::TimeDelta::seconds(59));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The call's timer, due 60 s after the call began, has seen 59 s and sleeps on; the app
+    // holds the call, so nothing else can end it.
+    let due = common::t0() + chrono::TimeDelta::seconds(60);
+    timers
+        .slept_on(due, common::t0() + chrono::TimeDelta::seconds(59))
+        .await;
     assert!(!call.is_finished(), "ended before the timeout");
     clock.set(common::t0() + chrono::TimeDelta::seconds(60));
     let report = tokio::time::timeout(common::PATIENCE, call)
@@ -1368,16 +1377,17 @@ async fn a_call_the_app_never_answers_ends_at_the_call_timeout() {
 async fn a_resiliency_timeout_policy_takes_precedence_over_the_call_timeout() {
     let (addr, app) = http_app().await;
     let clock = ManualClock::new(common::t0());
+    let timers = WatchedClock::new(&clock);
     let policy = Policy::new("app[myapp]", Some(Duration::from_secs(5)), None, None);
-    let sink = Arc::new(with_call_timeout(addr, &clock, Some(policy)));
+    let sink = Arc::new(with_call_timeout(addr, &timers, Some(policy)));
     let s = sink.clone();
     let call = tokio::spawn(async move { s.call(&trigger("slow", None)).await });
     common::eventually("the call to reach the app", async || app.seen().len() == 1).await;
-    // Past the call timeout on its clock the call goes on: the policy's own timeout (5 s of
-    // real time) is the one that ends it.
+    // The call timeout's timer is set before the call is sent: at the app with none set,
+    // the call timeout is not in force, and a step of its clock past it changes nothing.
+    // The policy's own timeout (5 s of real time) is the one that ends the call.
+    assert_eq!(timers.timers_armed(), 0, "the call timeout is in force");
     clock.set(common::t0() + chrono::TimeDelta::hours(1));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!call.is_finished(), "the call timeout cut the call short");
     let result = tokio::time::timeout(common::PATIENCE, call)
         .await
         .expect("the policy's timeout ends the call")

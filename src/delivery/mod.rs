@@ -14,7 +14,7 @@ pub mod http;
 pub mod ready;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -256,6 +256,23 @@ struct Counters {
     undeliverable: AtomicU64,
 }
 
+/// Counts one call in [`Delivery::waiting_for_permit`] until dropped (also when the waiting
+/// call is cancelled).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// The app's channel.
 #[derive(Debug, Clone)]
 enum Channel {
@@ -271,6 +288,8 @@ pub struct Delivery {
     channel: Option<Channel>,
     /// Bounds the calls in flight (`--app-max-concurrency`); `None` = unlimited.
     limit: Option<Semaphore>,
+    /// Calls waiting for a permit of `limit` right now ([`Delivery::waiting_for_permit`]).
+    waiting: AtomicUsize,
     /// Triggers worth taking at once ([`Sink::capacity`]): the concurrency bound.
     capacity: usize,
     /// Whether triggers can be delivered now (an app, and healthy).
@@ -366,6 +385,7 @@ impl Delivery {
             first_probe,
             channel,
             limit: limit.map(Semaphore::new),
+            waiting: AtomicUsize::new(0),
             // A trigger waiting out a resiliency retry interval holds no permit, and other
             // jobs' triggers go meanwhile; bounding the triggers taken would hold them back.
             capacity: match (&config.resiliency, limit) {
@@ -398,6 +418,13 @@ impl Delivery {
         }
     }
 
+    /// How many calls wait right now for a permit under the concurrency bound
+    /// (`--app-max-concurrency`; always 0 without one): the triggers the bound holds back.
+    /// Lets a test see that calls queue at the bound rather than guess it from a pause.
+    pub fn waiting_for_permit(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
     /// One call to the app for `trigger`, within the concurrency bound and without the
     /// health gate: the unit a resiliency policy retries. It carries a `traceparent` of its
     /// own.
@@ -412,7 +439,10 @@ impl Delivery {
         let _permit = match &self.limit {
             // The semaphore is never closed; should that change, calling unbounded is the
             // lesser evil than failing every trigger.
-            Some(limit) => limit.acquire().await.ok(),
+            Some(limit) => {
+                let _waiting = Waiting::new(&self.waiting);
+                limit.acquire().await.ok()
+            }
             None => None,
         };
         let call = self.metrics.call();

@@ -1123,10 +1123,12 @@ async fn http_health_starts_unhealthy_until_a_probe_passes() {
     let sink = with_health(addr, Protocol::Http);
     assert!(!*sink.health().borrow());
     assert_eq!(deliver(&sink, "j").await, TriggerResult::Undeliverable);
-    // Several failed probes later it is still unhealthy.
-    while app.probes.load(Ordering::SeqCst) < 4 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Several failed probes later it is still unhealthy. The loop probes one at a time, so
+    // the fifth probe at the app means the fourth's result was taken.
+    common::eventually("five probes", async || {
+        app.probes.load(Ordering::SeqCst) >= 5
+    })
+    .await;
     assert!(!*sink.health().borrow());
     app.healthy.store(true, Ordering::SeqCst);
     wait_health(&mut sink.health(), true).await;
@@ -1146,9 +1148,12 @@ async fn one_failed_probe_below_the_threshold_keeps_the_app_healthy() {
     wait_health(&mut health, true).await;
     app.healthy.store(false, Ordering::SeqCst);
     let probes = app.probes.load(Ordering::SeqCst);
-    while app.probes.load(Ordering::SeqCst) < probes + 3 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Three failed probes taken: the loop probes one at a time, so a fourth has reached the
+    // app once the third's result was taken.
+    common::eventually("three failed probes", async || {
+        app.probes.load(Ordering::SeqCst) >= probes + 4
+    })
+    .await;
     assert!(*health.borrow());
 }
 

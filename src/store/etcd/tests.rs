@@ -826,3 +826,72 @@ async fn results_recorded_across_a_kill_9_of_etcd_are_neither_lost_nor_doubled()
     }
     s.close().await.unwrap();
 }
+
+/// A watched put's counter is read as it stood at the put (member-local, no consensus round):
+/// `dapr scheduler import` writes it in the put's own txn. Once etcd has compacted that
+/// revision the counter is read as it stands now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_puts_counter_is_read_at_the_put_or_now_once_compacted() {
+    let endpoint = shared().endpoint();
+    let namespace = fresh_namespace();
+    let s = Etcd::connect(&[&endpoint], &namespace).await.unwrap();
+    let raw = Client::connect(&[&endpoint]).unwrap();
+    let key = "app||default||a||imported";
+    let counter = |count: u32| {
+        StoredCounter {
+            generation: 7,
+            count,
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let job = job_value::to_etcd(
+        &StoredJob {
+            generation: 7,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    let put = raw
+        .txn(super::client::txn(
+            Vec::new(),
+            vec![
+                super::client::put(format!("{namespace}/jobs/{key}"), job, 0),
+                super::client::put(format!("{namespace}/counters/{key}"), counter(3), 0),
+            ],
+            Vec::new(),
+        ))
+        .await
+        .unwrap();
+    let at = super::client::revision(put.header.as_ref());
+    // The counter moves on after the put.
+    let moved = raw
+        .txn(super::client::txn(
+            Vec::new(),
+            vec![super::client::put(
+                format!("{namespace}/counters/{key}"),
+                counter(4),
+                0,
+            )],
+            Vec::new(),
+        ))
+        .await
+        .unwrap();
+    let later = super::client::revision(moved.header.as_ref());
+    let read = s
+        .read_counters(vec![
+            (key.to_owned(), at),
+            ("app||default||a||none".to_owned(), at),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(read.len(), 1, "a key without a counter has none");
+    assert_eq!(read[key].count, 3, "as it stood at the put");
+    raw.compact(later).await.unwrap();
+    let read = s.read_counters(vec![(key.to_owned(), at)]).await.unwrap();
+    assert_eq!(
+        read[key].count, 4,
+        "the put's revision is gone: as it stands now"
+    );
+    s.close().await.unwrap();
+}

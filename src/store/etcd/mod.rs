@@ -343,7 +343,7 @@ impl Etcd {
         let deadline = fresh::Fresh::deadline();
         for (key, rev) in puts {
             if !self.inner.fresh.take(&key, rev, deadline).await {
-                keys.push((key, rev));
+                keys.push(key);
             }
         }
         if keys.is_empty() {

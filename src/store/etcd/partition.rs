@@ -257,38 +257,23 @@ async fn read_jobs(
     Ok((loaded, missing))
 }
 
-/// The counters of watched puts `(key, mod_revision)` that exist, by key: txns of reads in
-/// flight at once. Each counter is read as it stood at its put's revision, member-local
-/// (serializable: no round through etcd's consensus, which the burst's writes are queued in):
-/// a writer that put a counter beside its job (`dapr scheduler import`) did so in the put's
-/// own txn. A txn that etcd cannot serve so (the revision compacted, or not applied yet by the
-/// member asked) is read again at the current revision, linearizably.
+/// The counters of `keys` that exist, by key: txns of reads in flight at once, each at the
+/// current revision (a counter belongs to its own job: nothing needs them read together).
 pub(super) async fn read_counters(
     inner: &Inner,
-    puts: Vec<(String, i64)>,
+    keys: Vec<String>,
 ) -> Result<HashMap<String, StoredCounter>, Error> {
     let per_txn = inner.txn_keys().await.max(1);
-    let chunks: Vec<Vec<(String, i64)>> = puts.chunks(per_txn).map(<[_]>::to_vec).collect();
+    let chunks: Vec<Vec<String>> = keys.chunks(per_txn).map(<[_]>::to_vec).collect();
     let read: Vec<Vec<(String, StoredCounter)>> = futures_util::stream::iter(chunks)
         .map(|chunk| async move {
-            let at_puts: Vec<RequestOp> = chunk
+            let gets: Vec<RequestOp> = chunk
                 .iter()
-                .map(|(k, rev)| read_local(inner.full(Table::Counters, k), *rev))
+                .map(|k| read_at(inner.full(Table::Counters, k), 0))
                 .collect();
-            let txn = client::txn(Vec::new(), at_puts, Vec::new());
-            let resp = match inner.client.txn(txn).await {
-                Ok(resp) => resp,
-                Err(e) => {
-                    tracing::debug!(error = %e, "counters not readable at their puts; reading now");
-                    let now: Vec<RequestOp> = chunk
-                        .iter()
-                        .map(|(k, _)| read_at(inner.full(Table::Counters, k), 0))
-                        .collect();
-                    read_txn(inner, now).await?
-                }
-            };
+            let resp = read_txn(inner, gets).await?;
             let mut found = Vec::new();
-            for ((key, _), kvs) in chunk
+            for (key, kvs) in chunk
                 .into_iter()
                 .zip(resp.responses.into_iter().map(client::range_kvs))
             {
@@ -303,16 +288,6 @@ pub(super) async fn read_counters(
         .try_collect()
         .await?;
     Ok(read.into_iter().flatten().collect())
-}
-
-/// A member-local (serializable) read of `key` at `revision`, as one op of a txn.
-fn read_local(key: String, revision: i64) -> RequestOp {
-    client::range_op(RangeRequest {
-        key: key.into_bytes(),
-        revision,
-        serializable: true,
-        ..RangeRequest::default()
-    })
 }
 
 /// A read of `key` at `revision` (0: the current one), as one op of a txn.

@@ -16,8 +16,8 @@
 //! - a scheduler that cannot check them (remote mode on a Dapr Scheduler): 400 naming the
 //!   header, nothing stored.
 //!
-//! The rules themselves (etags, the 24 h window, scoping) are the engine's
-//! ([`crate::engine::guard`]).
+//! The rules themselves (etags, the 24 h window, scoping) are `jobs`'s
+//! ([`crate::jobs::guard`]).
 
 use std::sync::Arc;
 

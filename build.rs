@@ -18,6 +18,7 @@ const PROTOS: &[&str] = &[
     "dapr/proto/runtime/v1/appcallback.proto",
     "dapr/proto/internals/v1/jobs.proto",
     "dapr/proto/scheduler/v1/scheduler.proto",
+    "dapr/proto/placement/v1/placement.proto",
     "jobsd/store/v1/store.proto",
     "jobsd/store/v1/etcd.proto",
     "jobsd/v1/jobs.proto",

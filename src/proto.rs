@@ -32,6 +32,14 @@ pub mod dapr {
                 tonic::include_proto!("dapr.proto.internals.v1");
             }
         }
+        /// `dapr.proto.placement.*`.
+        pub mod placement {
+            /// `dapr.proto.placement.v1`: Dapr 1.18's actor placement service.
+            #[allow(clippy::all, clippy::pedantic, missing_docs)]
+            pub mod v1 {
+                tonic::include_proto!("dapr.proto.placement.v1");
+            }
+        }
         /// `dapr.proto.scheduler.*`.
         pub mod scheduler {
             /// `dapr.proto.scheduler.v1`: the Scheduler control-plane service.
@@ -93,6 +101,8 @@ pub use dapr::proto::internals::v1 as internals;
 pub use dapr::proto::runtime::v1 as runtime;
 /// `dapr.proto.scheduler.v1`.
 pub use dapr::proto::scheduler::v1 as dapr_scheduler;
+/// `dapr.proto.placement.v1`.
+pub use dapr::proto::placement::v1 as dapr_placement;
 /// `jobsd.scheduler.v1`.
 pub use jobsd::scheduler::v1 as jobsd_replica;
 /// `jobsd.store.v1`.

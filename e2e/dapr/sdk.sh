@@ -4,8 +4,10 @@
 #
 #   i    jobsd embedded: `jobsd --app-id …` with its own store, no scheduler
 #   ii   jobsd → the real Dapr Scheduler: `jobsd --scheduler-host-address` to DAPR_BIN_DIR/scheduler
-#   iii  real daprd → `jobsd scheduler`: DAPR_BIN_DIR/daprd (+ the real placement for actors)
-#        with `--scheduler-host-address` to one `jobsd scheduler` replica (embedded store)
+#   iii  real daprd → `jobsd scheduler`: DAPR_BIN_DIR/daprd with `--scheduler-host-address` and
+#        `--placement-host-address` to one `jobsd scheduler --placement-enabled` replica
+#        (embedded store), which is its Scheduler and its actor placement service
+#        (PLACEMENT=dapr: Dapr's own placement binary instead)
 #
 #   bash e2e/dapr/sdk.sh [PATH...]       PATH: i ii iii (default: all three)
 #   SDKS="go js" bash e2e/dapr/sdk.sh i  only some SDKs (default: python go js java)
@@ -169,18 +171,23 @@ start_path() {
       ;;
     iii)
       mapfile -t ports < <(free_ports 5)
+      local placed=()
+      [ "${PLACEMENT:-jobsd}" = jobsd ] && placed=(--placement-enabled)
       e2e_spawn "$work/iii-jobsd-scheduler.log" env NO_COLOR=1 "$JOBSD_BIN" scheduler \
         --id s0 --listen-address 127.0.0.1 --port "${ports[0]}" --data-dir "$cp-jobsd-scheduler" \
-        --metrics-listen-address 127.0.0.1 --metrics-port "${ports[1]}"
+        --metrics-listen-address 127.0.0.1 --metrics-port "${ports[1]}" "${placed[@]}"
       CP_PIDS+=("$E2E_SPAWNED")
       e2e_wait_tcp "${ports[0]}" "$START_TIMEOUT" "$E2E_SPAWNED" || return 1
       SCHED_ADDR="127.0.0.1:${ports[0]}"
-      e2e_spawn "$work/iii-placement.log" "$DAPR_BIN_DIR/placement" --id p0 \
-        --listen-address 127.0.0.1 --port "${ports[2]}" --healthz-port "${ports[3]}" \
-        --metrics-port "$(free_ports 1)" --initial-cluster "p0=127.0.0.1:${ports[4]}"
-      CP_PIDS+=("$E2E_SPAWNED")
-      wait_http "http://127.0.0.1:${ports[3]}/healthz" 200 "$E2E_SPAWNED" "dapr placement" || return 1
-      PLACEMENT_ADDR="127.0.0.1:${ports[2]}"
+      PLACEMENT_ADDR=$SCHED_ADDR
+      if [ "${PLACEMENT:-jobsd}" != jobsd ]; then
+        e2e_spawn "$work/iii-placement.log" "$DAPR_BIN_DIR/placement" --id p0 \
+          --listen-address 127.0.0.1 --port "${ports[2]}" --healthz-port "${ports[3]}" \
+          --metrics-port "$(free_ports 1)" --initial-cluster "p0=127.0.0.1:${ports[4]}"
+        CP_PIDS+=("$E2E_SPAWNED")
+        wait_http "http://127.0.0.1:${ports[3]}/healthz" 200 "$E2E_SPAWNED" "dapr placement" || return 1
+        PLACEMENT_ADDR="127.0.0.1:${ports[2]}"
+      fi
       RESOURCES="$cp-resources"
       mkdir -p "$RESOURCES"
       cat >"$RESOURCES/statestore.yaml" <<'YAML'
@@ -195,7 +202,7 @@ spec:
     - name: actorStateStore
       value: "true"
 YAML
-      e2e_log "path iii: jobsd scheduler on $SCHED_ADDR, Dapr placement $DAPR_VERSION on $PLACEMENT_ADDR"
+      e2e_log "path iii: jobsd scheduler on $SCHED_ADDR, placement (${PLACEMENT:-jobsd}) on $PLACEMENT_ADDR"
       ;;
   esac
 }

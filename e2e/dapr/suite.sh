@@ -4,6 +4,8 @@
 #
 #   bash e2e/dapr/suite.sh sidecar   [FOCUS]   jobsd as daprd, the real Dapr Scheduler behind it
 #   bash e2e/dapr/suite.sh scheduler [FOCUS]   the real daprd, `jobsd scheduler` as the Scheduler
+#   bash e2e/dapr/suite.sh placement [FOCUS]   the real daprd and Scheduler, `jobsd scheduler
+#                                              --placement-enabled` as the placement service
 #   bash e2e/dapr/suite.sh dapr      [FOCUS]   the real daprd and Scheduler: the baseline
 #   DAPRD_VERSION=v1.16.5 bash e2e/dapr/suite.sh scheduler [FOCUS]   an older daprd (skew)
 #
@@ -23,12 +25,13 @@ root="$(cd "$here/../.." && pwd)"
 # shellcheck source=versions.env
 . "$here/versions.env"
 
-direction=${1:?usage: suite.sh sidecar|scheduler|dapr [FOCUS]}
+direction=${1:?usage: suite.sh sidecar|scheduler|placement|dapr [FOCUS]}
 workflow='daprd/workflow/((basic|timer|retries|raise|externalevent|purge)/|(activity|fanout|fanoutthree|raise|parallel|order)$)'
 case "$direction" in
   sidecar) focus_default='^(daprd/jobs/|actors/reminders/)' ;;
   scheduler | dapr) focus_default="^(scheduler/|daprd/jobs/|actors/reminders/|$workflow)" ;;
-  *) echo "suite.sh: direction must be sidecar, scheduler or dapr" >&2; exit 2 ;;
+  placement) focus_default='^(placement/|actors/)' ;;
+  *) echo "suite.sh: direction must be sidecar, scheduler, placement or dapr" >&2; exit 2 ;;
 esac
 focus=${2:-$focus_default}
 
@@ -63,6 +66,11 @@ cat >"$out/scheduler-launcher" <<LAUNCH
 JOBSD_BIN='$JOBSD_BIN' exec '$here/scheduler_on_etcd.py' "\$@"
 LAUNCH
 chmod +x "$out/scheduler-launcher"
+cat >"$out/placement-launcher" <<LAUNCH
+#!/bin/sh
+JOBSD_BIN='$JOBSD_BIN' exec '$here/placement_on_jobsd.py' "\$@"
+LAUNCH
+chmod +x "$out/placement-launcher"
 
 export DAPR_INTEGRATION_DAPRD_PATH="$DAPR_BIN_DIR/daprd"
 # DAPRD_VERSION=v1.16.5 (one of DAPR_SKEW_VERSIONS, built by `build.sh --skew`): an older real
@@ -78,6 +86,7 @@ export DAPR_INTEGRATION_PLACEMENT_PATH="$DAPR_BIN_DIR/placement"
 case "$direction" in
   sidecar) export DAPR_INTEGRATION_DAPRD_PATH="$JOBSD_BIN" ;;
   scheduler) export DAPR_INTEGRATION_SCHEDULER_PATH="$out/scheduler-launcher" ;;
+  placement) export DAPR_INTEGRATION_PLACEMENT_PATH="$out/placement-launcher" ;;
 esac
 for b in SENTRY OPERATOR INJECTOR HELMTEMPLATE MCPSTDIOSERVER CONTROLLERGEN; do
   export "DAPR_INTEGRATION_${b}_PATH=/bin/false"

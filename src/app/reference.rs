@@ -184,7 +184,9 @@ struct Family {
 /// `docs/reference/metrics.md`: every metric family each role registers, read from a scrape
 /// of a freshly started role's registry: name, type, labels, roles, help.
 pub fn metrics() -> String {
-    let replica = Metrics::replica();
+    let replica = Metrics::replica(true);
+    // Placement's families have a series per namespace that connects.
+    replica.placement().set_runtimes("<namespace>", 0, 0);
     // The concurrency families have a series per limit a daprd names; one gated trigger
     // shows them.
     let gate = replica.scheduler();

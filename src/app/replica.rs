@@ -21,6 +21,7 @@ use crate::engine::{self, Engine};
 use crate::observe::Metrics;
 use crate::replica::cluster::{Cluster, ClusterConfig};
 use crate::replica::jobs;
+use crate::replica::placement::{self, Placement};
 use crate::replica::pool::Pool;
 use crate::replica::server::{self, SchedulerService};
 use crate::store::{self, Store};
@@ -135,6 +136,10 @@ impl Replica {
             Some(addr) => Some(bind(addr).await?),
             None => None,
         };
+        let placement_listener = match cfg.placement.as_ref().and_then(|p| p.port) {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
         let broadcast_address = cfg.broadcast_address(addr);
 
         let pool = Arc::new(Pool::with_metrics(metrics.scheduler()));
@@ -196,6 +201,19 @@ impl Replica {
         // Who fires a job: where calls only its owner may apply go (alone: this replica).
         let directory = cluster.as_ref().map(Cluster::directory);
         let shutdown = CancellationToken::new();
+        let placement = cfg.placement.clone().map(|settings| {
+            let leader = placement::leadership(
+                cluster.as_ref().map(|c| (c.place(), c.standing())),
+                shutdown.clone(),
+            );
+            Placement::start(
+                settings,
+                &cfg.id,
+                leader,
+                metrics.placement(),
+                shutdown.clone(),
+            )
+        });
         let extras = server::health_and_reflection().await?;
         let service =
             SchedulerService::new(engine.clone(), pool.clone(), hosts_rx, shutdown.clone())
@@ -236,10 +254,15 @@ impl Replica {
         if let Some(listener) = healthz_listener {
             // The Dapr Scheduler's `GET /healthz` (`--healthz-port`): 200 from the moment the
             // replica serves, which is now (its store is loaded, its ports bound).
-            let router = axum::Router::new().route(
+            let mut router = axum::Router::new().route(
                 "/healthz",
                 axum::routing::get(|| async { axum::http::StatusCode::OK }),
             );
+            if let Some(p) = placement.as_ref().filter(|_| {
+                cfg.placement.as_ref().is_some_and(|s| s.metadata)
+            }) {
+                router = router.merge(placement_state_route(p.clone()));
+            }
             let stop = shutdown.clone();
             metrics_server.spawn(async move {
                 crate::serve::http(listener, router, stop)
@@ -248,6 +271,24 @@ impl Replica {
             });
         }
         let jobsd = jobs::server(engine.clone(), pool.clone(), directory);
+        let placement_server = placement.clone().map(Placement::into_server);
+        if let (Some(listener), Some(p)) = (placement_listener, placement.clone()) {
+            // Placement alone on its own port (Dapr's placement port), plaintext as Dapr's
+            // without mTLS.
+            let stop = shutdown.clone();
+            metrics_server.spawn(async move {
+                tonic::transport::Server::builder()
+                    .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+                    .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+                    .add_service(p.into_server())
+                    .serve_with_incoming_shutdown(
+                        crate::serve::capped_incoming(listener),
+                        stop.cancelled_owned(),
+                    )
+                    .await
+                    .map_err(|e| Error::Serve(format!("placement: {e}")))
+            });
+        }
         let stop = shutdown.clone();
         let tls = cfg.tls.clone();
         let server = tokio::spawn(async move {
@@ -258,7 +299,8 @@ impl Replica {
                 .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
                 .add_routes(extras.routes)
                 .add_service(service)
-                .add_service(jobsd);
+                .add_service(jobsd)
+                .add_optional_service(placement_server);
             match tls {
                 Some(tls) => {
                     router
@@ -433,11 +475,36 @@ fn tls_mode(mutual: Option<bool>) -> &'static str {
     }
 }
 
+/// `GET /placement/state`: the placement tables, as Dapr's placement serves them on its
+/// healthz port with `--metadata-enabled`.
+fn placement_state_route(placement: Placement) -> axum::Router {
+    axum::Router::new().route(
+        "/placement/state",
+        axum::routing::get(move || {
+            let placement = placement.clone();
+            async move {
+                match placement.state().await {
+                    Ok(state) => (
+                        axum::http::StatusCode::OK,
+                        [(axum::http::header::CONTENT_TYPE, "application/json")],
+                        placement::state_json(&state),
+                    ),
+                    Err(status) => (
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        [(axum::http::header::CONTENT_TYPE, "text/plain")],
+                        status.message().to_owned(),
+                    ),
+                }
+            }
+        }),
+    )
+}
+
 /// The replica's metrics: the Dapr Scheduler's, the engine's and the store's; disabled with
 /// `--enable-metrics=false`.
 fn metrics_of(cfg: &config::Replica) -> Metrics {
     match cfg.metrics {
-        Some(_) => Metrics::replica(),
+        Some(_) => Metrics::replica(cfg.placement.is_some()),
         None => Metrics::disabled(),
     }
 }

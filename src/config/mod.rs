@@ -426,6 +426,9 @@ pub enum Error {
     /// `--lease-ttl` is not a Go duration of at least one second.
     #[error("invalid lease ttl {0:?}: {1}")]
     LeaseTtl(String, String),
+    /// A `--placement-*` flag's value is refused.
+    #[error("invalid --{0}: {1}")]
+    PlacementFlag(String, String),
     /// `--partitions` is 0.
     #[error("parameter partitions must be at least 1")]
     NoPartitions,

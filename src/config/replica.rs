@@ -75,6 +75,9 @@ pub struct SchedulerArgs {
     /// How much of the future a single replica keeps in memory, how its store is checked.
     #[command(flatten)]
     pub embedded: EmbeddedStoreArgs,
+    /// Dapr's actor placement service, served beside the Scheduler.
+    #[command(flatten)]
+    pub placement: PlacementArgs,
     /// Dapr Scheduler flags that do not apply to a jobsd replica.
     #[command(flatten)]
     pub ignored: SchedulerIgnored,
@@ -108,6 +111,8 @@ pub struct Replica {
     pub store: crate::store::RedbOptions,
     /// Where `GET /healthz` is served (`--healthz-port`); `None`: not served.
     pub healthz: Option<SocketAddr>,
+    /// Dapr's placement service (`--placement-enabled`); `None`: not served.
+    pub placement: Option<crate::replica::placement::Settings>,
 }
 
 /// How a replica joins a cluster on etcd.
@@ -182,7 +187,81 @@ impl SchedulerArgs {
                 .map(str::to_owned),
             data_dir: self.data_dir.clone(),
             healthz,
+            placement: self.placement.validate(ip)?,
         })
+    }
+}
+
+/// Dapr 1.18's placement service (`cmd/placement` flags, prefixed `--placement-`), served by
+/// the replica so that daprd and jobsd sidecars run actors across hosts on it.
+#[derive(Debug, Clone, Args)]
+pub struct PlacementArgs {
+    /// Serve Dapr's actor placement service (`dapr.proto.placement.v1.Placement`) on
+    /// `--port`, beside the Scheduler (as Dapr 1.19's Scheduler does); daprd's
+    /// `--placement-host-address` names this replica then.
+    #[arg(long, default_value_t = false)]
+    pub placement_enabled: bool,
+    /// Also serve placement alone on this port (Dapr's placement port is 50005); implies
+    /// `--placement-enabled`.
+    #[arg(long)]
+    pub placement_port: Option<u16>,
+    /// Virtual nodes per host on daprd's hash ring (placement's `--replicationFactor`).
+    #[arg(long, default_value_t = 100)]
+    pub placement_replication_factor: i64,
+    /// How long a dissemination round waits for every sidecar's ack before it closes the
+    /// late ones' streams (placement's `--disseminate-timeout`; Go duration).
+    #[arg(long, default_value = "8s")]
+    pub placement_disseminate_timeout: String,
+    /// After a round, how long the next one waits to gather more joins and leaves into
+    /// one round (placement's `--disseminate-coalesce-window`; Go duration, 0 = none).
+    #[arg(long, default_value = "0s")]
+    pub placement_disseminate_coalesce_window: String,
+    /// Serve `GET /placement/state` (the tables) on the healthz port (placement's
+    /// `--metadata-enabled`).
+    #[arg(long, default_value_t = false)]
+    pub placement_metadata_enabled: bool,
+}
+
+impl PlacementArgs {
+    fn validate(&self, ip: IpAddr) -> Result<Option<crate::replica::placement::Settings>, Error> {
+        if !self.placement_enabled && self.placement_port.is_none() {
+            return Ok(None);
+        }
+        if self.placement_replication_factor < 1 {
+            return Err(Error::PlacementFlag(
+                "placement-replication-factor".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        let duration = |flag: &str, text: &str, min: i64| {
+            match crate::schedule::duration::parse(text) {
+                Ok(n) if n >= min => Ok(Duration::from_nanos(n.unsigned_abs())),
+                Ok(_) if min > 0 => Err(Error::PlacementFlag(
+                    flag.into(),
+                    format!("{text:?} must be above zero"),
+                )),
+                Ok(_) => Err(Error::PlacementFlag(
+                    flag.into(),
+                    format!("{text:?} must not be negative"),
+                )),
+                Err(e) => Err(Error::PlacementFlag(flag.into(), format!("{text:?}: {e}"))),
+            }
+        };
+        Ok(Some(crate::replica::placement::Settings {
+            replication_factor: self.placement_replication_factor,
+            disseminate_timeout: duration(
+                "placement-disseminate-timeout",
+                &self.placement_disseminate_timeout,
+                1,
+            )?,
+            coalesce_window: duration(
+                "placement-disseminate-coalesce-window",
+                &self.placement_disseminate_coalesce_window,
+                0,
+            )?,
+            metadata: self.placement_metadata_enabled,
+            port: self.placement_port.map(|p| SocketAddr::new(ip, p)),
+        }))
     }
 }
 

@@ -10,5 +10,5 @@ pub mod trace;
 
 pub use metrics::{
     AppCall, DeliveryMetrics, EngineMetrics, Exhausted, Fired, Format, JobType, LoopSample,
-    Metrics, SchedulerMetrics, Sent, SidecarError, Skip, StoreMetrics,
+    Metrics, PlacementMetrics, SchedulerMetrics, Sent, SidecarError, Skip, StoreMetrics,
 };

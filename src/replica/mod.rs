@@ -9,5 +9,6 @@
 pub mod cluster;
 pub mod gates;
 pub mod jobs;
+pub mod placement;
 pub mod pool;
 pub mod server;

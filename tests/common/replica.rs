@@ -29,6 +29,7 @@ fn cfg(listen: SocketAddr, metrics: Option<SocketAddr>) -> config::Replica {
         horizon: Some(std::time::Duration::from_secs(300)),
         store: jobsd::store::RedbOptions::default(),
         healthz: None,
+        placement: None,
     }
 }
 

@@ -18,6 +18,7 @@
 mod cells;
 mod delivery;
 mod engine;
+mod placement;
 mod scheduler;
 pub mod server;
 mod store;
@@ -34,6 +35,7 @@ use prometheus_client::registry::Registry;
 pub use cells::{Buckets, Fixed, Level, Tally};
 pub use delivery::{AppCall, DeliveryMetrics};
 pub use engine::{EngineMetrics, Exhausted, Fired, LoopSample, Skip};
+pub use placement::PlacementMetrics;
 pub use scheduler::{JobType, SchedulerMetrics, Sent, SidecarError};
 pub use store::StoreMetrics;
 
@@ -96,6 +98,8 @@ struct Shared {
     store: StoreMetrics,
     /// The Dapr Scheduler's metrics (replica role).
     scheduler: SchedulerMetrics,
+    /// Dapr placement's metrics (a replica serving placement).
+    placement: PlacementMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -145,19 +149,23 @@ impl Metrics {
 
     /// A scheduler replica (`jobsd scheduler`): the Dapr Scheduler's metrics, the trigger
     /// loop's and the store's. A replica serves many apps, so jobsd's families carry no app
-    /// labels (the Scheduler's carry `type`, as Dapr's).
-    pub fn replica() -> Self {
+    /// labels (the Scheduler's carry `type`, as Dapr's). With `placement`, placement's too.
+    pub fn replica(placement: bool) -> Self {
         let mut registry = Registry::default();
         let scheduler = SchedulerMetrics::register(&mut registry);
         let engine = EngineMetrics::register(&mut registry);
         let store = StoreMetrics::register(&mut registry);
-        Self::from_parts(
+        let mut metrics = Self::from_parts(
             registry,
             DeliveryMetrics::default(),
             engine,
             store,
             scheduler,
-        )
+        );
+        if placement && let Some(shared) = metrics.0.as_mut().and_then(Arc::get_mut) {
+            shared.placement = PlacementMetrics::register(&mut shared.registry);
+        }
+        metrics
     }
 
     fn from_parts(
@@ -174,6 +182,7 @@ impl Metrics {
             engine,
             store,
             scheduler,
+            placement: PlacementMetrics::default(),
         })))
     }
 
@@ -208,6 +217,14 @@ impl Metrics {
         self.0
             .as_ref()
             .map(|s| s.scheduler.clone())
+            .unwrap_or_default()
+    }
+
+    /// The placement service's handle (disabled unless a replica serves placement).
+    pub fn placement(&self) -> PlacementMetrics {
+        self.0
+            .as_ref()
+            .map(|s| s.placement.clone())
             .unwrap_or_default()
     }
 

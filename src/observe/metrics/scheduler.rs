@@ -355,7 +355,7 @@ mod tests {
 
     #[tokio::test]
     async fn replica_families_are_the_scheduler_s_by_type() {
-        let m = Metrics::replica();
+        let m = Metrics::replica(false);
         let s = m.scheduler();
         s.created(JobType::Actor);
         s.answered(JobType::Job, s.sending(), TriggerResult::Success);

@@ -262,7 +262,7 @@ async fn a_write_of_many_puts_is_sent_in_txns_of_as_many_puts_as_etcd_takes() {
         OpResult::Done
     );
     run_twice_and_finish(&s, &name("again"), 1).await;
-    let metrics = crate::observe::Metrics::replica();
+    let metrics = crate::observe::Metrics::replica(false);
     s.observe(metrics.store());
 
     let mut ops: Vec<Op> = (0..297)
@@ -305,7 +305,7 @@ async fn an_observed_store_records_each_txn_and_its_ops() {
     let s = Etcd::connect(&[&endpoint], &fresh_namespace())
         .await
         .unwrap();
-    let metrics = crate::observe::Metrics::replica();
+    let metrics = crate::observe::Metrics::replica(false);
     s.observe(metrics.store());
     let creates =
         (0..5).map(|i| s.write(vec![put(&format!("app||default||myapp||m{i}"), 1, true)]));

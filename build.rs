@@ -17,6 +17,7 @@ const PROTOS: &[&str] = &[
     "dapr/proto/runtime/v1/dapr.proto",
     "dapr/proto/runtime/v1/appcallback.proto",
     "dapr/proto/internals/v1/jobs.proto",
+    "dapr/proto/internals/v1/service_invocation.proto",
     "dapr/proto/scheduler/v1/scheduler.proto",
     "dapr/proto/placement/v1/placement.proto",
     "jobsd/store/v1/store.proto",

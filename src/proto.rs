@@ -97,12 +97,12 @@ pub mod etcd {
 pub use dapr::proto::common::v1 as common;
 /// `dapr.proto.internals.v1`.
 pub use dapr::proto::internals::v1 as internals;
+/// `dapr.proto.placement.v1`.
+pub use dapr::proto::placement::v1 as dapr_placement;
 /// `dapr.proto.runtime.v1`.
 pub use dapr::proto::runtime::v1 as runtime;
 /// `dapr.proto.scheduler.v1`.
 pub use dapr::proto::scheduler::v1 as dapr_scheduler;
-/// `dapr.proto.placement.v1`.
-pub use dapr::proto::placement::v1 as dapr_placement;
 /// `jobsd.scheduler.v1`.
 pub use jobsd::scheduler::v1 as jobsd_replica;
 /// `jobsd.store.v1`.

@@ -11,7 +11,7 @@
 //!
 //! Each page runs in a fresh temp dir (with the repository's `config/` linked in, for the
 //! example app), its blocks in order, with `jobsd` (this build's) on `PATH`. The default ports
-//! in the text (3500, 50001, 9090, 8080, 50006) are replaced by free ones, `cargo run --release --`
+//! in the text (3500, 50001, 9090, 8080, 50006, 8081) are replaced by free ones, `cargo run --release --`
 //! by `jobsd` (building a release would take minutes; it is the same code), and
 //! `JOBSD_ADDRESS` points `jobsd jobs` at the page's sidecar. Every process a block started is
 //! stopped when the page ends, pass or fail.
@@ -95,6 +95,8 @@ struct Ports {
     /// A `jobsd scheduler` replica's port (50006) and its metrics port.
     scheduler: u16,
     scheduler_metrics: u16,
+    /// A replica's healthz port (8081).
+    healthz: u16,
 }
 
 impl Ports {
@@ -106,6 +108,7 @@ impl Ports {
             app: free_port(),
             scheduler: free_port(),
             scheduler_metrics: free_port(),
+            healthz: free_port(),
         }
     }
 
@@ -118,6 +121,7 @@ impl Ports {
             ("9090", self.metrics),
             ("8080", self.app),
             ("50006", self.scheduler),
+            ("8081", self.healthz),
         ] {
             out = replace_number(&out, from, &to.to_string());
         }
@@ -424,6 +428,7 @@ fn extraction_follows_the_convention() {
         app: 4,
         scheduler: 5,
         scheduler_metrics: 6,
+        healthz: 7,
     };
     assert_eq!(
         ports.apply(

@@ -20,9 +20,10 @@ DOC = os.path.join(ROOT, "docs", "dapr-suites.md")
 DIRECTIONS = [
     ("sidecar", "jobsd as daprd, the real Dapr Scheduler behind it"),
     ("scheduler", "the real daprd, `jobsd scheduler` (on etcd) as the Scheduler"),
+    ("placement", "the real daprd and Scheduler, `jobsd scheduler --placement-enabled` as the placement service"),
     ("dapr", "baseline: the real daprd and the real Dapr Scheduler, same harness, same box"),
 ]
-SUITES = ["daprd/jobs/", "actors/reminders/", "scheduler/", "daprd/workflow/"]
+SUITES = ["daprd/jobs/", "actors/reminders/", "scheduler/", "daprd/workflow/", "placement/", "actors/"]
 
 
 def read_tsv(path):

@@ -16,6 +16,8 @@
 
 mod calls;
 pub mod config;
+mod hosts;
+pub mod placement;
 pub mod reminders;
 mod runtime;
 mod sink;

@@ -13,6 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::ActorRef;
 use super::calls::{self, json_headers};
 use super::config::{ConfigError, Hosted};
+use super::hosts::{Route, not_found};
+use super::placement::{Peers, Placement};
 use super::reminders::{NewReminder, Reminder, ReminderError, SchedulerReminders};
 use super::timers::{Fire, NewTimer, Timers};
 use crate::clock::Clock;
@@ -88,10 +90,10 @@ pub struct RuntimeConfig {
 /// The single-host actor runtime. Cheap to clone (one `Arc`).
 #[derive(Clone)]
 pub struct ActorRuntime {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     /// The app's HTTP channel.
     app: Option<delivery::Http>,
     /// App health (from delivery's probes).
@@ -100,7 +102,7 @@ struct Inner {
     /// runtime as its reminders' sink first).
     reminders: OnceLock<Arc<SchedulerReminders>>,
     /// Time.
-    clock: Arc<dyn Clock>,
+    pub(super) clock: Arc<dyn Clock>,
     /// Where reminder deliveries' spans go; `None` = no spans.
     spans: Option<Spans>,
     /// The types hosted, as the app last said; published so remote mode can register them
@@ -123,6 +125,9 @@ struct Inner {
     idle_changed: Notify,
     /// In-memory timers.
     timers: Timers,
+    /// The placement client and connections to other sidecars, once attached
+    /// (`--placement-host-address`): actors live across hosts (see `placement/`).
+    pub(super) placement: OnceLock<(Placement, Peers)>,
 }
 
 /// One active actor.
@@ -178,6 +183,7 @@ impl ActorRuntime {
                 idle: Mutex::default(),
                 idle_changed: Notify::new(),
                 timers: Timers::default(),
+                placement: OnceLock::new(),
             }),
         }
     }
@@ -395,17 +401,24 @@ impl ActorRuntime {
 
     // ---- calls to the app ----
 
-    /// Calls an actor method: the app's `PUT /actors/<type>/<id>/method/<method>` in the
-    /// actor's turn. Only a 200 is a success (daprd's contract), or an answer carrying
-    /// `X-DaprErrorResponseHeader`, which is handed back as it is.
+    /// Calls an actor method: on this host (below), or, with placement, on the host the
+    /// actor lives on.
     pub async fn invoke(&self, call: MethodCall) -> Result<MethodAnswer, ActorError> {
+        match self.route(&call.actor).await {
+            Some(Route::Remote(host, peers)) => self.invoke_remote(&host, &peers, call).await,
+            Some(Route::Nowhere) => Err(not_found(&call.actor)),
+            Some(Route::Local) | None => self.invoke_local(call).await,
+        }
+    }
+
+    /// Calls an actor method here: the app's `PUT /actors/<type>/<id>/method/<method>` in
+    /// the actor's turn. Only a 200 is a success (daprd's contract), or an answer carrying
+    /// `X-DaprErrorResponseHeader`, which is handed back as it is.
+    pub(crate) async fn invoke_local(&self, call: MethodCall) -> Result<MethodAnswer, ActorError> {
         let app = self.inner.app.as_ref().ok_or(ActorError::NoApp)?;
         self.await_config().await;
         if !self.inner.hosted.borrow().hosts(&call.actor.actor_type) {
-            return Err(ActorError::Call(format!(
-                "failed to lookup actor: did not find address for actor {}/{}",
-                call.actor.actor_type, call.actor.actor_id
-            )));
+            return Err(not_found(&call.actor));
         }
         let mut path = calls::method_path(&call.actor, &call.method);
         if let Some(q) = call.query.as_deref().filter(|q| !q.is_empty()) {
@@ -439,12 +452,28 @@ impl ActorRuntime {
         )))
     }
 
-    /// Delivers a reminder trigger: the app's `PUT …/method/remind/<name>` in the actor's
+    /// Delivers a reminder trigger: here (below), or, with placement, to the host the actor
+    /// lives on.
+    pub async fn remind(&self, trigger: &Trigger) -> TriggerResult {
+        let Some(actor) = actor_of(trigger) else {
+            tracing::warn!(key = %trigger.key, "reminder without an actor target");
+            return TriggerResult::Failed;
+        };
+        match self.route(&actor).await {
+            Some(Route::Remote(host, peers)) => {
+                self.remind_remote(&host, &peers, &actor, trigger).await
+            }
+            Some(Route::Nowhere) => TriggerResult::Undeliverable,
+            Some(Route::Local) | None => self.remind_local(trigger).await,
+        }
+    }
+
+    /// Delivers a reminder trigger here: the app's `PUT …/method/remind/<name>` in the actor's
     /// turn. 200 is a success, 200 with `X-DaprReminderCancel` a cancel (the reminder is
     /// deleted), anything else a failure for the reminder's failure policy; with no app
     /// config yet, a type not hosted or an app that cannot be reached, the trigger is staged
     /// until the app is back.
-    pub async fn remind(&self, trigger: &Trigger) -> TriggerResult {
+    pub(crate) async fn remind_local(&self, trigger: &Trigger) -> TriggerResult {
         let Some(actor) = actor_of(trigger) else {
             tracing::warn!(key = %trigger.key, "reminder without an actor target");
             return TriggerResult::Failed;
@@ -617,6 +646,29 @@ impl ActorRuntime {
         }
     }
 
+    /// Deactivates `actor` once the call in its turn (if any) ends: it moved to another host.
+    pub(super) async fn deactivate_moved(&self, actor: &ActorRef) {
+        let Some(slot) = lock(&self.inner.actors).get(actor).cloned() else {
+            return;
+        };
+        let mut guard = slot.turn.clone().lock_owned().await;
+        if *guard {
+            return;
+        }
+        if let Some(at) = lock(&slot.idle_at).take() {
+            lock(&self.inner.idle).remove(&(at, actor.clone()));
+        }
+        *guard = true;
+        lock(&self.inner.actors).remove(actor);
+        self.delete_in_app(actor).await;
+        drop(guard);
+    }
+
+    /// The active actors.
+    pub(super) fn active_actors(&self) -> Vec<ActorRef> {
+        lock(&self.inner.actors).keys().cloned().collect()
+    }
+
     async fn deactivate(&self, actor: &ActorRef, at: DateTime<Utc>) {
         let Some(slot) = lock(&self.inner.actors).get(actor).cloned() else {
             return;
@@ -634,6 +686,12 @@ impl ActorRuntime {
         }
         *guard = true;
         lock(&self.inner.actors).remove(actor);
+        self.delete_in_app(actor).await;
+        drop(guard);
+    }
+
+    /// The app's `DELETE /actors/<type>/<id>`.
+    async fn delete_in_app(&self, actor: &ActorRef) {
         if let Some(app) = &self.inner.app {
             let result = app
                 .send(
@@ -654,7 +712,6 @@ impl ActorRuntime {
                 Err(e) => tracing::debug!(actor = %actor, error = %e, "deactivation failed"),
             }
         }
-        drop(guard);
     }
 
     // ---- the app's actor config ----

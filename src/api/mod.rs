@@ -12,6 +12,7 @@ pub mod grpc;
 pub mod http;
 pub mod http_parts;
 pub mod http_request;
+pub mod internal;
 pub mod jobsd;
 pub mod json;
 

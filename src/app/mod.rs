@@ -9,6 +9,8 @@
 //! The `jobsd jobs` command line needs no wiring: `main` hands it to `crate::cli::run`.
 
 mod metrics;
+#[cfg(test)]
+mod placement_tests;
 pub mod reference;
 mod replica;
 mod sidecar;

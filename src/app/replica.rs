@@ -258,9 +258,10 @@ impl Replica {
                 "/healthz",
                 axum::routing::get(|| async { axum::http::StatusCode::OK }),
             );
-            if let Some(p) = placement.as_ref().filter(|_| {
-                cfg.placement.as_ref().is_some_and(|s| s.metadata)
-            }) {
+            if let Some(p) = placement
+                .as_ref()
+                .filter(|_| cfg.placement.as_ref().is_some_and(|s| s.metadata))
+            {
                 router = router.merge(placement_state_route(p.clone()));
             }
             let stop = shutdown.clone();

@@ -298,6 +298,42 @@ impl Sidecar {
             });
         }
 
+        if let Some(placement) = &cfg.placement {
+            // Actors across sidecars: other sidecars call this one's actors on the internal
+            // port, announced to placement as `<host ip>:<port>`.
+            let listener = bind(placement.internal).await?;
+            let port = listener
+                .local_addr()
+                .map_err(|source| Error::Bind {
+                    addr: placement.internal,
+                    source,
+                })?
+                .port();
+            state.actors.attach_placement(
+                crate::actors::placement::Identity {
+                    addresses: placement.addresses.clone(),
+                    name: format!("{}:{port}", placement.host_ip),
+                    port: i64::from(port),
+                    app_id: cfg.app_id.clone(),
+                    namespace: cfg.namespace.clone(),
+                },
+                shutdown.clone(),
+            );
+            let internal = api::internal::service(state.actors.clone(), &cfg.namespace);
+            let stop = shutdown.clone();
+            servers.spawn(async move {
+                tonic::transport::Server::builder()
+                    .add_service(internal)
+                    .serve_with_incoming_shutdown(
+                        crate::serve::capped_incoming(listener),
+                        stop.cancelled_owned(),
+                    )
+                    .await
+                    .map_err(|e| Error::Serve(format!("internal grpc: {e}")))
+            });
+            tracing::info!(internal_port = port, placement = ?placement.addresses, "actors placed across sidecars");
+        }
+
         let mut grpc_addrs = Vec::new();
         for addr in &cfg.grpc_addrs {
             let listener = bind(*addr).await?;

@@ -42,8 +42,8 @@
 //! | `--dapr-http-max-request-size` | int MiB (4), deprecated | acts: the body limit when `--max-body-size` is absent |
 //! | `--dapr-http-port` | string (3500) | acts |
 //! | `--dapr-http-read-buffer-size` | int KiB (4), deprecated | ignored |
-//! | `--dapr-internal-grpc-listen-address` | string | ignored |
-//! | `--dapr-internal-grpc-port` | string | ignored |
+//! | `--dapr-internal-grpc-listen-address` | string | acts (with `--placement-host-address`) |
+//! | `--dapr-internal-grpc-port` | string | acts (with `--placement-host-address`): actor calls from other sidecars |
 //! | `--dapr-listen-addresses` | string | acts |
 //! | `--dapr-public-listen-address` | string | acts (with `--dapr-public-port`) |
 //! | `--dapr-public-port` | string | acts: `/v1.0/healthz` and `/v1.0/healthz/outbound` served there too |
@@ -59,7 +59,7 @@
 //! | `--metrics-listen-address` | string (`0.0.0.0`) | acts |
 //! | `--metrics-port` | string (9090) | acts |
 //! | `--mode` | string (`standalone`) | ignored |
-//! | `--placement-host-address` | string | ignored |
+//! | `--placement-host-address` | string | acts: actors placed across sidecars (Dapr 1.18's placement protocol) |
 //! | `--profile-port` | string (7777) | ignored |
 //! | `--read-buffer-size` | quantity (`4Ki`) | ignored |
 //! | `--reminders-service` | string | ignored |
@@ -271,12 +271,6 @@ pub struct DaprdIgnored {
     /// Runtime mode: standalone or kubernetes (jobsd runs the same way in both).
     #[arg(long)]
     pub mode: Option<String>,
-    /// Port of daprd's internal (daprd-to-daprd) gRPC API.
-    #[arg(long)]
-    pub dapr_internal_grpc_port: Option<String>,
-    /// Listen address of daprd's internal gRPC API.
-    #[arg(long)]
-    pub dapr_internal_grpc_listen_address: Option<String>,
     /// Port of the profiling server.
     #[arg(long)]
     pub profile_port: Option<String>,
@@ -325,9 +319,6 @@ pub struct DaprdIgnored {
     /// Disable the built-in Kubernetes secret store.
     #[arg(long)]
     pub disable_builtin_k8s_secret_store: Option<bool>,
-    /// Addresses of the actor Placement service.
-    #[arg(long)]
-    pub placement_host_address: Option<String>,
     /// Type and address of the actors service.
     #[arg(long)]
     pub actors_service: Option<String>,
@@ -759,8 +750,8 @@ mod tests {
     fn given_ignored_flags_are_listed_once_in_order_with_their_values() {
         assert!(ignored(&["--app-id", "a", "--app-port", "1"]).is_empty());
         let flags = ignored(&[
-            "--placement-host-address",
-            "localhost:50005",
+            "--actors-service",
+            "placement:localhost:50005",
             "--app-id",
             "a",
             "--enable-metrics=false",
@@ -781,7 +772,7 @@ mod tests {
                 flag("--mode", "kubernetes"),
                 flag("--sentry-request-jwt-audiences", "a,b"),
                 flag("--enable-mtls", "true"),
-                flag("--placement-host-address", "localhost:50005"),
+                flag("--actors-service", "placement:localhost:50005"),
             ]
         );
         assert_eq!(
@@ -866,13 +857,14 @@ mod tests {
             "--resources-path=./resources",
             "--scheduler-host-address=localhost:50006",
             "--scheduler-job-streams=3",
+            "--placement-host-address=localhost:50005",
+            "--dapr-internal-grpc-port=50002",
+            "--dapr-internal-grpc-listen-address=0.0.0.0",
         ];
         let not_acted_on: &[&str] = &[
             "--config=./config.yaml",
             "--dapr-graceful-shutdown-seconds=5",
             "--mode=standalone",
-            "--dapr-internal-grpc-port=50002",
-            "--dapr-internal-grpc-listen-address=0.0.0.0",
             "--profile-port=7777",
             "--enable-profiling=false",
             "--control-plane-address=dapr-api.dapr-system.svc:443",
@@ -889,7 +881,6 @@ mod tests {
             "--dapr-block-shutdown-duration=5s",
             "--enable-api-logging=false",
             "--disable-builtin-k8s-secret-store=false",
-            "--placement-host-address=localhost:50005",
             "--actors-service=placement:localhost:50005",
             "--reminders-service=scheduler:localhost:50006",
         ];

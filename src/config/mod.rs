@@ -155,6 +155,23 @@ pub struct SidecarArgs {
     /// WatchJobs streams held to each Scheduler replica.
     #[arg(long, default_value_t = 3)]
     pub scheduler_job_streams: usize,
+    /// Comma-separated `host:port` addresses of the actor placement service (Dapr's, or
+    /// `jobsd scheduler --placement-enabled`): the app's actors are placed across every
+    /// sidecar hosting their types, and calls to actors hosted elsewhere go there. Without
+    /// it, this sidecar hosts every actor of its types itself.
+    #[arg(long)]
+    pub placement_host_address: Option<String>,
+    /// Port of the internal gRPC API other sidecars call actors on (daprd's
+    /// `--dapr-internal-grpc-port`); with placement only. Default: any free port.
+    #[arg(long)]
+    pub dapr_internal_grpc_port: Option<u16>,
+    /// Listen address of the internal gRPC API (default: all interfaces).
+    #[arg(long)]
+    pub dapr_internal_grpc_listen_address: Option<String>,
+    /// The address other sidecars reach this one at, announced to placement with the
+    /// internal port (daprd's `DAPR_HOST_IP`; default 127.0.0.1).
+    #[arg(long, env = "DAPR_HOST_IP")]
+    pub dapr_host_ip: Option<String>,
     /// Run history and finished jobs.
     #[command(flatten)]
     pub history: HistoryArgs,
@@ -330,6 +347,17 @@ pub struct HealthCheck {
     pub threshold: u32,
 }
 
+/// How a sidecar takes part in actor placement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidecarPlacement {
+    /// The placement service's addresses, tried in turn.
+    pub addresses: Vec<String>,
+    /// Where the internal gRPC API listens (port 0: any free port).
+    pub internal: SocketAddr,
+    /// The address announced with the internal port.
+    pub host_ip: String,
+}
+
 /// Settings of one sidecar, validated.
 #[derive(Debug, Clone)]
 pub struct Sidecar {
@@ -373,6 +401,8 @@ pub struct Sidecar {
     pub scheduler_tls: Option<crate::tls::ClientTls>,
     /// WatchJobs streams per Scheduler replica (`--scheduler-job-streams`, at least 1).
     pub scheduler_job_streams: usize,
+    /// Actor placement (`--placement-host-address`); `None`: actors stay on this host.
+    pub placement: Option<SidecarPlacement>,
     /// What the embedded scheduler keeps of each job's past.
     pub history: crate::engine::history::Options,
     /// How far ahead the embedded scheduler keeps jobs in memory (`--horizon`; `None`: all).
@@ -478,6 +508,33 @@ impl Env {
 }
 
 impl SidecarArgs {
+    /// The placement settings, when `--placement-host-address` is given.
+    fn placement(&self) -> Result<Option<SidecarPlacement>, Error> {
+        let addresses =
+            parse_addresses(self.placement_host_address.as_deref().unwrap_or_default())?;
+        if addresses.is_empty() {
+            return Ok(None);
+        }
+        let ip = match self
+            .dapr_internal_grpc_listen_address
+            .as_deref()
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
+            Some(a) => listen_ip(a)?,
+            None => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        };
+        Ok(Some(SidecarPlacement {
+            addresses,
+            internal: SocketAddr::new(ip, self.dapr_internal_grpc_port.unwrap_or(0)),
+            host_ip: self
+                .dapr_host_ip
+                .clone()
+                .filter(|h| !h.trim().is_empty())
+                .unwrap_or_else(|| "127.0.0.1".to_owned()),
+        }))
+    }
+
     /// Validates the flags with `env` into sidecar settings.
     pub fn validate(&self, env: Env) -> Result<Sidecar, Error> {
         if self.wait {
@@ -553,7 +610,9 @@ impl SidecarArgs {
             return Err(Error::TestClockRemote);
         }
         let metrics = self.metrics.listen()?;
+        let placement = self.placement()?;
         Ok(Sidecar {
+            placement,
             app_id: app_id.to_owned(),
             metrics_namespace: env.namespace.clone().unwrap_or_default(),
             namespace: env.namespace.unwrap_or_else(|| "default".to_owned()),

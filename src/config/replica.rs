@@ -233,8 +233,8 @@ impl PlacementArgs {
                 "must be at least 1".into(),
             ));
         }
-        let duration = |flag: &str, text: &str, min: i64| {
-            match crate::schedule::duration::parse(text) {
+        let duration =
+            |flag: &str, text: &str, min: i64| match crate::schedule::duration::parse(text) {
                 Ok(n) if n >= min => Ok(Duration::from_nanos(n.unsigned_abs())),
                 Ok(_) if min > 0 => Err(Error::PlacementFlag(
                     flag.into(),
@@ -245,8 +245,7 @@ impl PlacementArgs {
                     format!("{text:?} must not be negative"),
                 )),
                 Err(e) => Err(Error::PlacementFlag(flag.into(), format!("{text:?}: {e}"))),
-            }
-        };
+            };
         Ok(Some(crate::replica::placement::Settings {
             replication_factor: self.placement_replication_factor,
             disseminate_timeout: duration(

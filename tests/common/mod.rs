@@ -117,6 +117,7 @@ pub fn sidecar_config(
         scheduler_hosts: scheduler_hosts.to_vec(),
         scheduler_tls: None,
         scheduler_job_streams: 3,
+        placement: None,
         history: jobsd::engine::history::Options::default(),
         // The default: only the near future in memory, the rest paged in from the store.
         horizon: Some(std::time::Duration::from_secs(300)),

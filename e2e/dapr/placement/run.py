@@ -2,7 +2,8 @@
 """Actors across hosts on `jobsd scheduler --placement-enabled`, with real daprd sidecars.
 
 One `jobsd scheduler` replica is both the Scheduler (reminders) and the placement service of
-HOSTS real daprd sidecars (DAPR_BIN_DIR/daprd), each with its own Counter actor app
+HOSTS sidecars (real daprd from DAPR_BIN_DIR, jobsd sidecars, or both: `--sidecars`), each
+with its own Counter actor app
 (counter_app.py, one app id shared by all hosts, as replicas of one app). ACTORS actors get a
 reminder of PERIOD through the daprd sidecars, spread over them. Then:
 
@@ -18,7 +19,7 @@ registrations/s, ticks/s across the hosts, and the cost of each rebalance (time 
 moved actor ticked again, and the longest gap between two ticks of one actor).
 
 usage: run.py [--hosts 3] [--actors 10000] [--period 10] [--steady 30] [--after 40]
-              [--json OUT]
+              [--sidecars daprd|jobsd|mixed] [--json OUT]
 Needs: JOBSD_BIN, DAPR_BIN_DIR (e2e/dapr/placement.sh sets both). Exit 1 when a check fails.
 """
 
@@ -106,10 +107,27 @@ class Run:
         ])
         wait("jobsd scheduler", lambda: http("GET", f"http://127.0.0.1:{self.metrics_port}/metrics")[0] == 200, 30)
 
+    def kind(self, i):
+        """The sidecar of host `i`: daprd or jobsd (`--sidecars mixed`: alternating)."""
+        if self.args.sidecars == "mixed":
+            return "jobsd" if i % 2 else "daprd"
+        return self.args.sidecars
+
     def start_host(self, i):
         app_port, http_port, grpc_port, internal, metrics = (free_port() for _ in range(5))
         app = self.spawn(f"app-{i}", [sys.executable, os.path.join(HERE, "counter_app.py"),
                                       str(app_port), f"host-{i}"])
+        if self.kind(i) == "jobsd":
+            sidecar = self.spawn(f"jobsd-{i}", [
+                self.jobsd, "--app-id", "counter", "--app-port", str(app_port),
+                "--dapr-listen-addresses", "127.0.0.1", "--dapr-http-port", str(http_port),
+                "--dapr-grpc-port", str(grpc_port), "--dapr-internal-grpc-port", str(internal),
+                "--metrics-listen-address", "127.0.0.1", "--metrics-port", str(metrics),
+                "--log-level", "warn", "--data-dir", os.path.join(self.work, f"jobsd-{i}"),
+                "--placement-host-address", f"127.0.0.1:{self.sched_port}",
+                "--scheduler-host-address", f"127.0.0.1:{self.sched_port}",
+            ])
+            return self.started(i, app_port, http_port, [sidecar, app])
         daprd = self.spawn(f"daprd-{i}", [
             self.daprd, "--mode", "standalone", "--app-id", "counter",
             "--app-port", str(app_port), "--app-channel-address", "127.0.0.1",
@@ -120,10 +138,13 @@ class Run:
             "--scheduler-host-address", f"127.0.0.1:{self.sched_port}",
             "--resources-path", os.path.join(self.work, "resources"),
         ])
+        return self.started(i, app_port, http_port, [daprd, app])
+
+    def started(self, i, app_port, http_port, procs):
         host = {"i": i, "name": f"host-{i}", "app": app_port, "http": http_port,
-                "procs": [daprd, app], "alive": True}
+                "procs": procs, "alive": True, "kind": self.kind(i)}
         self.hosts.append(host)
-        wait(f"daprd {i}", lambda: http("GET", f"http://127.0.0.1:{http_port}/v1.0/healthz")[0] == 204, 60)
+        wait(f"{host['kind']} {i}", lambda: http("GET", f"http://127.0.0.1:{http_port}/v1.0/healthz")[0] == 204, 60)
         return host
 
     def call(self, host, actor, method="ping"):
@@ -182,6 +203,8 @@ def main():
     ap.add_argument("--period", type=int, default=10)
     ap.add_argument("--steady", type=float, default=30)
     ap.add_argument("--after", type=float, default=40)
+    ap.add_argument("--sidecars", choices=["daprd", "jobsd", "mixed"], default="daprd",
+                    help="the hosts' sidecars: real daprd, jobsd, or both alternating")
     ap.add_argument("--json")
     args = ap.parse_args()
     run = Run(args)
@@ -189,7 +212,8 @@ def main():
     os.makedirs(os.path.join(run.work, "resources"), exist_ok=True)
     with open(os.path.join(run.work, "resources", "actorstore.yaml"), "w") as f:
         f.write(ACTOR_STORE)
-    result = {"hosts": args.hosts, "actors": args.actors, "period_s": args.period}
+    result = {"hosts": args.hosts, "actors": args.actors, "period_s": args.period,
+              "sidecars": args.sidecars}
     failures = []
     try:
         run.start_scheduler()
@@ -238,9 +262,31 @@ def main():
         if never:
             failures.append(f"{len(never)} actors never ticked (e.g. {never[:3]})")
 
+        # Method calls through every sidecar: each actor answers from one host, whichever
+        # sidecar the call came in through (calls cross sidecars on the internal API).
+        sample = actors[: min(100, len(actors))]
+
+        def answered_by(pair):
+            h, a = pair
+            code, body = run.call(h, a)
+            return a, (json.loads(body).get("host") if code == 200 else f"error {code} {body[:100]!r}")
+
+        with cf.ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(answered_by, [(h, a) for h in run.hosts for a in sample]))
+        by_actor = {}
+        for a, who in answers:
+            by_actor.setdefault(a, set()).add(who)
+        split = {a: w for a, w in by_actor.items() if len(w) != 1 or any(x.startswith("error") for x in w)}
+        remote = sum(1 for h in run.hosts for a in sample if a not in st.get(h["name"], {}).get("active", []))
+        result["calls"] = {"made": len(answers), "through_another_sidecar": remote, "inconsistent": len(split)}
+        print(f"placement run: {len(answers)} method calls through {len(run.hosts)} sidecars "
+              f"({remote} to an actor hosted behind another sidecar): {len(split)} inconsistent")
+        if split:
+            failures.append(f"{len(split)} actors answered from several hosts or failed (e.g. {list(split.items())[:2]})")
+
         # 2. Kill the last host.
         victim = run.hosts[-1]
-        moved = set(st[victim["name"]]["active"])
+        moved = set(st[victim["name"]]["active"]) & set(actors)
         kept_intervals = {victim["name"]: st[victim["name"]]["intervals"]}
         t_kill = time.monotonic()
         run.kill(victim)

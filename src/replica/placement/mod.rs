@@ -72,11 +72,27 @@ struct Conn {
 
 /// What the service loop hears.
 enum Event {
-    Add { host: pv1::Host, conn: Box<Conn> },
-    Report { idx: u64, host: pv1::Host },
-    Closed { idx: u64, status: Status },
-    Timeout { ns: String, version: u64, generation: u64 },
-    Coalesce { ns: String, generation: u64 },
+    Add {
+        host: pv1::Host,
+        conn: Box<Conn>,
+    },
+    Report {
+        idx: u64,
+        host: pv1::Host,
+    },
+    Closed {
+        idx: u64,
+        status: Status,
+    },
+    Timeout {
+        ns: String,
+        version: u64,
+        generation: u64,
+    },
+    Coalesce {
+        ns: String,
+        generation: u64,
+    },
     State(oneshot::Sender<Result<pv1::StatePlacementTables, Status>>),
 }
 
@@ -197,11 +213,12 @@ impl pv1::placement_server::Placement for Placement {
             .await?
             .ok_or_else(|| Status::new(Code::Unknown, "EOF"))?;
         authorize(&host)?;
+        // Dapr's line, word for word: tools (and Dapr's tests) wait for it.
         tracing::info!(
-            namespace = %host.namespace,
-            id = %host.id,
-            host = %host.name,
-            "placement: a sidecar connected"
+            "Received status report connection from new namespace={} id={} host={}",
+            host.namespace,
+            host.id,
+            host.name
         );
         let (out, orders) = mpsc::unbounded_channel();
         self.events
@@ -210,7 +227,9 @@ impl pv1::placement_server::Placement for Placement {
                 conn: Box::new(Conn { inbound, out }),
             })
             .map_err(|_| shutting_down())?;
-        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(orders))))
+        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(
+            orders,
+        ))))
     }
 }
 
@@ -220,7 +239,13 @@ struct Namespace {
     /// Connections added and not yet closed (waiting ones too); at zero the namespace goes.
     connections: u64,
     /// The senders of its started streams, and what stops their readers.
-    outs: HashMap<u64, (mpsc::UnboundedSender<Result<pv1::PlacementOrder, Status>>, CancellationToken)>,
+    outs: HashMap<
+        u64,
+        (
+            mpsc::UnboundedSender<Result<pv1::PlacementOrder, Status>>,
+            CancellationToken,
+        ),
+    >,
     /// Armed timeouts: version → generation.
     timeouts: HashMap<u64, u64>,
     /// The coalesce timer's generation (the last armed one counts).
@@ -290,18 +315,21 @@ impl Loop {
                 let ns = host.namespace.clone();
                 let settings = &self.settings;
                 let ids = &self.ids;
-                let entry = self.namespaces.entry(ns.clone()).or_insert_with(|| Namespace {
-                    round: Round::new(
-                        settings.replication_factor,
-                        settings.disseminate_timeout,
-                        settings.coalesce_window,
-                        ids.clone(),
-                    ),
-                    connections: 0,
-                    outs: HashMap::new(),
-                    timeouts: HashMap::new(),
-                    coalesce: 0,
-                });
+                let entry = self
+                    .namespaces
+                    .entry(ns.clone())
+                    .or_insert_with(|| Namespace {
+                        round: Round::new(
+                            settings.replication_factor,
+                            settings.disseminate_timeout,
+                            settings.coalesce_window,
+                            ids.clone(),
+                        ),
+                        connections: 0,
+                        outs: HashMap::new(),
+                        timeouts: HashMap::new(),
+                        coalesce: 0,
+                    });
                 entry.connections += 1;
                 let effects = entry.round.add(Waiting { host, conn: *conn });
                 self.apply(&ns, effects);
@@ -382,8 +410,10 @@ impl Loop {
                     }
                 }
                 Effect::Close { idx, status } => {
-                    if let Some((out, reader)) =
-                        self.namespaces.get_mut(ns).and_then(|n| n.outs.remove(&idx))
+                    if let Some((out, reader)) = self
+                        .namespaces
+                        .get_mut(ns)
+                        .and_then(|n| n.outs.remove(&idx))
                     {
                         tracing::info!(namespace = ns, stream = idx, %status, "placement: closing a stream");
                         let _ = out.send(Err(status));
@@ -502,7 +532,10 @@ impl Loop {
 /// Whether this replica leads placement: alone, always; in a cluster, while it holds its
 /// lease and is the first live member by id.
 pub fn leadership(
-    cluster: Option<(watch::Receiver<crate::replica::gates::Place>, crate::replica::cluster::Standing)>,
+    cluster: Option<(
+        watch::Receiver<crate::replica::gates::Place>,
+        crate::replica::cluster::Standing,
+    )>,
     stop: CancellationToken,
 ) -> watch::Receiver<bool> {
     let Some((mut place, standing)) = cluster else {

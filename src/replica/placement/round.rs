@@ -509,7 +509,11 @@ impl<C> Round<C> {
     }
 }
 
-fn order(operation: &str, version: u64, tables: Option<pv1::PlacementTables>) -> pv1::PlacementOrder {
+fn order(
+    operation: &str,
+    version: u64,
+    tables: Option<pv1::PlacementTables>,
+) -> pv1::PlacementOrder {
     pv1::PlacementOrder {
         tables,
         operation: operation.to_owned(),

@@ -101,10 +101,16 @@ mod tests {
     #[test]
     fn a_host_counts_by_its_actor_types_id_and_namespace() {
         let mut hosts = Hosts::default();
-        assert!(!hosts.set(0, host("a:1", &[])), "no actors: nothing changes");
+        assert!(
+            !hosts.set(0, host("a:1", &[])),
+            "no actors: nothing changes"
+        );
         assert!(!hosts.has(0));
         assert!(hosts.set(0, host("a:1", &["b", "a"])));
-        assert!(!hosts.set(0, host("a:1", &["a", "b"])), "same types, other order");
+        assert!(
+            !hosts.set(0, host("a:1", &["a", "b"])),
+            "same types, other order"
+        );
         assert!(hosts.set(0, host("a:1", &["a"])));
         assert!(hosts.set(0, host("a:1", &[])), "types gone: the host goes");
         assert!(!hosts.has(0));

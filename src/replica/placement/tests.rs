@@ -10,7 +10,12 @@ use super::round::{Effect, Round, Waiting};
 use crate::proto::dapr_placement::{self as pv1, HostOperation};
 
 fn round(coalesce: Duration) -> Round<&'static str> {
-    Round::new(100, Duration::from_secs(5), coalesce, Arc::new(AtomicU64::new(0)))
+    Round::new(
+        100,
+        Duration::from_secs(5),
+        coalesce,
+        Arc::new(AtomicU64::new(0)),
+    )
 }
 
 fn host(name: &str, entities: &[&str]) -> pv1::Host {
@@ -107,7 +112,11 @@ fn a_host_joining_mid_round_waits_and_a_no_actor_one_gets_the_table_alone() {
         "the table to b alone, no new round"
     );
     // b's acks of the table it was pushed change nothing.
-    for op in [HostOperation::Lock, HostOperation::Update, HostOperation::Unlock] {
+    for op in [
+        HostOperation::Lock,
+        HostOperation::Update,
+        HostOperation::Unlock,
+    ] {
         assert!(sent(&r.reported(1, ack("b", &[], op, 1))).is_empty());
     }
     assert_eq!(r.state().hosts.len(), 1);
@@ -136,7 +145,10 @@ fn a_host_joining_with_actors_after_a_round_starts_the_next_one_for_all() {
     let Some(Effect::Send { order, .. }) = e.first() else {
         panic!()
     };
-    assert_eq!(order.tables.as_ref().unwrap().entries["t"].load_map.len(), 2);
+    assert_eq!(
+        order.tables.as_ref().unwrap().entries["t"].load_map.len(),
+        2
+    );
 }
 
 #[test]
@@ -150,12 +162,19 @@ fn a_stream_that_does_not_ack_is_closed_at_the_timeout_and_the_round_restarts() 
         host: host("b", &["t"]),
         conn: "b",
     });
-    for op in [HostOperation::Lock, HostOperation::Update, HostOperation::Unlock] {
+    for op in [
+        HostOperation::Lock,
+        HostOperation::Update,
+        HostOperation::Unlock,
+    ] {
         r.reported(0, ack("a", &["t"], op, 1));
     }
     // Round 2 (a and b): only a acks the lock.
     r.reported(0, ack("a", &["t"], HostOperation::Lock, 2));
-    assert!(r.timeout(1).is_empty(), "an old version's timeout does nothing");
+    assert!(
+        r.timeout(1).is_empty(),
+        "an old version's timeout does nothing"
+    );
     let e = r.timeout(2);
     let closed: Vec<(u64, Code, String)> = e
         .iter()
@@ -185,14 +204,22 @@ fn a_host_leaving_starts_a_round_without_it() {
         host: host("a", &["t"]),
         conn: "a",
     });
-    for op in [HostOperation::Lock, HostOperation::Update, HostOperation::Unlock] {
+    for op in [
+        HostOperation::Lock,
+        HostOperation::Update,
+        HostOperation::Unlock,
+    ] {
         r.reported(0, ack("a", &["t"], op, 1));
     }
     r.add(Waiting {
         host: host("b", &["t"]),
         conn: "b",
     });
-    for op in [HostOperation::Lock, HostOperation::Update, HostOperation::Unlock] {
+    for op in [
+        HostOperation::Lock,
+        HostOperation::Update,
+        HostOperation::Unlock,
+    ] {
         r.reported(0, ack("a", &["t"], op, 2));
         r.reported(1, ack("b", &["t"], op, 2));
     }
@@ -212,7 +239,11 @@ fn a_stream_closing_mid_round_lets_the_round_finish_without_it() {
         host: host("a", &["t"]),
         conn: "a",
     });
-    for op in [HostOperation::Lock, HostOperation::Update, HostOperation::Unlock] {
+    for op in [
+        HostOperation::Lock,
+        HostOperation::Update,
+        HostOperation::Unlock,
+    ] {
         r.reported(0, ack("a", &["t"], op, 1));
     }
     r.add(Waiting {
@@ -238,11 +269,20 @@ fn coalescing_gathers_joins_into_one_round() {
     let e = r.reported(0, ack("a", &["t"], HostOperation::Unlock, 1));
     assert!(e.iter().any(|e| matches!(e, Effect::ArmCoalesce)));
     for (name, conn) in [("b", "b"), ("c", "c")] {
-        assert!(r.add(Waiting { host: host(name, &["t"]), conn }).is_empty());
+        assert!(
+            r.add(Waiting {
+                host: host(name, &["t"]),
+                conn
+            })
+            .is_empty()
+        );
     }
     let e = r.coalesce_fire();
     assert_eq!(started(&e), [1, 2]);
-    assert_eq!(sent(&e), [s(0, "lock", 2), s(1, "lock", 2), s(2, "lock", 2)]);
+    assert_eq!(
+        sent(&e),
+        [s(0, "lock", 2), s(1, "lock", 2), s(2, "lock", 2)]
+    );
 }
 
 #[test]
@@ -252,7 +292,11 @@ fn reports_of_older_versions_are_ignored() {
         host: host("a", &["t"]),
         conn: "a",
     });
-    for op in [HostOperation::Lock, HostOperation::Update, HostOperation::Unlock] {
+    for op in [
+        HostOperation::Lock,
+        HostOperation::Update,
+        HostOperation::Unlock,
+    ] {
         r.reported(0, ack("a", &["t"], op, 1));
     }
     let e = r.reported(0, ack("a", &["t", "u"], HostOperation::Report, 0));

@@ -8,6 +8,8 @@
 #                                              --placement-enabled` as the placement service
 #   bash e2e/dapr/suite.sh dapr      [FOCUS]   the real daprd and Scheduler: the baseline
 #   DAPRD_VERSION=v1.16.5 bash e2e/dapr/suite.sh scheduler [FOCUS]   an older daprd (skew)
+#   SUITE_TAG=sidecar-actors bash e2e/dapr/suite.sh sidecar '^actors/'   Dapr's actor tests with
+#                                              jobsd as daprd (its results file named by the tag)
 #
 # FOCUS is the suite's own `-focus` regex over test names (`daprd/jobs/get`, ...); the default
 # is this direction's part of the suite (below). Results, one line per test, go to
@@ -75,7 +77,8 @@ chmod +x "$out/placement-launcher"
 export DAPR_INTEGRATION_DAPRD_PATH="$DAPR_BIN_DIR/daprd"
 # DAPRD_VERSION=v1.16.5 (one of DAPR_SKEW_VERSIONS, built by `build.sh --skew`): an older real
 # daprd against this suite and jobsd, for version skew; results go to <direction>-daprd-<v>.tsv.
-tag="$direction"
+# SUITE_TAG names the results file instead (a part of a direction run on its own).
+tag="${SUITE_TAG:-$direction}"
 if [ -n "${DAPRD_VERSION:-}" ] && [ "$DAPRD_VERSION" != "$DAPR_VERSION" ]; then
   DAPR_INTEGRATION_DAPRD_PATH="$cache/$DAPRD_VERSION/daprd"
   [ -x "$DAPR_INTEGRATION_DAPRD_PATH" ] || { echo "suite.sh: no $DAPR_INTEGRATION_DAPRD_PATH (bash e2e/dapr/build.sh --skew)" >&2; exit 1; }

@@ -84,6 +84,14 @@ pub fn cancels(status: StatusCode, headers: &HeaderMap) -> bool {
             })
 }
 
+/// daprd's error when no host has the actor's type.
+pub(super) fn not_found(actor: &ActorRef) -> super::ActorError {
+    super::ActorError::Call(format!(
+        "failed to lookup actor: did not find address for actor {}/{}",
+        actor.actor_type, actor.actor_id
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,28 +9,10 @@ use tokio_util::sync::CancellationToken;
 use super::ActorRef;
 use super::placement::remote::REMINDER_CANCELLED;
 use super::placement::ring::Host;
-use super::placement::{Drain, Identity, Lookup, Peers, Placement, Tables};
+use super::placement::{Drain, Identity, Lookup, Peers, Placement, Route, Tables};
 use super::runtime::{ActorError, ActorRuntime, MethodAnswer, MethodCall};
 use crate::proto::dapr_scheduler as sv1;
 use crate::trigger::{ExecutionId, Trigger, TriggerKind, TriggerResult};
-
-/// Where a call goes.
-pub(super) enum Route {
-    /// This host.
-    Local,
-    /// Another sidecar.
-    Remote(Host, Peers),
-    /// No host has the type.
-    Nowhere,
-}
-
-/// daprd's error when no host has the actor's type.
-pub(super) fn not_found(actor: &ActorRef) -> ActorError {
-    ActorError::Call(format!(
-        "failed to lookup actor: did not find address for actor {}/{}",
-        actor.actor_type, actor.actor_id
-    ))
-}
 
 /// Why a call that came from another sidecar is refused: the actor is not here (any more).
 pub const MOVED: &str = "error invoke actor method: remote actor moved";

@@ -11,10 +11,10 @@ use tokio::sync::{Notify, OwnedMutexGuard, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::ActorRef;
+use super::calls::not_found;
 use super::calls::{self, json_headers};
 use super::config::{ConfigError, Hosted};
-use super::hosts::{Route, not_found};
-use super::placement::{Peers, Placement};
+use super::placement::{Peers, Placement, Route};
 use super::reminders::{NewReminder, Reminder, ReminderError, SchedulerReminders};
 use super::timers::{Fire, NewTimer, Timers};
 use crate::clock::Clock;

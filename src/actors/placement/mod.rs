@@ -15,3 +15,13 @@ pub mod ring;
 pub use client::{Drain, Identity, Lookup, Placement};
 pub use remote::{Peers, RemoteError};
 pub use ring::Tables;
+
+/// Where a call to an actor goes.
+pub enum Route {
+    /// This host.
+    Local,
+    /// Another sidecar.
+    Remote(ring::Host, Peers),
+    /// No host has the type.
+    Nowhere,
+}

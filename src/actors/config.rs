@@ -11,6 +11,14 @@ use crate::schedule::duration;
 /// daprd's default actor idle timeout (`pkg/actors/api/config.go`): 60 minutes.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
+/// daprd's default `drainOngoingCallTimeout` (`DefaultOngoingCallTimeout`): how long a call
+/// to an actor that moved to another host may still run before it is cancelled.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The longest drain: daprd clamps `drainOngoingCallTimeout` to 80 % of its dissemination
+/// timeout (30 s by default), so a drain never holds a placement round past it.
+pub const MAX_DRAIN_TIMEOUT: Duration = Duration::from_secs(24);
+
 /// The app's answer to `GET /dapr/config`, as far as jobsd uses it. Unknown keys are
 /// ignored, as Go's `encoding/json` does.
 #[derive(Debug, Default, Deserialize)]
@@ -25,6 +33,12 @@ struct AppConfig {
     /// Per-type overrides.
     #[serde(default)]
     entities_config: Vec<EntityConfig>,
+    /// How long calls to actors that moved may still run (Go duration).
+    #[serde(default)]
+    drain_ongoing_call_timeout: Option<String>,
+    /// Whether calls to actors that moved may finish (`false`: cancelled at once).
+    #[serde(default)]
+    drain_rebalanced_actors: Option<bool>,
 }
 
 /// One `entitiesConfig` entry.
@@ -40,10 +54,14 @@ struct EntityConfig {
 }
 
 /// The actor types this sidecar hosts, with their settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hosted {
     /// Idle timeout per hosted type.
     pub types: BTreeMap<String, Duration>,
+    /// How long a call to an actor that moved to another host may still run before it is
+    /// cancelled (`drainOngoingCallTimeout`, clamped as daprd clamps it; zero with
+    /// `drainRebalancedActors: false`).
+    pub drain: Duration,
 }
 
 /// Why the app's actor configuration was refused.
@@ -55,6 +73,15 @@ pub enum ConfigError {
     /// The top-level idle timeout does not parse (daprd refuses to register the actors).
     #[error("failed to parse default actor idle timeout: {0}")]
     IdleTimeout(String),
+}
+
+impl Default for Hosted {
+    fn default() -> Self {
+        Hosted {
+            types: BTreeMap::new(),
+            drain: DEFAULT_DRAIN_TIMEOUT,
+        }
+    }
 }
 
 impl Hosted {
@@ -89,7 +116,17 @@ impl Hosted {
                 }
             }
         }
-        Ok(Hosted { types })
+        let drain = if config.drain_rebalanced_actors == Some(false) {
+            Duration::ZERO
+        } else {
+            config
+                .drain_ongoing_call_timeout
+                .as_deref()
+                .and_then(parse_duration)
+                .unwrap_or(DEFAULT_DRAIN_TIMEOUT)
+                .min(MAX_DRAIN_TIMEOUT)
+        };
+        Ok(Hosted { types, drain })
     }
 
     /// Whether `actor_type` is hosted here.
@@ -141,5 +178,23 @@ mod tests {
         );
         assert_eq!(Hosted::from_json(b"{}").unwrap(), Hosted::default());
         assert!(Hosted::from_json(b"not json").is_err());
+    }
+
+    #[test]
+    fn the_drain_time_is_daprds_clamped_or_zero_without_draining() {
+        let read = |body: &str| Hosted::from_json(body.as_bytes()).unwrap().drain;
+        assert_eq!(read(r#"{"entities":["A"]}"#), DEFAULT_DRAIN_TIMEOUT);
+        assert_eq!(
+            read(r#"{"entities":["A"],"drainOngoingCallTimeout":"5s"}"#),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            read(r#"{"entities":["A"],"drainOngoingCallTimeout":"1m"}"#),
+            MAX_DRAIN_TIMEOUT
+        );
+        assert_eq!(
+            read(r#"{"entities":["A"],"drainOngoingCallTimeout":"5s","drainRebalancedActors":false}"#),
+            Duration::ZERO
+        );
     }
 }

@@ -86,7 +86,10 @@ impl ActorRuntime {
         peers
             .call_actor(host, &call)
             .await
-            .map_err(|e| ActorError::Call(e.message))
+            .map_err(|e| ActorError::Remote {
+                code: e.code,
+                message: e.message,
+            })
     }
 
     /// A reminder tick forwarded to `host`.

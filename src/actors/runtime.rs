@@ -46,6 +46,19 @@ pub enum ActorError {
     /// The method call failed (transport, or an answer other than 200); daprd's text.
     #[error("{0}")]
     Call(String),
+    /// The actor moved to another host while its call waited or ran here: the call is
+    /// cancelled and made again where the actor lives now.
+    #[error("remote actor moved")]
+    Moved,
+    /// The sidecar hosting the actor answered with this status: gRPC callers get it as it
+    /// is, HTTP callers in Go's words (`rpc error: code = … desc = …`), as daprd's do.
+    #[error("rpc error: code = {} desc = {}", crate::seam::go_code_name(*.code), .message)]
+    Remote {
+        /// Its code.
+        code: tonic::Code,
+        /// Its message.
+        message: String,
+    },
 }
 
 /// A method call to an actor, as the API received it.
@@ -138,6 +151,9 @@ struct Slot {
     turn: Arc<tokio::sync::Mutex<bool>>,
     /// The deadline this actor is queued under in `idle`.
     idle_at: Mutex<Option<DateTime<Utc>>>,
+    /// Cancelled when the actor moved to another host and its drain time ran out: the call
+    /// in its turn stops.
+    moved: CancellationToken,
 }
 
 /// Holding an actor's turn; the idle deadline restarts when it ends.
@@ -152,11 +168,21 @@ pub(super) struct Turn {
     runtime: ActorRuntime,
 }
 
+impl Turn {
+    /// Resolves when the actor moved to another host and its call must stop.
+    fn moved(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.slot.moved.cancelled()
+    }
+}
+
 impl Drop for Turn {
     fn drop(&mut self) {
         self.runtime.requeue_idle(&self.actor, &self.slot);
     }
 }
+
+/// How many times a call follows an actor that moved before it gives up.
+const MOVED_TRIES: u32 = 3;
 
 /// How long a call made before the app's config was first read waits for it.
 const CONFIG_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -404,10 +430,26 @@ impl ActorRuntime {
     /// Calls an actor method: on this host (below), or, with placement, on the host the
     /// actor lives on.
     pub async fn invoke(&self, call: MethodCall) -> Result<MethodAnswer, ActorError> {
-        match self.route(&call.actor).await {
-            Some(Route::Remote(host, peers)) => self.invoke_remote(&host, &peers, call).await,
-            Some(Route::Nowhere) => Err(not_found(&call.actor)),
-            Some(Route::Local) | None => self.invoke_local(call).await,
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let result = match self.route(&call.actor).await {
+                Some(Route::Remote(host, peers)) => {
+                    self.invoke_remote(&host, &peers, call.clone()).await
+                }
+                Some(Route::Nowhere) => Err(not_found(&call.actor)),
+                Some(Route::Local) | None => self.invoke_local(call.clone()).await,
+            };
+            // Moved while the call waited or ran (here, or on the host it went to): once
+            // the tables say where the actor is now, the call goes there.
+            let moved = match &result {
+                Err(ActorError::Moved) => true,
+                Err(ActorError::Remote { message, .. }) => message == super::hosts::MOVED,
+                _ => false,
+            };
+            if !moved || tries >= MOVED_TRIES {
+                return result;
+            }
         }
     }
 
@@ -425,11 +467,12 @@ impl ActorRuntime {
             path.push('?');
             path.push_str(q);
         }
-        let _turn = self.turn(&call.actor).await;
-        let answer = app
-            .send(Method::PUT, path, call.headers, call.body, Keep::Body)
-            .await
-            .map_err(|e| ActorError::Call(e.to_string()))?;
+        let turn = self.turn(&call.actor).await;
+        let answer = tokio::select! {
+            answer = app.send(Method::PUT, path, call.headers, call.body, Keep::Body) => answer,
+            () = turn.moved() => return Err(ActorError::Moved),
+        }
+        .map_err(|e| ActorError::Call(e.to_string()))?;
         if answer.status == StatusCode::OK
             || answer.headers.contains_key("x-daprerrorresponseheader")
         {
@@ -490,11 +533,13 @@ impl ActorRuntime {
         let mut headers = json_headers();
         headers.insert(TRACEPARENT, trace.header_value());
         delivery::http::insert_context(&mut headers, &crate::trigger::context::headers(trigger));
-        let _turn = self.turn(&actor).await;
+        let turn = self.turn(&actor).await;
         let started = self.inner.spans.as_ref().map(Spans::begin);
-        let answer = app
-            .send(Method::PUT, path, headers, body, Keep::Status)
-            .await;
+        let answer = tokio::select! {
+            answer = app.send(Method::PUT, path, headers, body, Keep::Status) => answer,
+            // Moved while the tick ran: a failure, retried where the actor is now.
+            () = turn.moved() => return TriggerResult::Failed,
+        };
         let (result, error) = match answer {
             Ok(answer) if calls::cancels(answer.status, &answer.headers) => {
                 (TriggerResult::Cancel, None)
@@ -575,6 +620,7 @@ impl ActorRuntime {
                         Arc::new(Slot {
                             turn: Arc::new(tokio::sync::Mutex::new(false)),
                             idle_at: Mutex::new(None),
+                            moved: CancellationToken::new(),
                         })
                     })
                     .clone()
@@ -646,12 +692,21 @@ impl ActorRuntime {
         }
     }
 
-    /// Deactivates `actor` once the call in its turn (if any) ends: it moved to another host.
+    /// Deactivates `actor`, which moved to another host, once the call in its turn (if any)
+    /// ends, or is cancelled after the app's drain time (`drainOngoingCallTimeout`).
     pub(super) async fn deactivate_moved(&self, actor: &ActorRef) {
         let Some(slot) = lock(&self.inner.actors).get(actor).cloned() else {
             return;
         };
-        let mut guard = slot.turn.clone().lock_owned().await;
+        let drain = self.inner.hosted.borrow().drain;
+        let mut guard = match tokio::time::timeout(drain, slot.turn.clone().lock_owned()).await {
+            Ok(guard) => guard,
+            Err(_) => {
+                tracing::debug!(actor = %actor, ?drain, "moved actor's call cancelled after its drain time");
+                slot.moved.cancel();
+                slot.turn.clone().lock_owned().await
+            }
+        };
         if *guard {
             return;
         }

@@ -158,6 +158,16 @@ pub fn timer_create(err: &ActorError) -> ApiError {
     )
 }
 
+/// A status from the sidecar hosting the actor, passed on to a gRPC caller as it is.
+pub fn remote_status(code: tonic::Code, message: String) -> ApiError {
+    legacy(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        code,
+        code::INVOKE_METHOD,
+        message,
+    )
+}
+
 /// 500 `ERR_ACTOR_INVOKE_METHOD` `error invoke actor method: <cause>`.
 pub fn invoke(err: &ActorError) -> ApiError {
     legacy(

@@ -177,7 +177,7 @@ pub async fn invoke(
         }
     }
     let answer = state
-        .invoke_actor(MethodCall {
+        .invoke_actor_grpc(MethodCall {
             actor: ActorRef::new(&req.actor_type, &req.actor_id),
             method: req.method,
             query: None,

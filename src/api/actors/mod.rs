@@ -126,6 +126,15 @@ impl ApiState {
             .await
             .map_err(|e: ActorError| errors::invoke(&e))
     }
+
+    /// The same for gRPC callers: the status of the sidecar hosting the actor is passed on
+    /// as it is, as daprd's gRPC API does.
+    pub async fn invoke_actor_grpc(&self, call: MethodCall) -> Result<MethodAnswer, ApiError> {
+        self.actors.invoke(call).await.map_err(|e| match e {
+            ActorError::Remote { code, message } => errors::remote_status(code, message),
+            e => errors::invoke(&e),
+        })
+    }
 }
 
 /// daprd's GET reminder body (`json.NewEncoder(w).Encode`, so it ends with a newline): keys

@@ -676,6 +676,11 @@ async fn health_metadata_and_unknown_routes() {
     assert_eq!(meta["id"], "myapp");
     assert!(meta["runtimeVersion"].is_string());
     assert_eq!(meta["extended"]["schedulerMode"], "embedded");
+    // daprd's actorRuntime: no app hosting actors here, no placement.
+    assert_eq!(
+        meta["actorRuntime"],
+        serde_json::json!({"runtimeStatus": "RUNNING", "hostReady": false})
+    );
 
     // daprd hands what its API routes do not serve to service invocation (daprd 1.18.2).
     let direct = serde_json::json!({

@@ -43,6 +43,12 @@ impl ActorRuntime {
         &self.inner.placement
     }
 
+    /// Whether placement is connected and ready; `None` without placement (this sidecar
+    /// hosts every actor of its types itself).
+    pub fn placement_ready(&self) -> Option<bool> {
+        self.inner_placement().get().map(|(p, _)| p.is_ready())
+    }
+
     /// Where `actor`'s calls go; `None` without placement (this host).
     pub(super) async fn route(&self, actor: &ActorRef) -> Option<Route> {
         let (placement, peers) = self.inner_placement().get()?;

@@ -354,9 +354,12 @@ async fn healthz_outbound() -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
-/// `GET /v1.0/metadata`: the small part of daprd's metadata that applies here.
+/// `GET /v1.0/metadata`: the small part of daprd's metadata that applies here, with
+/// daprd's `actorRuntime` (status as its name, every hosted type's active actors, whether
+/// the host is ready, the placement connection).
 async fn metadata(State(state): State<Shared>) -> Response {
-    let body = serde_json::json!({
+    let full = state.metadata();
+    let mut body = serde_json::json!({
         "id": state.app_id,
         "runtimeVersion": env!("CARGO_PKG_VERSION"),
         "extended": { "schedulerMode": state.mode },
@@ -365,6 +368,25 @@ async fn metadata(State(state): State<Shared>) -> Response {
             None => serde_json::json!({}),
         },
     });
+    if let Some(runtime) = full.actor_runtime {
+        let mut actors = serde_json::json!({
+            "runtimeStatus": crate::proto::runtime::actor_runtime::ActorRuntimeStatus::try_from(runtime.runtime_status)
+                .map(|s| s.as_str_name())
+                .unwrap_or("INITIALIZING"),
+            "hostReady": runtime.host_ready,
+        });
+        if !runtime.active_actors.is_empty() {
+            actors["activeActors"] = runtime
+                .active_actors
+                .iter()
+                .map(|a| serde_json::json!({ "type": a.r#type, "count": a.count }))
+                .collect();
+        }
+        if !runtime.placement.is_empty() {
+            actors["placement"] = runtime.placement.into();
+        }
+        body["actorRuntime"] = actors;
+    }
     json_response(body.to_string())
 }
 

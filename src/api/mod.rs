@@ -118,7 +118,8 @@ impl ApiState {
                 count: i32::try_from(count).unwrap_or(i32::MAX),
             })
             .collect();
-        let hosts_actors = !active.is_empty();
+        let placement = self.actors.placement_ready();
+        let hosts_actors = !active.is_empty() && placement != Some(false);
         #[allow(deprecated)]
         rv1::GetMetadataResponse {
             id: self.app_id.clone(),
@@ -131,7 +132,11 @@ impl ApiState {
                 runtime_status: ActorRuntimeStatus::Running as i32,
                 active_actors: active,
                 host_ready: hosts_actors,
-                placement: String::new(),
+                placement: match placement {
+                    Some(true) => "placement: connected".to_owned(),
+                    Some(false) => "placement: disconnected".to_owned(),
+                    None => String::new(),
+                },
             }),
             scheduler: self
                 .scheduler_hosts

@@ -57,6 +57,8 @@ pub struct Placement {
     tables: watch::Receiver<Arc<Tables>>,
     /// True between an update and its unlock, and before the first unlock.
     locked: watch::Receiver<bool>,
+    /// Whether a stream is open and has completed a round (daprd's `placement.Ready()`).
+    ready: watch::Receiver<bool>,
 }
 
 /// How long a lookup waits for a round in progress (or the first one) to end.
@@ -75,10 +77,12 @@ impl Placement {
     ) -> Placement {
         let (tables_tx, tables) = watch::channel(Arc::new(Tables::default()));
         let (locked_tx, locked) = watch::channel(true);
+        let (ready_tx, ready) = watch::channel(false);
         let placement = Placement {
             me: me.name.as_str().into(),
             tables,
             locked,
+            ready,
         };
         let run = Client {
             me,
@@ -86,9 +90,15 @@ impl Placement {
             drain,
             tables: tables_tx,
             locked: locked_tx,
+            ready: ready_tx,
         };
         tokio::spawn(run.run(stop));
         placement
+    }
+
+    /// Whether placement is connected and a round completed on this stream.
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
     }
 
     /// This sidecar's host name on the rings.
@@ -125,6 +135,7 @@ struct Client {
     drain: Drain,
     tables: watch::Sender<Arc<Tables>>,
     locked: watch::Sender<bool>,
+    ready: watch::Sender<bool>,
 }
 
 impl Client {
@@ -144,6 +155,7 @@ impl Client {
                     }
                 }
             }
+            self.ready.send_replace(false);
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(RECONNECT_PAUSE) => {}
@@ -219,6 +231,7 @@ impl Client {
                             if version >= current {
                                 current = version;
                                 self.locked.send_replace(false);
+                                self.ready.send_replace(true);
                                 send.send(self.ack(HostOperation::Unlock, version)).map_err(|e| e.to_string())?;
                                 tracing::debug!(version, "placement tables unlocked");
                             }

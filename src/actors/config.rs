@@ -193,7 +193,9 @@ mod tests {
             MAX_DRAIN_TIMEOUT
         );
         assert_eq!(
-            read(r#"{"entities":["A"],"drainOngoingCallTimeout":"5s","drainRebalancedActors":false}"#),
+            read(
+                r#"{"entities":["A"],"drainOngoingCallTimeout":"5s","drainRebalancedActors":false}"#
+            ),
             Duration::ZERO
         );
     }

@@ -56,6 +56,25 @@ fn started<C>(effects: &[Effect<C>]) -> Vec<u64> {
         .collect()
 }
 
+/// Acks a whole round (lock, update, unlock) of `version` from stream `idx`.
+fn complete(r: &mut Round<&'static str>, idx: u64, name: &str, version: u64) {
+    for op in [
+        HostOperation::Lock,
+        HostOperation::Update,
+        HostOperation::Unlock,
+    ] {
+        r.reported(idx, ack(name, &["t"], op, version));
+    }
+}
+
+/// A round with host `name` (type `t`) connected as `conn`.
+fn join(r: &mut Round<&'static str>, name: &'static str) -> Vec<Effect<&'static str>> {
+    r.add(Waiting {
+        host: host(name, &["t"]),
+        conn: name,
+    })
+}
+
 fn s(idx: u64, op: &str, v: u64) -> (u64, String, u64) {
     (idx, op.to_owned(), v)
 }
@@ -92,10 +111,7 @@ fn a_host_with_actors_starts_a_round_of_lock_update_unlock() {
 fn a_host_joining_mid_round_waits_and_a_no_actor_one_gets_the_table_alone() {
     // Dapr's placement/dissemination/noactorjoin, as effects.
     let mut r = round(Duration::ZERO);
-    r.add(Waiting {
-        host: host("a", &["t"]),
-        conn: "a",
-    });
+    join(&mut r, "a");
     let e = r.add(Waiting {
         host: host("b", &[]),
         conn: "b",
@@ -125,14 +141,8 @@ fn a_host_joining_mid_round_waits_and_a_no_actor_one_gets_the_table_alone() {
 #[test]
 fn a_host_joining_with_actors_after_a_round_starts_the_next_one_for_all() {
     let mut r = round(Duration::ZERO);
-    r.add(Waiting {
-        host: host("a", &["t"]),
-        conn: "a",
-    });
-    r.add(Waiting {
-        host: host("b", &["t"]),
-        conn: "b",
-    });
+    join(&mut r, "a");
+    join(&mut r, "b");
     for op in [HostOperation::Lock, HostOperation::Update] {
         r.reported(0, ack("a", &["t"], op, 1));
     }
@@ -154,21 +164,9 @@ fn a_host_joining_with_actors_after_a_round_starts_the_next_one_for_all() {
 #[test]
 fn a_stream_that_does_not_ack_is_closed_at_the_timeout_and_the_round_restarts() {
     let mut r = round(Duration::ZERO);
-    r.add(Waiting {
-        host: host("a", &["t"]),
-        conn: "a",
-    });
-    r.add(Waiting {
-        host: host("b", &["t"]),
-        conn: "b",
-    });
-    for op in [
-        HostOperation::Lock,
-        HostOperation::Update,
-        HostOperation::Unlock,
-    ] {
-        r.reported(0, ack("a", &["t"], op, 1));
-    }
+    join(&mut r, "a");
+    join(&mut r, "b");
+    complete(&mut r, 0, "a", 1);
     // Round 2 (a and b): only a acks the lock.
     r.reported(0, ack("a", &["t"], HostOperation::Lock, 2));
     assert!(
@@ -200,21 +198,10 @@ fn a_stream_that_does_not_ack_is_closed_at_the_timeout_and_the_round_restarts() 
 #[test]
 fn a_host_leaving_starts_a_round_without_it() {
     let mut r = round(Duration::ZERO);
-    r.add(Waiting {
-        host: host("a", &["t"]),
-        conn: "a",
-    });
-    for op in [
-        HostOperation::Lock,
-        HostOperation::Update,
-        HostOperation::Unlock,
-    ] {
-        r.reported(0, ack("a", &["t"], op, 1));
-    }
-    r.add(Waiting {
-        host: host("b", &["t"]),
-        conn: "b",
-    });
+    join(&mut r, "a");
+    complete(&mut r, 0, "a", 1);
+    join(&mut r, "b");
+    // Both ack each step before the next is sent.
     for op in [
         HostOperation::Lock,
         HostOperation::Update,
@@ -235,21 +222,9 @@ fn a_host_leaving_starts_a_round_without_it() {
 #[test]
 fn a_stream_closing_mid_round_lets_the_round_finish_without_it() {
     let mut r = round(Duration::ZERO);
-    r.add(Waiting {
-        host: host("a", &["t"]),
-        conn: "a",
-    });
-    for op in [
-        HostOperation::Lock,
-        HostOperation::Update,
-        HostOperation::Unlock,
-    ] {
-        r.reported(0, ack("a", &["t"], op, 1));
-    }
-    r.add(Waiting {
-        host: host("b", &["t"]),
-        conn: "b",
-    });
+    join(&mut r, "a");
+    complete(&mut r, 0, "a", 1);
+    join(&mut r, "b");
     r.reported(0, ack("a", &["t"], HostOperation::Lock, 2));
     // b goes before acking: a is the only stream left, and it acked: the round moves on.
     let e = r.closed(1, Status::cancelled("gone"));
@@ -259,10 +234,7 @@ fn a_stream_closing_mid_round_lets_the_round_finish_without_it() {
 #[test]
 fn coalescing_gathers_joins_into_one_round() {
     let mut r = round(Duration::from_millis(200));
-    r.add(Waiting {
-        host: host("a", &["t"]),
-        conn: "a",
-    });
+    join(&mut r, "a");
     for op in [HostOperation::Lock, HostOperation::Update] {
         r.reported(0, ack("a", &["t"], op, 1));
     }
@@ -288,17 +260,8 @@ fn coalescing_gathers_joins_into_one_round() {
 #[test]
 fn reports_of_older_versions_are_ignored() {
     let mut r = round(Duration::ZERO);
-    r.add(Waiting {
-        host: host("a", &["t"]),
-        conn: "a",
-    });
-    for op in [
-        HostOperation::Lock,
-        HostOperation::Update,
-        HostOperation::Unlock,
-    ] {
-        r.reported(0, ack("a", &["t"], op, 1));
-    }
+    join(&mut r, "a");
+    complete(&mut r, 0, "a", 1);
     let e = r.reported(0, ack("a", &["t", "u"], HostOperation::Report, 0));
     assert!(sent(&e).is_empty(), "version 0 < 1: ignored");
     let mut report = host("a", &["t", "u"]);

@@ -50,7 +50,7 @@ impl ActorRuntime {
     }
 
     /// Where `actor`'s calls go; `None` without placement (this host).
-    pub(super) async fn route(&self, actor: &ActorRef) -> Option<Route> {
+    pub(super) async fn locate(&self, actor: &ActorRef) -> Option<Route> {
         let (placement, peers) = self.inner_placement().get()?;
         Some(
             match placement.lookup(&actor.actor_type, &actor.actor_id).await {

@@ -433,7 +433,7 @@ impl ActorRuntime {
         let mut tries = 0;
         loop {
             tries += 1;
-            let result = match self.route(&call.actor).await {
+            let result = match self.locate(&call.actor).await {
                 Some(Route::Remote(host, peers)) => {
                     self.invoke_remote(&host, &peers, call.clone()).await
                 }
@@ -502,7 +502,7 @@ impl ActorRuntime {
             tracing::warn!(key = %trigger.key, "reminder without an actor target");
             return TriggerResult::Failed;
         };
-        match self.route(&actor).await {
+        match self.locate(&actor).await {
             Some(Route::Remote(host, peers)) => {
                 self.remind_remote(&host, &peers, &actor, trigger).await
             }

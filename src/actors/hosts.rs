@@ -7,15 +7,12 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::ActorRef;
-use super::placement::remote::REMINDER_CANCELLED;
+use super::placement::remote::{MOVED, REMINDER_CANCELLED};
 use super::placement::ring::Host;
 use super::placement::{Drain, Identity, Lookup, Peers, Placement, Route, Tables};
 use super::runtime::{ActorError, ActorRuntime, MethodAnswer, MethodCall};
 use crate::proto::dapr_scheduler as sv1;
 use crate::trigger::{ExecutionId, Trigger, TriggerKind, TriggerResult};
-
-/// Why a call that came from another sidecar is refused: the actor is not here (any more).
-pub const MOVED: &str = "error invoke actor method: remote actor moved";
 
 impl ActorRuntime {
     /// Places this runtime's actors with the placement service at `me.addresses`: the hosted

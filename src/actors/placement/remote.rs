@@ -23,6 +23,10 @@ use crate::proto::internals::{self as iv1};
 /// daprd caller reads it as a failure, as it reads its own remote cancels).
 pub const REMINDER_CANCELLED: &str = "reminder cancelled by the actor";
 
+/// Why a call that came from another sidecar is refused: the actor is not here (any more).
+/// daprd's words; a caller that reads them looks the actor up again.
+pub const MOVED: &str = "error invoke actor method: remote actor moved";
+
 /// Connections to other sidecars, by host name.
 #[derive(Clone, Default)]
 pub struct Peers {

@@ -444,7 +444,9 @@ impl ActorRuntime {
             // the tables say where the actor is now, the call goes there.
             let moved = match &result {
                 Err(ActorError::Moved) => true,
-                Err(ActorError::Remote { message, .. }) => message == super::placement::remote::MOVED,
+                Err(ActorError::Remote { message, .. }) => {
+                    message == super::placement::remote::MOVED
+                }
                 _ => false,
             };
             if !moved || tries >= MOVED_TRIES {

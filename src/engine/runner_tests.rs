@@ -335,6 +335,9 @@ impl<H: AfterStore> Store for Hooked<H> {
     async fn get_counter(&self, key: &str) -> Result<Option<store::StoredCounter>, store::Error> {
         self.inner.get_counter(key).await
     }
+    async fn get_value(&self, key: &str) -> Result<Option<Vec<u8>>, store::Error> {
+        self.inner.get_value(key).await
+    }
     async fn list_jobs(&self, prefix: &str) -> Result<Vec<(String, StoredJob)>, store::Error> {
         self.inner.list_jobs(prefix).await
     }

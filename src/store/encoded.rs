@@ -100,6 +100,7 @@ impl Op {
             },
             Op::MarkDueIndexed => Prepared::MarkDueIndexed,
             Op::AdvanceDue { before } => Prepared::AdvanceDue { before },
+            Op::PutValue { key, value } => Prepared::PutValue { key, value },
         }
     }
 }
@@ -174,6 +175,7 @@ impl Prepared {
             Prepared::SetPaused { key, paused, .. } => {
                 key.len() + paused.as_ref().map_or(0, Message::encoded_len)
             }
+            Prepared::PutValue { key, value } => key.len() + value.as_ref().map_or(0, Vec::len),
         }
     }
 

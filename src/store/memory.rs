@@ -45,6 +45,8 @@ struct MemTables {
     due_far: BTreeMap<String, Vec<u8>>,
     /// `due_at`.
     due_at: BTreeMap<String, Vec<u8>>,
+    /// `values`.
+    values: BTreeMap<String, Vec<u8>>,
 }
 
 impl Memory {
@@ -99,6 +101,7 @@ impl MemTables {
             Table::Due => &mut self.due,
             Table::DueFar => &mut self.due_far,
             Table::DueAt => &mut self.due_at,
+            Table::Values => &mut self.values,
         }
     }
 }
@@ -210,6 +213,10 @@ impl Store for Memory {
                 .map(|v| records::decode_job(key, v))
                 .transpose()
         })
+    }
+
+    async fn get_value(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.with(|tables| Ok(tables.values.get(key).cloned()))
     }
 
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {

@@ -207,6 +207,9 @@ pub trait Store: Send + Sync + 'static {
     /// The job stored under `key`.
     async fn get_job(&self, key: &str) -> Result<Option<StoredJob>, Error>;
 
+    /// The record stored under `key` in the values table ([`Op::PutValue`]).
+    async fn get_value(&self, key: &str) -> Result<Option<Vec<u8>>, Error>;
+
     /// The counter stored under `key` (whatever its generation).
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error>;
 

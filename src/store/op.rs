@@ -167,6 +167,15 @@ pub enum OpOf<F: Form> {
         /// Jobs due before it are to be found by `due_page`.
         before: i64,
     },
+    /// Stores `value` under `key` in the values table, or removes the key (`None`): records
+    /// kept beside the jobs (actor state); a request's values change together, as every
+    /// request does. Result: `Done`.
+    PutValue {
+        /// The record's key.
+        key: String,
+        /// Its bytes; `None` removes it.
+        value: Option<Vec<u8>>,
+    },
 }
 
 impl fmt::Debug for OpOf<Decoded> {
@@ -260,6 +269,11 @@ impl fmt::Debug for OpOf<Decoded> {
             Op::AdvanceDue { before } => f
                 .debug_struct("AdvanceDue")
                 .field("before", before)
+                .finish(),
+            Op::PutValue { key, value } => f
+                .debug_struct("PutValue")
+                .field("key", key)
+                .field("bytes", &value.as_ref().map(Vec::len))
                 .finish(),
         }
     }

@@ -52,7 +52,8 @@ pub(crate) fn generation_of<T: Tables>(
         | Table::Idempotency
         | Table::Due
         | Table::DueFar
-        | Table::DueAt => Ok(0),
+        | Table::DueAt
+        | Table::Values => Ok(0),
     })?;
     decoded
         .transpose()

@@ -22,6 +22,10 @@ pub(crate) enum Table {
     DueFar,
     /// Each indexed job's time (see [`due`]).
     DueAt,
+    /// Records kept beside the jobs under keys of their own ([`Op::PutValue`]): actor state.
+    ///
+    /// [`Op::PutValue`]: super::Op::PutValue
+    Values,
 }
 
 impl Table {
@@ -36,6 +40,7 @@ impl Table {
             Table::Due => "due",
             Table::DueFar => "due_far",
             Table::DueAt => "due_at",
+            Table::Values => "values",
         }
     }
 }

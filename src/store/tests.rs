@@ -656,6 +656,7 @@ mod held;
 mod history;
 mod pause;
 mod restore;
+mod values;
 
 // ---- what only a file can show ----
 

@@ -180,6 +180,15 @@ fn apply_op<T: Tables>(
         } else {
             OpResult::Skipped
         }),
+        Prepared::PutValue { key, value } => {
+            match value {
+                Some(value) => tables.insert(Table::Values, &key, value, undo)?,
+                None => {
+                    tables.remove(Table::Values, &key, undo)?;
+                }
+            }
+            Ok(OpResult::Done)
+        }
     }
 }
 

@@ -36,7 +36,8 @@ pub(crate) fn table_prefix(namespace: &str, table: Table) -> String {
         | Table::Idempotency
         | Table::Due
         | Table::DueFar
-        | Table::DueAt => format!("{}{}/", own_prefix(namespace), table.name()),
+        | Table::DueAt
+        | Table::Values => format!("{}{}/", own_prefix(namespace), table.name()),
     }
 }
 

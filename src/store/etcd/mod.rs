@@ -139,6 +139,8 @@ struct Inner {
     idempotency_prefix: String,
     /// Where a due index would live (never written: etcd keeps none).
     due_prefix: String,
+    /// Where [`Table::Values`] lives.
+    values_prefix: String,
     /// This instance's commit marker key.
     marker: String,
     /// The index of jobs by partition, kept by every write of a job.
@@ -203,6 +205,7 @@ impl Etcd {
             finished_prefix: table_prefix(namespace, Table::Finished),
             idempotency_prefix: table_prefix(namespace, Table::Idempotency),
             due_prefix: table_prefix(namespace, Table::Due),
+            values_prefix: table_prefix(namespace, Table::Values),
             marker: keys::writer_marker(namespace, fastrand::u64(..)),
             index: Index::new(namespace, partitions),
             indexed: AtomicBool::new(false),
@@ -391,6 +394,12 @@ impl Store for Etcd {
         let full = format!("{}{key}", self.inner.jobs_prefix);
         let value = self.inner.get_value(full).await?;
         value.map(|v| job_value::decode(key, &v)).transpose()
+    }
+
+    async fn get_value(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.check_open()?;
+        let full = format!("{}{key}", self.inner.values_prefix);
+        self.inner.get_value(full).await
     }
 
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {
@@ -583,6 +592,7 @@ impl Inner {
             Table::Idempotency => &self.idempotency_prefix,
             // Never written here: etcd keeps no due index (`Tables::keeps_due_index`).
             Table::Due | Table::DueFar | Table::DueAt => &self.due_prefix,
+            Table::Values => &self.values_prefix,
         }
     }
 

@@ -197,6 +197,7 @@ pub(super) fn reads(op: &Prepared) -> (Result<&str, &str>, &'static [Table]) {
         // The due index is the embedded stores' only.
         Prepared::DropDue { key, .. } | Prepared::IndexDue { key, .. } => (Ok(key), &[]),
         Prepared::MarkDueIndexed | Prepared::AdvanceDue { .. } => (Ok(""), &[]),
+        Prepared::PutValue { key, .. } => (Ok(key), &[Table::Values]),
     }
 }
 
@@ -242,7 +243,7 @@ pub(super) fn txn_keys(op: &Prepared) -> usize {
         // range too.
         Prepared::RecordResult(record) if record.finish => 8,
         Prepared::RecordResult(_) => 5,
-        Prepared::SetPaused { .. } => 1,
+        Prepared::SetPaused { .. } | Prepared::PutValue { .. } => 1,
         // The record and the runs' range.
         Prepared::DeleteFinished { .. } => 2,
         Prepared::DeletePrefix { .. } => return 8,
@@ -299,6 +300,8 @@ pub(super) struct Overlay {
     finished: BTreeMap<String, Slot>,
     /// Idempotency records read.
     idempotency: BTreeMap<String, Slot>,
+    /// Values (actor state) read.
+    values: BTreeMap<String, Slot>,
     /// Fire times the ops gave jobs (`due_at`, 8 bytes LE ms), written blind into the jobs'
     /// index keys (`partition.rs`), never read.
     due_times: BTreeMap<String, Slot>,
@@ -316,6 +319,7 @@ impl Overlay {
             Table::Counters => Ok(&mut self.counters),
             Table::Finished => Ok(&mut self.finished),
             Table::Idempotency => Ok(&mut self.idempotency),
+            Table::Values => Ok(&mut self.values),
             Table::Runs => Err(invalid(
                 "etcd store: run records are written blind, never read",
             )),
@@ -379,6 +383,7 @@ impl Overlay {
             (Table::Counters, &self.counters),
             (Table::Finished, &self.finished),
             (Table::Idempotency, &self.idempotency),
+            (Table::Values, &self.values),
         ];
         for (table, map) in read {
             for (key, slot) in map {
@@ -476,6 +481,7 @@ impl Overlay {
             (Table::Counters, &self.counters),
             (Table::Finished, &self.finished),
             (Table::Idempotency, &self.idempotency),
+            (Table::Values, &self.values),
         ]
         .into_iter()
         .flat_map(move |(table, map)| {

@@ -77,6 +77,8 @@ const DUE_FAR: TableDefinition<&str, &[u8]> = TableDefinition::new("due_far");
 /// `due_at`: each indexed job's time (`store::apply::due`).
 const DUE_AT: TableDefinition<&str, &[u8]> = TableDefinition::new("due_at");
 /// `meta`: bookkeeping of the store itself ([`APPLIED_SEQ`]).
+/// Records kept beside the jobs (`Table::Values`).
+const VALUES: TableDefinition<&str, &[u8]> = TableDefinition::new("values");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// `meta` key: the last write-ahead-log batch this durable state holds.
 const APPLIED_SEQ: &str = "applied_seq";
@@ -401,6 +403,13 @@ impl Store for Redb {
         value
             .map(|v| records::decode_job(key, v.value()))
             .transpose()
+    }
+
+    async fn get_value(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        let txn = self.begin_read().await?;
+        let table = open_table(&txn, VALUES)?;
+        let value = table.get(key).map_err(Error::io)?;
+        Ok(value.map(|v| v.value().to_vec()))
     }
 
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {

@@ -453,6 +453,8 @@ pub(super) struct RedbTables<'txn> {
     pub(super) due_far: ::redb::Table<'txn, &'static str, &'static [u8]>,
     /// `due_at`.
     pub(super) due_at: ::redb::Table<'txn, &'static str, &'static [u8]>,
+    /// `values`.
+    pub(super) values: ::redb::Table<'txn, &'static str, &'static [u8]>,
 }
 
 impl<'txn> RedbTables<'txn> {
@@ -467,6 +469,7 @@ impl<'txn> RedbTables<'txn> {
             due: txn.open_table(DUE).map_err(Error::io)?,
             due_far: txn.open_table(DUE_FAR).map_err(Error::io)?,
             due_at: txn.open_table(DUE_AT).map_err(Error::io)?,
+            values: txn.open_table(VALUES).map_err(Error::io)?,
         })
     }
 
@@ -481,6 +484,7 @@ impl<'txn> RedbTables<'txn> {
             Table::Due => &mut self.due,
             Table::DueFar => &mut self.due_far,
             Table::DueAt => &mut self.due_at,
+            Table::Values => &mut self.values,
         }
     }
 }

@@ -42,6 +42,8 @@ const DROP_DUE: u8 = 42;
 const MARK_DUE_INDEXED: u8 = 43;
 const INDEX_DUE: u8 = 44;
 const ADVANCE_DUE: u8 = 45;
+// Issue 38 (actor state).
+const PUT_VALUE: u8 = 50;
 
 /// Appends the op `op`.
 pub(super) fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
@@ -101,6 +103,7 @@ pub(super) fn encode_op(buf: &mut Vec<u8>, op: &Prepared) {
         } => put!(buf, INDEX_DUE, key, generation, due),
         Prepared::MarkDueIndexed => buf.push(MARK_DUE_INDEXED),
         Prepared::AdvanceDue { before } => put!(buf, ADVANCE_DUE, before),
+        Prepared::PutValue { key, value } => put!(buf, PUT_VALUE, key, value),
     }
 }
 
@@ -178,6 +181,10 @@ fn decode_op(p: &mut &[u8]) -> Option<Prepared> {
             due: take(p)?,
         },
         ADVANCE_DUE => Prepared::AdvanceDue { before: take(p)? },
+        PUT_VALUE => Prepared::PutValue {
+            key: take(p)?,
+            value: take(p)?,
+        },
         _ => return None,
     })
 }
@@ -554,6 +561,33 @@ mod tests {
 
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The ops made after [`EVERY_OP`] was fixed, with their bytes.
+    #[test]
+    fn put_value_keeps_its_bytes_and_reads_back() {
+        let ops = vec![
+            Prepared::PutValue {
+                key: "v".into(),
+                value: Some(vec![1, 2]),
+            },
+            Prepared::PutValue {
+                key: "v".into(),
+                value: None,
+            },
+        ];
+        let mut buf = Vec::new();
+        put_u32(&mut buf, 1);
+        put_u32(&mut buf, ops.len());
+        for op in &ops {
+            encode_op(&mut buf, op);
+        }
+        assert_eq!(
+            hex(&buf),
+            "0100000002000000320100000076010200000001023201000000760000000000"
+        );
+        let requests = decode_payload(&buf).unwrap();
+        assert!(requests == vec![ops], "decoded differently");
     }
 
     #[test]

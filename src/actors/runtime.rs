@@ -285,6 +285,11 @@ impl ActorRuntime {
         });
     }
 
+    /// Whether `actor` is active on this host (daprd's `table.ActorExists`).
+    pub fn is_active(&self, actor: &ActorRef) -> bool {
+        lock(&self.inner.actors).contains_key(actor)
+    }
+
     /// Active actors (for tests and tools).
     pub fn active(&self) -> usize {
         lock(&self.inner.actors).len()

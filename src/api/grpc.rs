@@ -386,7 +386,8 @@ impl rv1::dapr_server::Dapr for DaprApi {
         request: Request<rv1::GetActorStateRequest>,
     ) -> Result<Response<rv1::GetActorStateResponse>, Status> {
         self.authorize(&request)?;
-        Err(actors::no_state().into())
+        let answer = actors::get_state(&self.state, request.into_inner()).await?;
+        Ok(Response::new(answer))
     }
 
     async fn execute_actor_state_transaction(
@@ -394,7 +395,8 @@ impl rv1::dapr_server::Dapr for DaprApi {
         request: Request<rv1::ExecuteActorStateTransactionRequest>,
     ) -> Result<Response<()>, Status> {
         self.authorize(&request)?;
-        Err(actors::no_state().into())
+        actors::state_transaction(&self.state, request.into_inner()).await?;
+        Ok(Response::new(()))
     }
 
     async fn invoke_actor(

@@ -3,6 +3,7 @@
 //! and `jobsd scheduler` replicas (`replica`). It speaks the Scheduler's messages but no
 //! transport: no gRPC server or client, no etcd; its errors are [`Error`].
 
+mod actor_state;
 pub mod backup;
 mod batch;
 mod bulk;

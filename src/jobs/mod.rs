@@ -4,6 +4,7 @@
 //! on it: no engine, no store, no transport. The engine works with these types; the seam
 //! (`crate::seam`) and the API pass them; none of them knows how the others are built.
 
+pub mod actor_state;
 pub mod backup;
 pub mod bulk;
 pub mod dead_letter;
@@ -14,6 +15,7 @@ pub mod views;
 
 use chrono::{DateTime, Utc};
 
+pub use actor_state::{ActorStateOwner, StateChange};
 pub use backup::{BackupRecord, ExportCursor, ExportPage, Imported, MAX_BACKUP_BATCH};
 pub use bulk::{Bulk, MAX_BULK_NAMES, Selection};
 pub use dead_letter::check_dead_letter;

@@ -17,7 +17,7 @@ use crate::observe::JobType;
 use crate::proto::dapr_scheduler as sv1;
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_server::JobsServer};
-use crate::seam::{guarded_wire, steer_wire, views_wire};
+use crate::seam::{actor_state_wire as actor_state, guarded_wire, steer_wire, views_wire};
 use crate::trigger::keys;
 
 /// How long a call only a job's owner applies waits while the job's partition changes hands
@@ -323,5 +323,30 @@ impl jsv1::jobs_server::Jobs for JobsService {
             backfill: Some(steer_wire::backfill_to_wire(runs)),
             ..Default::default()
         }))
+    }
+
+    async fn get_actor_state(
+        &self,
+        request: Request<jsv1::GetActorStateRequest>,
+    ) -> Result<Response<jsv1::GetActorStateResponse>, Status> {
+        let req = request.into_inner();
+        let owner = actor_state::owner_from_wire(req.owner.unwrap_or_default());
+        let value = self.engine.get_actor_state(&owner, &req.key).await?;
+        Ok(Response::new(jsv1::GetActorStateResponse { value }))
+    }
+
+    async fn actor_state_transaction(
+        &self,
+        request: Request<jsv1::ActorStateTransactionRequest>,
+    ) -> Result<Response<jsv1::ActorStateTransactionResponse>, Status> {
+        let req = request.into_inner();
+        let owner = actor_state::owner_from_wire(req.owner.unwrap_or_default());
+        let changes = req
+            .changes
+            .into_iter()
+            .map(actor_state::change_from_wire)
+            .collect();
+        self.engine.actor_state_transaction(&owner, changes).await?;
+        Ok(Response::new(jsv1::ActorStateTransactionResponse {}))
     }
 }

@@ -5,6 +5,7 @@
 //! scheduler that has the capability, nowhere else.
 
 use super::JobExtras;
+use super::{ActorStateOwner, StateChange};
 use super::{
     BackupRecord, Bulk, Conditions, Error, ExecutionCall, ExportCursor, ExportPage, Guarded,
     HeldExecution, IfMatch, Imported, JobView, ListFilter, ListPage, NextFireTimes, Run, Selection,
@@ -252,4 +253,25 @@ impl dyn super::Scheduler {
     pub fn backup(&self) -> Result<&dyn Backup, Error> {
         self.as_backup().ok_or_else(backup_unavailable)
     }
+}
+
+/// Actor state, kept beside the jobs (daprd keeps it in an actor state store): what the
+/// sidecar's actor state routes read and write.
+#[async_trait::async_trait]
+pub trait ActorState: Send + Sync {
+    /// The value under `key` in `owner`'s state; `None` when there is none.
+    async fn get_actor_state(
+        &self,
+        owner: ActorStateOwner,
+        key: String,
+    ) -> Result<Option<Vec<u8>>, Error>;
+
+    /// Applies `changes` to `owner`'s state in one commit: all of them or none.
+    /// `InvalidArgument` for a change without a key or a transaction too large to be
+    /// written at once.
+    async fn actor_state_transaction(
+        &self,
+        owner: ActorStateOwner,
+        changes: Vec<StateChange>,
+    ) -> Result<(), Error>;
 }

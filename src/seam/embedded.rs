@@ -7,9 +7,10 @@ use crate::engine::{self, Engine};
 use crate::proto::dapr_scheduler as sv1;
 
 use super::{
-    Backup, BackupRecord, Bulk, ByHand, Conditions, Error, ExecutionCall, Executions, ExportCursor,
-    ExportPage, Guarded, Guards, HeldExecution, IfMatch, Imported, JobExtras, JobView, ListFilter,
-    ListPage, NextFireTimes, Pausing, Run, Scheduler, Selection, Stats, Views,
+    ActorState, ActorStateOwner, Backup, BackupRecord, Bulk, ByHand, Conditions, Error,
+    ExecutionCall, Executions, ExportCursor, ExportPage, Guarded, Guards, HeldExecution, IfMatch,
+    Imported, JobExtras, JobView, ListFilter, ListPage, NextFireTimes, Pausing, Run, Scheduler,
+    Selection, StateChange, Stats, Views,
 };
 
 impl From<engine::Error> for Error {
@@ -113,6 +114,29 @@ impl Scheduler for Engine {
 
     fn as_backup(&self) -> Option<&dyn Backup> {
         Some(self)
+    }
+
+    fn as_actor_state(&self) -> Option<&dyn ActorState> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl ActorState for Engine {
+    async fn get_actor_state(
+        &self,
+        owner: ActorStateOwner,
+        key: String,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        Ok(Engine::get_actor_state(self, &owner, &key).await?)
+    }
+
+    async fn actor_state_transaction(
+        &self,
+        owner: ActorStateOwner,
+        changes: Vec<StateChange>,
+    ) -> Result<(), Error> {
+        Ok(Engine::actor_state_transaction(self, &owner, changes).await?)
     }
 }
 

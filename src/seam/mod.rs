@@ -6,6 +6,7 @@
 //! protocol has no place for (jobsd's settings of a job, its views) goes to jobsd replicas on
 //! `jobsd.scheduler.v1.Jobs` instead.
 
+pub mod actor_state_wire;
 pub mod capabilities;
 mod embedded;
 pub mod guarded_wire;
@@ -15,15 +16,15 @@ pub mod views_wire;
 
 use std::fmt;
 
-pub use capabilities::{Backup, ByHand, Executions, Guards, Pausing, Views};
+pub use capabilities::{ActorState, Backup, ByHand, Executions, Guards, Pausing, Views};
 pub use remote::{Connections, Remote, RemoteConfig};
 
 pub use crate::jobs::guard::{self, Conditions, Guarded, IfMatch};
 pub use crate::jobs::{
-    BackupRecord, Bulk, Ending, ExecutionCall, ExportCursor, ExportPage, HeldExecution, Imported,
-    JobExtras, JobPreview, JobState, JobStatus, JobView, ListFilter, ListPage, MAX_BACKUP_BATCH,
-    MAX_BULK_NAMES, MAX_PAGE_SIZE, MAX_RUNS, MAX_SCHEDULE_BATCH, NextFireTimes, Run, RunOutcome,
-    Selection, Stats, check_dead_letter,
+    ActorStateOwner, BackupRecord, Bulk, Ending, ExecutionCall, ExportCursor, ExportPage,
+    HeldExecution, Imported, JobExtras, JobPreview, JobState, JobStatus, JobView, ListFilter,
+    ListPage, MAX_BACKUP_BATCH, MAX_BULK_NAMES, MAX_PAGE_SIZE, MAX_RUNS, MAX_SCHEDULE_BATCH,
+    NextFireTimes, Run, RunOutcome, Selection, StateChange, Stats, check_dead_letter,
 };
 use crate::proto::dapr_scheduler as sv1;
 
@@ -238,6 +239,11 @@ pub trait Scheduler: Send + Sync + 'static {
 
     /// Its [`Backup`] capability, if it has it.
     fn as_backup(&self) -> Option<&dyn Backup> {
+        None
+    }
+
+    /// Its [`ActorState`] capability, if it has it.
+    fn as_actor_state(&self) -> Option<&dyn ActorState> {
         None
     }
 }

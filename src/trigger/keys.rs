@@ -52,6 +52,32 @@ pub fn actor_type_of(key: &str) -> Option<&str> {
     Some(actor_type)
 }
 
+/// Key of one actor state entry in the values table:
+/// `actorstate||<namespace>||<app-id>||<actor-type>||<actor-id>||<key>` (daprd's
+/// `<app-id>||<actor-type>||<actor-id>||<key>` with the namespace).
+pub fn actor_state_key(
+    namespace: &str,
+    app_id: &str,
+    actor_type: &str,
+    actor_id: &str,
+    key: &str,
+) -> String {
+    [
+        "actorstate",
+        SEPARATOR,
+        namespace,
+        SEPARATOR,
+        app_id,
+        SEPARATOR,
+        actor_type,
+        SEPARATOR,
+        actor_id,
+        SEPARATOR,
+        key,
+    ]
+    .concat()
+}
+
 /// Prefix every app job of one app shares: `app||<namespace>||<app-id>||`.
 pub fn app_job_prefix(namespace: &str, app_id: &str) -> String {
     app_job_key(namespace, app_id, "")

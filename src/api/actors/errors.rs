@@ -28,6 +28,14 @@ pub mod code {
     pub const TIMER_CREATE: &str = "ERR_ACTOR_TIMER_CREATE";
     /// A request field is invalid.
     pub const BAD_REQUEST: &str = "ERR_BAD_REQUEST";
+    /// The actor is not active on this host.
+    pub const INSTANCE_MISSING: &str = "ERR_ACTOR_INSTANCE_MISSING";
+    /// Reading actor state failed.
+    pub const STATE_GET: &str = "ERR_ACTOR_STATE_GET";
+    /// Writing actor state failed.
+    pub const STATE_TRANSACTION_SAVE: &str = "ERR_ACTOR_STATE_TRANSACTION_SAVE";
+    /// The actor type is the workflow runtime's own.
+    pub const TYPE_RESERVED: &str = "ERR_ACTOR_TYPE_RESERVED";
 }
 
 fn legacy(
@@ -45,7 +53,8 @@ fn legacy(
 }
 
 /// 500 `ERR_ACTOR_RUNTIME_NOT_FOUND`: what daprd answers on the actor state routes of a
-/// sidecar without an actor state store (jobsd keeps no actor state).
+/// sidecar without an actor state store (jobsd's, when its scheduler keeps no actor state: a
+/// Dapr Scheduler behind `--scheduler-host-address`).
 pub fn runtime_not_found() -> ApiError {
     legacy(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -54,6 +63,52 @@ pub fn runtime_not_found() -> ApiError {
         "the state store is not configured to use the actor runtime. Have you set the - name: \
          actorStateStore value: \"true\" in your state store component file?"
             .to_owned(),
+    )
+}
+
+/// 400 `ERR_ACTOR_INSTANCE_MISSING` (gRPC `Internal`): a state transaction for an actor not
+/// active on this host.
+pub fn instance_missing() -> ApiError {
+    legacy(
+        StatusCode::BAD_REQUEST,
+        tonic::Code::Internal,
+        code::INSTANCE_MISSING,
+        "actor instance is missing".to_owned(),
+    )
+}
+
+/// 500 `ERR_ACTOR_STATE_GET` `error getting actor state: <why>`.
+pub fn state_get(why: &str) -> ApiError {
+    legacy(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        tonic::Code::Internal,
+        code::STATE_GET,
+        format!("error getting actor state: {why}"),
+    )
+}
+
+/// 500 `ERR_ACTOR_STATE_TRANSACTION_SAVE` `error saving actor transaction state: <why>`.
+pub fn state_save(why: &str) -> ApiError {
+    legacy(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        tonic::Code::Internal,
+        code::STATE_TRANSACTION_SAVE,
+        format!("error saving actor transaction state: {why}"),
+    )
+}
+
+/// 403 `ERR_ACTOR_TYPE_RESERVED`: the workflow runtime's own actor types (`dapr.internal.…`)
+/// are not for the actor API.
+pub fn type_reserved(actor_type: &str) -> ApiError {
+    legacy(
+        StatusCode::FORBIDDEN,
+        tonic::Code::PermissionDenied,
+        code::TYPE_RESERVED,
+        format!(
+            "actor type {} is reserved for the Dapr workflow runtime; direct actor API access \
+             is not permitted",
+            crate::go::quote::quote(actor_type)
+        ),
     )
 }
 
@@ -75,6 +130,19 @@ pub fn reminder_not_found(name: &str) -> ApiError {
         code::REMINDER_NOT_FOUND,
         format!("actor reminder not found: {name}"),
     )
+}
+
+/// gRPC `Unimplemented` `operation type <op> not supported` (daprd's `apierrors.Basic`
+/// with `ERR_NOT_SUPPORTED_STATE_OPERATION`): an actor state operation other than `upsert`
+/// and `delete`.
+pub fn unsupported_state_operation(op: &str) -> ApiError {
+    ApiError::Kit {
+        code: tonic::Code::Unimplemented,
+        http: StatusCode::INTERNAL_SERVER_ERROR,
+        reason: "ERR_NOT_SUPPORTED_STATE_OPERATION".to_owned(),
+        message: format!("operation type {op} not supported"),
+        metadata: Default::default(),
+    }
 }
 
 /// 400 `ERR_BAD_REQUEST` `invalid request: <detail>`.

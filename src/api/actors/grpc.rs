@@ -13,6 +13,7 @@ use crate::api::{ApiError, ApiState};
 use crate::go::json::write_str;
 use crate::proto::runtime as rv1;
 use crate::schedule::rfc3339;
+use crate::seam::StateChange;
 
 /// daprd stores gRPC `data` bytes as `json.Marshal([]byte)` gives them: a base64 JSON
 /// string, so the app gets the same shape as from an SDK over HTTP.
@@ -190,7 +191,49 @@ pub async fn invoke(
     })
 }
 
-/// `GetActorState` and `ExecuteActorStateTransaction`: jobsd keeps no actor state.
-pub fn no_state() -> ApiError {
-    errors::runtime_not_found()
+/// `GetActorState`: the bytes under the key (empty when there are none).
+pub async fn get_state(
+    state: &ApiState,
+    req: rv1::GetActorStateRequest,
+) -> Result<rv1::GetActorStateResponse, ApiError> {
+    let actor = ActorRef::new(&req.actor_type, &req.actor_id);
+    Ok(rv1::GetActorStateResponse {
+        data: state.get_actor_state(&actor, &req.key).await?,
+        metadata: Default::default(),
+    })
+}
+
+/// `ExecuteActorStateTransaction`: an upsert stores the value's bytes as they came (daprd
+/// hands a state store the `Any`'s value); an operation type other than `upsert` and
+/// `delete` is refused before anything is checked, as daprd does.
+pub async fn state_transaction(
+    state: &ApiState,
+    req: rv1::ExecuteActorStateTransactionRequest,
+) -> Result<(), ApiError> {
+    ApiState::reject_internal_type(&req.actor_type)?;
+    let mut changes = Vec::with_capacity(req.operations.len());
+    for op in req.operations {
+        let upsert = match op.operation_type.as_str() {
+            "upsert" => true,
+            "delete" => false,
+            other => return Err(errors::unsupported_state_operation(other)),
+        };
+        changes.push(if op.key.is_empty() {
+            Err("missing key".to_owned())
+        } else if upsert && op.metadata.contains_key("ttlInSeconds") {
+            Err(
+                "ttlInSeconds is not supported without the \"ActorStateTTL\" feature enabled"
+                    .into(),
+            )
+        } else if upsert {
+            Ok(StateChange::Upsert {
+                key: op.key,
+                value: op.value.map(|v| v.value).unwrap_or_default(),
+            })
+        } else {
+            Ok(StateChange::Delete { key: op.key })
+        });
+    }
+    let actor = ActorRef::new(&req.actor_type, &req.actor_id);
+    state.actor_state_transaction(&actor, changes).await
 }

@@ -1,6 +1,5 @@
 //! daprd's HTTP actor routes (`pkg/api/http/actors.go`): reminders, timers, method calls,
-//! and the state routes (answered with daprd's error for a sidecar without an actor state
-//! store).
+//! and actor state.
 
 use axum::Router;
 use axum::body::Body;
@@ -10,7 +9,7 @@ use axum::routing::{get, post};
 use http::{HeaderMap, StatusCode, Uri};
 
 use super::errors::ReminderOp;
-use super::{body, errors, names, reminder_json};
+use super::{body, errors, names, reminder_json, state as actor_state};
 use crate::actors::reminders::data_from_json;
 use crate::actors::{ActorRef, MethodCall, NewReminder, NewTimer};
 use crate::api::http_parts::{
@@ -42,11 +41,11 @@ pub fn routes() -> Router<Shared> {
         )
         .route(
             "/v1.0/actors/{actor_type}/{actor_id}/state",
-            post(no_state).put(no_state),
+            post(state_transaction).put(state_transaction),
         )
         .route(
             "/v1.0/actors/{actor_type}/{actor_id}/state/{key}",
-            get(no_state),
+            get(get_state),
         )
 }
 
@@ -220,9 +219,41 @@ async fn unregister_timer(State(state): State<Shared>, uri: Uri) -> Response {
     }))
 }
 
-/// The actor state routes: 500 `ERR_ACTOR_RUNTIME_NOT_FOUND` (jobsd keeps no actor state).
-async fn no_state() -> Response {
-    errors::runtime_not_found().into_response()
+/// `POST|PUT …/state`: a transaction of upserts and deletes, 204.
+async fn state_transaction(State(state): State<Shared>, uri: Uri, body: Body) -> Response {
+    respond(
+        async {
+            let path = ActorPath::of(&uri)?;
+            ApiState::reject_internal_type(&path.actor_type)?;
+            let bytes = read_body_as_daprd(body, state.body_limit())
+                .await?
+                .ok_or_else(|| ApiError::malformed_request(STREAM_TOO_LARGE))?;
+            let ops =
+                actor_state::parse_transaction(&bytes).map_err(ApiError::malformed_request)?;
+            let changes = ops.into_iter().map(actor_state::change_of).collect();
+            state
+                .actor_state_transaction(&path.actor(), changes)
+                .await?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        .await,
+    )
+}
+
+/// `GET …/state/{key}`: the value as stored (200, `application/json`), or 204 when the key
+/// holds nothing.
+async fn get_state(State(state): State<Shared>, uri: Uri) -> Response {
+    respond(
+        async {
+            let path = ActorPath::of(&uri)?;
+            let value = state.get_actor_state(&path.actor(), &path.name).await?;
+            if value.is_empty() {
+                return Ok(StatusCode::NO_CONTENT.into_response());
+            }
+            Ok(([(http::header::CONTENT_TYPE, "application/json")], value).into_response())
+        }
+        .await,
+    )
 }
 
 /// Request headers not handed on to the app: hop-by-hop ones, the length (recomputed), the

@@ -1,14 +1,14 @@
 //! daprd's actor API over the single-host [`ActorRuntime`](crate::actors::ActorRuntime):
 //! reminders, timers and method calls, over HTTP ([`http`]) and gRPC ([`grpc`]), with
 //! daprd's bodies and errors ([`errors`]). The operations below are shared by both
-//! transports; actor state is not kept, and its routes answer daprd's error for a sidecar
-//! without an actor state store.
+//! transports; actor state is kept by the scheduler ([`state`]).
 
 pub mod body;
 pub mod errors;
 pub mod grpc;
 pub mod http;
 pub mod names;
+pub mod state;
 
 use crate::actors::reminders::data_to_json;
 use crate::actors::{

@@ -110,6 +110,10 @@ impl Scheduler for Remote {
     fn as_by_hand(&self) -> Option<&dyn ByHand> {
         Some(self)
     }
+
+    fn as_actor_state(&self) -> Option<&dyn crate::seam::ActorState> {
+        Some(self)
+    }
 }
 
 #[async_trait::async_trait]

@@ -280,4 +280,18 @@ impl jsv1::jobs_server::Jobs for Arc<Fake> {
     ) -> Result<Response<jsv1::SteerResponse>, Status> {
         Err(Status::unimplemented(""))
     }
+
+    async fn get_actor_state(
+        &self,
+        _: Request<jsv1::GetActorStateRequest>,
+    ) -> Result<Response<jsv1::GetActorStateResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn actor_state_transaction(
+        &self,
+        _: Request<jsv1::ActorStateTransactionRequest>,
+    ) -> Result<Response<jsv1::ActorStateTransactionResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
 }

@@ -17,6 +17,7 @@
 //! - `watch`: `--scheduler-job-streams` WatchJobs streams per replica, held while the app is
 //!   deliverable; every trigger is delivered to the app and acknowledged on its stream.
 
+mod actor_state;
 mod address;
 mod bulk;
 mod calls;

@@ -24,9 +24,15 @@ async fn a_value_is_put_replaced_and_removed(make: Make) {
     let s = &*f.store;
     assert_eq!(s.get_value("a||x").await.unwrap(), None);
     assert_eq!(write1(s, put_value("a||x", b"1")).await, OpResult::Done);
-    assert_eq!(s.get_value("a||x").await.unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(
+        s.get_value("a||x").await.unwrap().as_deref(),
+        Some(&b"1"[..])
+    );
     assert_eq!(write1(s, put_value("a||x", b"")).await, OpResult::Done);
-    assert_eq!(s.get_value("a||x").await.unwrap().as_deref(), Some(&b""[..]));
+    assert_eq!(
+        s.get_value("a||x").await.unwrap().as_deref(),
+        Some(&b""[..])
+    );
     // Removing a missing key is fine.
     assert_eq!(write1(s, remove_value("a||y")).await, OpResult::Done);
     assert_eq!(write1(s, remove_value("a||x")).await, OpResult::Done);
@@ -50,8 +56,14 @@ async fn the_values_of_a_request_change_together(make: Make) {
         .await
         .unwrap();
     assert_eq!(results, vec![OpResult::Done; 3]);
-    assert_eq!(s.get_value("k1").await.unwrap().as_deref(), Some(&b"new"[..]));
-    assert_eq!(s.get_value("k2").await.unwrap().as_deref(), Some(&b"two"[..]));
+    assert_eq!(
+        s.get_value("k1").await.unwrap().as_deref(),
+        Some(&b"new"[..])
+    );
+    assert_eq!(
+        s.get_value("k2").await.unwrap().as_deref(),
+        Some(&b"two"[..])
+    );
     // A later op of the request fails on a corrupt record: none of its values changed.
     let err = s
         .write(vec![
@@ -62,8 +74,14 @@ async fn the_values_of_a_request_change_together(make: Make) {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
-    assert_eq!(s.get_value("k1").await.unwrap().as_deref(), Some(&b"new"[..]));
-    assert_eq!(s.get_value("k2").await.unwrap().as_deref(), Some(&b"two"[..]));
+    assert_eq!(
+        s.get_value("k1").await.unwrap().as_deref(),
+        Some(&b"new"[..])
+    );
+    assert_eq!(
+        s.get_value("k2").await.unwrap().as_deref(),
+        Some(&b"two"[..])
+    );
 }
 
 suite!(
@@ -83,6 +101,9 @@ async fn a_value_survives_a_reopen() {
         s.close().await.unwrap();
     }
     let s = Redb::open(dir.path()).unwrap();
-    assert_eq!(s.get_value("v1").await.unwrap().as_deref(), Some(&b"kept"[..]));
+    assert_eq!(
+        s.get_value("v1").await.unwrap().as_deref(),
+        Some(&b"kept"[..])
+    );
     assert_eq!(s.get_value("v2").await.unwrap(), None);
 }

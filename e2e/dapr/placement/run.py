@@ -20,7 +20,8 @@ moved actor ticked again, and the longest gap between two ticks of one actor).
 
 usage: run.py [--hosts 3] [--actors 10000] [--period 10] [--steady 30] [--after 40]
               [--sidecars daprd|jobsd|mixed] [--json OUT]
-Needs: JOBSD_BIN, DAPR_BIN_DIR (e2e/dapr/placement.sh sets both). Exit 1 when a check fails.
+Needs: JOBSD_BIN, DAPR_BIN_DIR (e2e/dapr/placement.sh sets both); DAPRD_BIN, another daprd
+than DAPR_BIN_DIR's (placement.sh sets it from DAPRD_VERSION). Exit 1 when a check fails.
 """
 
 import argparse
@@ -87,7 +88,7 @@ class Run:
         self.procs = []
         self.hosts = []  # dicts: app port, http port, procs, alive
         self.jobsd = os.environ["JOBSD_BIN"]
-        self.daprd = os.path.join(os.environ["DAPR_BIN_DIR"], "daprd")
+        self.daprd = os.environ.get("DAPRD_BIN") or os.path.join(os.environ["DAPR_BIN_DIR"], "daprd")
 
     def spawn(self, name, argv):
         log = open(os.path.join(self.work, name + ".log"), "wb")
@@ -213,7 +214,7 @@ def main():
     with open(os.path.join(run.work, "resources", "actorstore.yaml"), "w") as f:
         f.write(ACTOR_STORE)
     result = {"hosts": args.hosts, "actors": args.actors, "period_s": args.period,
-              "sidecars": args.sidecars}
+              "sidecars": args.sidecars, "daprd": run.daprd}
     failures = []
     try:
         run.start_scheduler()

@@ -307,10 +307,21 @@ async fn invoke(
             let mut response = Response::new(Body::from(answer.body));
             *response.status_mut() = answer.status;
             for (name, value) in &answer.headers {
-                if !NOT_FORWARDED.contains(&name.as_str()) {
+                if !NOT_FORWARDED.contains(&name.as_str()) && name != http::header::CONTENT_TYPE {
                     response.headers_mut().append(name, value.clone());
                 }
             }
+            // daprd sets the app's first content type, and `application/json` when it gave
+            // none (`respondWithData`).
+            let content_type = answer
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .filter(|v| !v.is_empty())
+                .cloned()
+                .unwrap_or(http::HeaderValue::from_static("application/json"));
+            response
+                .headers_mut()
+                .insert(http::header::CONTENT_TYPE, content_type);
             Ok(response)
         }
         .await,

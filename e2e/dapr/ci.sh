@@ -28,4 +28,7 @@ echo "dapr ci: smokes (ii, iii) in $((SECONDS - t2)) s" >&2
 
 t3=$SECONDS
 bash "$here/placement.sh" --hosts 3 --actors 300 --period 5 --steady 10 --after 20 --sidecars mixed
-echo "dapr ci: actors across hosts in $((SECONDS - t3)) s; all in $((SECONDS - t0)) s" >&2
+echo "dapr ci: actors across hosts in $((SECONDS - t3)) s" >&2
+t4=$SECONDS
+IDLE=20 bash "$here/keepalive.sh"
+echo "dapr ci: keepalive on the real Scheduler in $((SECONDS - t4)) s; all in $((SECONDS - t0)) s" >&2

@@ -89,9 +89,21 @@ pub(super) fn diff<S: AsRef<str>, T: AsRef<str>>(old: &[S], new: &[T]) -> Diff {
     }
 }
 
-/// The gRPC endpoint of a replica, with daprd's dial options (`pkg/scheduler/client`):
-/// keepalive 3 s / 5 s, 5 s connect timeout. Plaintext unless `tls` is given (daprd without
-/// mTLS; jobsd has no Sentry, its TLS comes from certificate files).
+/// HTTP/2 pings to a replica: no more often than a grpc-go server allows on a connection
+/// without data (its default `MinTime`, 5 min; the Dapr Scheduler sets none). daprd dials with
+/// 3 s, but grpc-go stays quiet while the server's own 3 s pings arrive; hyper pings on its
+/// own clock, so at 3 s an idle WatchJobs stream met `GOAWAY too_many_pings` after three pings
+/// (12 s) and reconnected.
+const H2_PING_INTERVAL: Duration = Duration::from_secs(5 * 60 + 5);
+
+/// A replica that vanished without closing its connections is found by TCP keepalive probes
+/// (the kernel's, which no gRPC server counts): after 3 s idle, every 3 s, 3 unanswered.
+const TCP_PROBE: Duration = Duration::from_secs(3);
+
+/// The gRPC endpoint of a replica, with daprd's 5 s connect timeout, HTTP/2 pings at
+/// [`H2_PING_INTERVAL`] (5 s to answer, as daprd) and TCP keepalive probes at [`TCP_PROBE`].
+/// Plaintext unless `tls` is given (daprd without mTLS; jobsd has no Sentry, its TLS comes
+/// from certificate files).
 pub(super) fn endpoint(
     address: &str,
     tls: Option<&ClientTls>,
@@ -99,8 +111,11 @@ pub(super) fn endpoint(
     let scheme = if tls.is_some() { "https" } else { "http" };
     let endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))?
         .connect_timeout(Duration::from_secs(5))
-        .http2_keep_alive_interval(Duration::from_secs(3))
+        .http2_keep_alive_interval(H2_PING_INTERVAL)
         .keep_alive_timeout(Duration::from_secs(5))
+        .tcp_keepalive(Some(TCP_PROBE))
+        .tcp_keepalive_interval(Some(TCP_PROBE))
+        .tcp_keepalive_retries(Some(3))
         .tcp_nodelay(true);
     match tls {
         Some(tls) => endpoint.tls_config(tls.tonic()),

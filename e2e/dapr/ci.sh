@@ -8,7 +8,9 @@
 #      daprd -> `jobsd scheduler` (iii, which is their placement service too);
 #   4. actors across hosts on `jobsd scheduler --placement-enabled`, real daprd and jobsd
 #      sidecars side by side (calls crossing between them), a host killed and one joining
-#      (e2e/dapr/placement.sh --sidecars mixed, 300 actors).
+#      (e2e/dapr/placement.sh --sidecars mixed, 300 actors);
+#   5. a jobsd sidecar idle on the real Dapr Scheduler keeps its connection (no GOAWAY
+#      too_many_pings; e2e/dapr/keepalive.sh).
 # JOBSD_BIN: the jobsd binary to test (e2e/test.sh passes the one `cargo test` built).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -17,7 +17,11 @@
 # for its actor app (HTTP), each with its own app id. The SDK's client then runs the checks
 # (e2e/dapr/sdk/<sdk>/…): schedule / get / list / delete a job, receive it with its data intact,
 # a repeating job's exact count, overwrite, a failure policy; an actor call, register / get /
-# unregister a reminder and its ticks, a timer. The jobs and the actor checks run side by side.
+# unregister a reminder and its ticks, a timer, actor state (the actor's methods keep it with the
+# SDK's actor state manager; the client reads it back through its actor proxy and, raw, over the
+# sidecar's GET …/state/{key}; on ii, where a Dapr Scheduler keeps no actor state, N/A once the
+# sidecar is seen to answer daprd's ERR_ACTOR_RUNTIME_NOT_FOUND). The jobs and the actor checks
+# run side by side.
 # Each check prints `RESULT<TAB>feature<TAB>pass|fail|na<TAB>note`; a feature with no line
 # counts as failed. On every path the JS SDK's first-call check also runs: an
 # actor app (`DaprServer` + `AbstractActor` + `ActorProxyBuilder`) started with its sidecar,
@@ -57,7 +61,7 @@ read -r -a sdks <<<"${SDKS:-python go js java}"
 
 # The features every SDK is asked for, in this order.
 FEATURES=(job.schedule job.get job.list job.delete job.receive job.repeats job.overwrite job.failure_policy
-  actor.invoke reminder.register reminder.get reminder.ticks reminder.unregister actor.timer)
+  actor.invoke reminder.register reminder.get reminder.ticks reminder.unregister actor.timer actor.state)
 
 trap e2e_cleanup EXIT
 trap 'exit 130' INT
@@ -352,7 +356,7 @@ run_sdk() {
     # is given the jobs sidecar's address explicitly.
     e2e_spawn "$out" "${SDK_ENV[@]}" DAPR_HTTP_PORT="$a_http" DAPR_GRPC_PORT="$a_grpc" \
       SDKM_JOBS_HTTP="$j_http" SDKM_JOBS_GRPC="$j_grpc" SDKM_JOBS_EVENTS="$j_ev" \
-      SDKM_ACTORS_HTTP="$a_http" SDKM_ACTORS_GRPC="$a_grpc" SDKM_ACTOR_EVENTS="$a_ev" \
+      SDKM_ACTORS_HTTP="$a_http" SDKM_ACTORS_GRPC="$a_grpc" SDKM_ACTOR_EVENTS="$a_ev" SDKM_PATH="$path" \
       timeout -k 5 "$CLIENT_TIMEOUT" "${CLIENT_CMD[@]}"
     e2e_wait_spawned "$E2E_SPAWNED" || rc=$?
     grep -P '^RESULT\t' "$out" | cut -f2- | sed "s/^/  $sdk $path /" >&2 || true

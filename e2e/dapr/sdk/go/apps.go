@@ -5,7 +5,9 @@ package main
 //   jobs-app   service/grpc with AddJobEventHandler for the matrix's job names (the SDK's
 //              service/http has no job handler: its AddJobEventHandler returns "not implemented")
 //   actor-app  service/http with RegisterActorImplFactoryContext: the actor type GoSdkActor,
-//              a ReminderCallee, with a timer callback method
+//              a ReminderCallee, with a timer callback method and state methods that keep the
+//              actor's state with the SDK's state manager (GetStateManager: Set / Get /
+//              Contains / Remove, Save; the SDK also saves after a method with a result)
 //
 // Every job, reminder and timer the app receives is appended to the events file as one JSON
 // line (see events.go), flushed before the SDK answers.
@@ -81,6 +83,43 @@ func (a *GoSdkActor) Ping(_ context.Context, arg string) (string, error) {
 func (a *GoSdkActor) OnTimer(_ context.Context, arg string) error {
 	record(event{Kind: "timer", Actor: a.ID(), Name: "OnTimer", Text: arg})
 	return nil
+}
+
+// SetCount keeps n under "count" and saves it at once.
+func (a *GoSdkActor) SetCount(ctx context.Context, n int) (int, error) {
+	sm := a.GetStateManager()
+	if err := sm.Set(ctx, "count", n); err != nil {
+		return 0, err
+	}
+	return n, sm.Save(ctx)
+}
+
+// GetCount is "count", or -1 when there is none.
+func (a *GoSdkActor) GetCount(ctx context.Context) (int, error) {
+	sm := a.GetStateManager()
+	if ok, err := sm.Contains(ctx, "count"); err != nil || !ok {
+		return -1, err
+	}
+	var n int
+	err := sm.Get(ctx, "count", &n)
+	return n, err
+}
+
+// RemoveCount removes "count"; the SDK saves the removal after the method (it has a result).
+func (a *GoSdkActor) RemoveCount(ctx context.Context) (bool, error) {
+	sm := a.GetStateManager()
+	ok, err := sm.Contains(ctx, "count")
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, sm.Remove(ctx, "count")
+}
+
+// GetSeeded is "seeded", a value the client wrote over the sidecar: read by the SDK from it.
+func (a *GoSdkActor) GetSeeded(ctx context.Context) (map[string]any, error) {
+	var v map[string]any
+	err := a.GetStateManager().Get(ctx, "seeded", &v)
+	return v, err
 }
 
 // ReminderCall makes GoSdkActor a ReminderCallee.

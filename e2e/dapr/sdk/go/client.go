@@ -38,7 +38,24 @@ type checker struct {
 	jobsEv  string
 	actorEv string
 	actHTTP string
+	path    string // i | ii | iii: on ii the sidecar keeps no actor state
 }
+
+// noState is the note of actor.state on path ii.
+const noState = "a Dapr Scheduler keeps no actor state: the jobsd sidecar answers daprd's ERR_ACTOR_RUNTIME_NOT_FOUND"
+
+// stateStub is the client side of GoSdkActor's state methods, as a Go user calls an actor:
+// a struct of func fields the SDK fills in (ImplActorClientStub).
+type stateStub struct {
+	id          string
+	SetCount    func(context.Context, int) (int, error)
+	GetCount    func(context.Context) (int, error)
+	RemoveCount func(context.Context) (bool, error)
+	GetSeeded   func(context.Context) (map[string]any, error)
+}
+
+func (s *stateStub) Type() string { return actorType }
+func (s *stateStub) ID() string   { return s.id }
 
 func (c *checker) emit(feature, st, note string) {
 	c.mu.Lock()
@@ -112,7 +129,7 @@ func client(args []string) int {
 	jobsEv := fs.String("jobs-events", os.Getenv("SDKM_JOBS_EVENTS"), "the jobs app's events file")
 	actorEv := fs.String("actor-events", os.Getenv("SDKM_ACTOR_EVENTS"), "the actor app's events file")
 	_ = fs.Parse(args)
-	c := &checker{jobsEv: *jobsEv, actorEv: *actorEv, actHTTP: *actorsHTTP}
+	c := &checker{jobsEv: *jobsEv, actorEv: *actorEv, actHTTP: *actorsHTTP, path: os.Getenv("SDKM_PATH")}
 
 	// The jobs and the actor checks go to different sidecars and apps: they run side by side.
 	var wg sync.WaitGroup
@@ -343,7 +360,7 @@ func (c *checker) actors(cl dapr.Client) {
 				break
 			}
 			if time.Since(t0) > 20*time.Second {
-				for _, f := range []string{"reminder.register", "reminder.get", "reminder.ticks", "reminder.unregister", "actor.timer"} {
+				for _, f := range []string{"reminder.register", "reminder.get", "reminder.ticks", "reminder.unregister", "actor.timer", "actor.state"} {
 					c.emit(f, "fail", "skipped: no actor call succeeded within 20 s")
 				}
 				return
@@ -421,5 +438,103 @@ func (c *checker) actors(cl dapr.Client) {
 			return "", fmt.Errorf("%d timer ticks after unregistering", n)
 		}
 		return "RegisterActorTimer (callback OnTimer) >= 3 ticks with data; UnregisterActorTimer stops it", nil
+	})
+	c.actorState(cl)
+}
+
+// httpState is the sidecar's GET /v1.0/actors/{type}/{id}/state/{key}: status and raw body.
+func (c *checker) httpState(id, key string) (int, []byte, error) {
+	resp, err := http.Get(fmt.Sprintf("http://%s/v1.0/actors/%s/%s/state/%s", c.actHTTP, actorType, id, key))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+// httpStateTx is the sidecar's POST /v1.0/actors/{type}/{id}/state: a transaction.
+func (c *checker) httpStateTx(id string, ops any) (int, []byte, error) {
+	b, _ := json.Marshal(ops)
+	resp, err := http.Post(fmt.Sprintf("http://%s/v1.0/actors/%s/%s/state", c.actHTTP, actorType, id), "application/json", bytes.NewReader(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+func errorCode(body []byte) string {
+	var m struct {
+		ErrorCode string `json:"errorCode"`
+	}
+	_ = json.Unmarshal(body, &m)
+	return m.ErrorCode
+}
+
+// actorState: actor.state. GoSdkActor keeps "count" with the SDK's state manager; the client
+// calls it through an ImplActorClientStub proxy and reads the value raw over the sidecar.
+func (c *checker) actorState(cl dapr.Client) {
+	ctx := context.Background()
+	s1 := &stateStub{id: "s1"}
+	cl.ImplActorClientStub(s1)
+	upsert := func(key string, v any) any {
+		return []map[string]any{{"operation": "upsert", "request": map[string]any{"key": key, "value": v}}}
+	}
+	if c.path == "ii" {
+		// No actor state behind a Dapr Scheduler: check the sidecar really says so.
+		if _, err := s1.SetCount(ctx, 7); err == nil {
+			c.emit("actor.state", "fail", "SetCount succeeded on a sidecar that keeps no actor state")
+			return
+		}
+		var bad []string
+		code, body, err := c.httpState("s1", "count")
+		if err != nil || code != 500 || errorCode(body) != "ERR_ACTOR_RUNTIME_NOT_FOUND" {
+			bad = append(bad, fmt.Sprintf("GET: %d %s %v", code, body, err))
+		}
+		code, body, err = c.httpStateTx("s1", upsert("count", 1))
+		if err != nil || code != 500 || errorCode(body) != "ERR_ACTOR_RUNTIME_NOT_FOUND" {
+			bad = append(bad, fmt.Sprintf("POST: %d %s %v", code, body, err))
+		}
+		if bad != nil {
+			c.emit("actor.state", "fail", "want 500 ERR_ACTOR_RUNTIME_NOT_FOUND, got "+strings.Join(bad, "; "))
+			return
+		}
+		c.emit("actor.state", "na", noState+" (checked: GET …/state/count and POST …/state 500 ERR_ACTOR_RUNTIME_NOT_FOUND; the actor's SetCount fails)")
+		return
+	}
+	c.run("actor.state", func() (string, error) {
+		for _, n := range []int{7, 8} {
+			if got, err := s1.SetCount(ctx, n); err != nil || got != n {
+				return "", fmt.Errorf("SetCount(%d): %d %v", n, got, err)
+			}
+			if got, err := s1.GetCount(ctx); err != nil || got != n {
+				return "", fmt.Errorf("GetCount after SetCount(%d): %d %v", n, got, err)
+			}
+		}
+		if code, body, err := c.httpState("s1", "count"); err != nil || code != 200 || string(body) != "8" {
+			return "", fmt.Errorf("sidecar GET …/state/count: %d %q %v, want 200 \"8\"", code, body, err)
+		}
+		seeded := map[string]any{"n": 5.0, "s": "h\u00e9llo \u2713", "l": []any{1.0, 2.0}}
+		if code, body, err := c.httpStateTx("s1", upsert("seeded", seeded)); err != nil || code != 204 {
+			return "", fmt.Errorf("sidecar POST …/state: %d %q %v", code, body, err)
+		}
+		got, err := s1.GetSeeded(ctx)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(seeded) {
+			return "", fmt.Errorf("GetSeeded: %v %v, want %v", got, err, seeded)
+		}
+		if ok, err := s1.RemoveCount(ctx); err != nil || !ok {
+			return "", fmt.Errorf("RemoveCount: %v %v", ok, err)
+		}
+		if got, err := s1.GetCount(ctx); err != nil || got != -1 {
+			return "", fmt.Errorf("GetCount after RemoveCount: %d %v, want -1", got, err)
+		}
+		if code, body, err := c.httpState("s1", "count"); err != nil || code != 204 || len(body) != 0 {
+			return "", fmt.Errorf("sidecar GET …/state/count after removal: %d %q %v, want 204", code, body, err)
+		}
+		return "ImplActorClientStub SetCount 7, 8 / GetCount / RemoveCount: the actor's GetStateManager() Set+Save, " +
+			"Contains+Get, Remove (saved by the SDK after the method); sidecar GET …/state/count = 8 as the SDK " +
+			"serialized it, 204 after removal; a value POSTed over the sidecar read back by Get (gRPC GetActorState)", nil
 	})
 }

@@ -1,6 +1,8 @@
 // The JS SDK as an actor app: DaprServer (HTTP) hosting JsSdkActor, an AbstractActor whose
 // methods register and unregister its reminder and timer with the SDK's own calls
-// (registerActorReminder, registerActorTimer, …). Every call, tick and timer is recorded.
+// (registerActorReminder, registerActorTimer, …), and whose state goes through the SDK's actor
+// state manager (getStateManager(); the SDK also saves it after every method). Every call, tick
+// and timer is recorded.
 "use strict";
 const { DaprServer, AbstractActor, CommunicationProtocolEnum, Temporal } = require("@dapr/dapr");
 const { record } = require("./common");
@@ -23,6 +25,24 @@ class JsSdkActor extends AbstractActor {
   }
   async disarmTimer(name) {
     await this.unregisterActorTimer(name);
+  }
+  // Actor state, as a JS user keeps it: the state manager's cache, saved explicitly
+  // (saveState) or by the SDK after the method.
+  async setCount(n) {
+    await this.getStateManager().setState("count", n);
+    await this.getStateManager().saveState();
+    return n;
+  }
+  async getCount() {
+    const [has, n] = await this.getStateManager().tryGetState("count");
+    return has ? n : -1;
+  }
+  async removeCount() {
+    return await this.getStateManager().tryRemoveState("count"); // saved after the method
+  }
+  async getSeeded() {
+    const [has, v] = await this.getStateManager().tryGetState("seeded");
+    return has ? v : {};
   }
   async onTimer(state) {
     record("timer", { actor: this.getActorId().getId(), name: "onTimer", text: state });

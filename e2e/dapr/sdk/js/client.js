@@ -12,6 +12,7 @@ const ActorClient = require("@dapr/dapr/actors/client/ActorClient/ActorClient").
 const { create } = require("@bufbuild/protobuf");
 const { anyPack, StringValueSchema } = require("@bufbuild/protobuf/wkt");
 const { ConnectError, Code } = require("@connectrpc/connect");
+const { isDeepStrictEqual } = require("util");
 const { Results, waitEvents, readEvents, quiet, sleep, assert } = require("./common");
 
 const env = process.env;
@@ -26,6 +27,76 @@ class JsSdkActor {
   async disarmReminder(_name) {}
   async armTimer(_arg) {}
   async disarmTimer(_name) {}
+  async setCount(_n) {}
+  async getCount() {}
+  async removeCount() {}
+  async getSeeded() {}
+}
+
+const NO_STATE = "a Dapr Scheduler keeps no actor state: the jobsd sidecar answers daprd's ERR_ACTOR_RUNTIME_NOT_FOUND";
+const SEEDED = { n: 5, s: "h\u00e9llo \u2713", l: [1, 2] };
+
+// The sidecar's actor state routes, raw: GET …/state/{key} and POST …/state (a transaction).
+async function httpState(id, key) {
+  const r = await fetch(`http://127.0.0.1:${env.SDKM_ACTORS_HTTP}/v1.0/actors/JsSdkActor/${id}/state/${key}`);
+  return [r.status, await r.text()];
+}
+async function httpStateTx(id, ops) {
+  const r = await fetch(`http://127.0.0.1:${env.SDKM_ACTORS_HTTP}/v1.0/actors/JsSdkActor/${id}/state`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(ops),
+  });
+  return [r.status, await r.text()];
+}
+const errorCode = (text) => {
+  try {
+    return JSON.parse(text).errorCode;
+  } catch {
+    return undefined;
+  }
+};
+
+// actor.state: JsSdkActor keeps "count" with the SDK's state manager; the client calls it through
+// ActorProxyBuilder and reads the value raw over the sidecar.
+async function actorState(client) {
+  const s1 = new ActorProxyBuilder(JsSdkActor, client).build(new ActorId("s1"));
+  const upsert = (key, value) => [{ operation: "upsert", request: { key, value } }];
+  if (env.SDKM_PATH === "ii") {
+    // No actor state behind a Dapr Scheduler: check the sidecar really says so.
+    let sdkErr;
+    try {
+      await s1.setCount(7);
+    } catch (e) {
+      sdkErr = e;
+    }
+    if (!sdkErr) return R.emit("actor.state", "fail", "setCount succeeded on a sidecar that keeps no actor state");
+    const got = [await httpState("s1", "count"), await httpStateTx("s1", upsert("count", 1))];
+    const bad = got.filter(([code, text]) => code !== 500 || errorCode(text) !== "ERR_ACTOR_RUNTIME_NOT_FOUND");
+    if (bad.length) return R.emit("actor.state", "fail", `want 500 ERR_ACTOR_RUNTIME_NOT_FOUND, got ${JSON.stringify(bad)}`);
+    return R.emit("actor.state", "na", `${NO_STATE} (checked: GET …/state/count and POST …/state 500 ERR_ACTOR_RUNTIME_NOT_FOUND; the actor's setCount fails)`);
+  }
+  await R.run("actor.state", async () => {
+    for (const n of [7, 8]) {
+      const set = await s1.setCount(n);
+      assert(set === n, () => `setCount(${n}) answered ${JSON.stringify(set)}`);
+      const got = await s1.getCount();
+      assert(got === n, () => `getCount after setCount(${n}): ${JSON.stringify(got)}`);
+    }
+    let [code, text] = await httpState("s1", "count");
+    assert(code === 200 && text === "8", () => `sidecar GET …/state/count: ${code} ${JSON.stringify(text)}, want 200 "8"`);
+    [code, text] = await httpStateTx("s1", upsert("seeded", SEEDED));
+    assert(code === 204, () => `sidecar POST …/state: ${code} ${text}`);
+    const seeded = await s1.getSeeded();
+    assert(isDeepStrictEqual(seeded, SEEDED), () => `getSeeded: ${JSON.stringify(seeded)}, want ${JSON.stringify(SEEDED)}`);
+    const removed = await s1.removeCount();
+    assert(removed === true, () => `removeCount answered ${JSON.stringify(removed)}`);
+    const after = await s1.getCount();
+    assert(after === -1, () => `getCount after removeCount: ${JSON.stringify(after)}, want -1`);
+    [code, text] = await httpState("s1", "count");
+    assert(code === 204 && text === "", () => `sidecar GET …/state/count after removal: ${code} ${JSON.stringify(text)}, want 204`);
+    return "ActorProxyBuilder setCount 7, 8 / getCount / removeCount: the actor's getStateManager() setState+saveState, tryGetState, tryRemoveState (saved by the SDK after the method); sidecar GET …/state/count = 8 as the SDK serialized it, 204 after removal; a value POSTed over the sidecar read back by tryGetState";
+  });
 }
 
 const payload = (tag) =>
@@ -189,7 +260,7 @@ async function actors() {
         break;
       } catch {
         if (Date.now() - t0 > 20000) {
-          for (const f of ["reminder.register", "reminder.get", "reminder.ticks", "reminder.unregister", "actor.timer"]) {
+          for (const f of ["reminder.register", "reminder.get", "reminder.ticks", "reminder.unregister", "actor.timer", "actor.state"]) {
             R.emit(f, "fail", "skipped: no actor call succeeded within 20 s");
           }
           return;
@@ -242,6 +313,7 @@ async function actors() {
     assert(n === 0, `${n} timer ticks after unregistering`);
     return "the actor's registerActorTimer: >= 3 callbacks with their state; unregisterActorTimer stops it";
   });
+  await actorState(client);
   await client.stop();
 }
 

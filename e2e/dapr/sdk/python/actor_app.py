@@ -1,8 +1,9 @@
 """The Python SDK as an actor app: `dapr.ext.fastapi.DaprActor` (the `fastapi` extra of PyPI
 `dapr`) under uvicorn, hosting PySdkActor. The actor registers and unregisters its reminder and
 timer with the SDK's own calls (`register_reminder`, `register_timer`, ...), as a Python user
-must: the Python SDK has no reminder or timer call outside an actor. Every method call, tick and
-timer is recorded (common.py).
+must: the Python SDK has no reminder or timer call outside an actor. Its state goes through the
+SDK's actor state manager (`self._state_manager`), which the SDK saves after every method too.
+Every method call, tick and timer is recorded (common.py).
 """
 
 import base64
@@ -33,6 +34,18 @@ class PySdkActorInterface(ActorInterface):
     @actormethod(name="DisarmTimer")
     async def disarm_timer(self, name: str) -> None: ...
 
+    @actormethod(name="SetCount")
+    async def set_count(self, n: int) -> int: ...
+
+    @actormethod(name="GetCount")
+    async def get_count(self) -> int: ...
+
+    @actormethod(name="RemoveCount")
+    async def remove_count(self) -> bool: ...
+
+    @actormethod(name="GetSeeded")
+    async def get_seeded(self) -> dict: ...
+
 
 class PySdkActor(Actor, PySdkActorInterface, Remindable):
     async def ping(self, arg: str) -> str:
@@ -52,6 +65,24 @@ class PySdkActor(Actor, PySdkActorInterface, Remindable):
 
     async def disarm_timer(self, name: str) -> None:
         await self.unregister_timer(name)
+
+    # Actor state, as a Python user keeps it: the state manager's cache, saved explicitly
+    # (save_state) or by the SDK after the method.
+    async def set_count(self, n: int) -> int:
+        await self._state_manager.set_state("count", n)
+        await self._state_manager.save_state()
+        return n
+
+    async def get_count(self) -> int:
+        has, n = await self._state_manager.try_get_state("count")
+        return n if has else -1
+
+    async def remove_count(self) -> bool:
+        return await self._state_manager.try_remove_state("count")  # saved after the method
+
+    async def get_seeded(self) -> dict:
+        has, v = await self._state_manager.try_get_state("seeded")
+        return v if has else {}
 
     async def on_timer(self, state) -> None:
         record("timer", actor=self.id.id, name="on_timer", text=state)

@@ -28,7 +28,10 @@ ACTOR_TYPE = "PySdkActor"
 JOBS_EV = os.environ["SDKM_JOBS_EVENTS"]
 ACTOR_EV = os.environ["SDKM_ACTOR_EVENTS"]
 ACTORS_HTTP = os.environ["SDKM_ACTORS_HTTP"]
+PATH = os.environ.get("SDKM_PATH", "")  # i | ii | iii: on ii the sidecar keeps no actor state
 R = Results()
+NO_STATE = ("a Dapr Scheduler keeps no actor state: the jobsd sidecar answers daprd's "
+            "ERR_ACTOR_RUNTIME_NOT_FOUND")
 
 
 def payload(tag: str) -> GrpcAny:
@@ -146,6 +149,88 @@ def http_get_reminder(name: str):
         return e.code, e.read().decode(errors="replace")
 
 
+def http_state(actor_id: str, key: str):
+    """The sidecar's GET /v1.0/actors/{type}/{id}/state/{key}: (status, raw body bytes)."""
+    url = f"http://127.0.0.1:{ACTORS_HTTP}/v1.0/actors/{ACTOR_TYPE}/{actor_id}/state/{key}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def http_state_tx(actor_id: str, ops: list):
+    """The sidecar's POST /v1.0/actors/{type}/{id}/state (a transaction): (status, raw body)."""
+    url = f"http://127.0.0.1:{ACTORS_HTTP}/v1.0/actors/{ACTOR_TYPE}/{actor_id}/state"
+    req = urllib.request.Request(url, data=json.dumps(ops).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def error_code(body: bytes) -> str:
+    try:
+        return json.loads(body).get("errorCode", "")
+    except ValueError:
+        return ""
+
+
+SEEDED = {"n": 5, "s": "h\u00e9llo \u2713", "l": [1, 2]}
+
+
+def actor_state(run) -> None:
+    """actor.state: the actor keeps its state with the SDK's state manager (set_state +
+    save_state, try_get_state, try_remove_state saved by the SDK after the method); the client
+    reads it back through ActorProxy and, raw, over the sidecar's HTTP state routes."""
+    s1 = ActorProxy.create(ACTOR_TYPE, ActorId("s1"), PySdkActorInterface)
+
+    if PATH == "ii":
+        # No actor state behind a Dapr Scheduler: check the sidecar really says so.
+        try:
+            run(s1.SetCount(7))
+            R.emit("actor.state", "fail", "SetCount succeeded on a sidecar that keeps no actor state")
+            return
+        except Exception as e:  # noqa: BLE001
+            sdk_err = f"{type(e).__name__}"
+        got = [http_state("s1", "count"),
+               http_state_tx("s1", [{"operation": "upsert", "request": {"key": "count", "value": 1}}])]
+        bad = [(c, b[:200]) for c, b in got if c != 500 or error_code(b) != "ERR_ACTOR_RUNTIME_NOT_FOUND"]
+        if bad:
+            R.emit("actor.state", "fail", f"want 500 ERR_ACTOR_RUNTIME_NOT_FOUND, got {bad}")
+            return
+        R.emit("actor.state", "na", f"{NO_STATE} (checked: GET …/state/count and POST …/state "
+               f"500 ERR_ACTOR_RUNTIME_NOT_FOUND; the actor's SetCount raises {sdk_err})")
+        return
+
+    def check():
+        assert run(s1.SetCount(7)) == 7
+        n = run(s1.GetCount())
+        assert n == 7, f"GetCount after SetCount(7): {n!r}"
+        assert run(s1.SetCount(8)) == 8
+        n = run(s1.GetCount())
+        assert n == 8, f"GetCount after SetCount(8): {n!r}"
+        code, body = http_state("s1", "count")
+        assert (code, body) == (200, b"8"), f"sidecar GET …/state/count: {code} {body!r}, want 200 b'8'"
+        code, body = http_state_tx("s1", [{"operation": "upsert", "request": {"key": "seeded", "value": SEEDED}}])
+        assert code == 204, f"sidecar POST …/state: {code} {body!r}"
+        v = run(s1.GetSeeded())
+        assert v == SEEDED, f"GetSeeded: {v!r}, want {SEEDED!r}"
+        assert run(s1.RemoveCount()) is True
+        n = run(s1.GetCount())
+        assert n == -1, f"GetCount after RemoveCount: {n!r}"
+        code, body = http_state("s1", "count")
+        assert code == 204 and not body, f"sidecar GET …/state/count after removal: {code} {body!r}"
+        return ("ActorProxy SetCount 7, 8 / GetCount / RemoveCount: the actor's _state_manager "
+                "set_state+save_state, try_get_state, try_remove_state (saved by the SDK after "
+                "the method); sidecar GET …/state/count = 8 as the SDK serialized it, 204 after "
+                "removal; a value POSTed over the sidecar read back by try_get_state")
+
+    R.run("actor.state", check)
+
+
 def actors() -> None:
     import asyncio
 
@@ -172,7 +257,8 @@ def actors() -> None:
             except Exception:  # noqa: BLE001
                 time.sleep(0.2)
         else:
-            for f in ("reminder.register", "reminder.get", "reminder.ticks", "reminder.unregister", "actor.timer"):
+            for f in ("reminder.register", "reminder.get", "reminder.ticks", "reminder.unregister", "actor.timer",
+                      "actor.state"):
                 R.emit(f, "fail", "skipped: no actor call succeeded within 20 s")
             return
 
@@ -221,6 +307,7 @@ def actors() -> None:
     R.run("reminder.ticks", ticks)
     R.run("reminder.unregister", unregister)
     R.run("actor.timer", timer_)
+    actor_state(run)
 
 
 def main() -> int:

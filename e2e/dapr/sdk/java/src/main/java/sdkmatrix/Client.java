@@ -1,6 +1,7 @@
 package sdkmatrix;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.dapr.actors.ActorId;
 import io.dapr.actors.client.ActorClient;
 import io.dapr.actors.client.ActorProxyBuilder;
@@ -24,6 +25,7 @@ import java.time.Instant;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Predicate;
 
 /**
@@ -209,7 +211,8 @@ public final class Client {
           break;
         } catch (Throwable e) {
           if (System.nanoTime() - t0 > 20e9) {
-            for (String f : List.of("reminder.register", "reminder.get", "reminder.ticks", "reminder.unregister", "actor.timer")) {
+            for (String f : List.of("reminder.register", "reminder.get", "reminder.ticks", "reminder.unregister", "actor.timer",
+                "actor.state")) {
               emit(f, "fail", "skipped: no actor call succeeded within 20 s");
             }
             return;
@@ -261,7 +264,87 @@ public final class Client {
       check(n == 0, n + " timer ticks after unregistering");
       return "the actor's registerActorTimer: >= 3 callbacks with their state; unregisterTimer stops it";
     });
+    actorState(ac);
     ac.close();
+  }
+
+  static final String NO_STATE =
+      "a Dapr Scheduler keeps no actor state: the jobsd sidecar answers daprd's ERR_ACTOR_RUNTIME_NOT_FOUND";
+
+  /** The sidecar's actor state routes, raw: GET …/state/{key}, or POST …/state with body. */
+  static HttpResponse<String> httpState(String id, String key, String body) throws Exception {
+    String url = "http://127.0.0.1:" + System.getenv("SDKM_ACTORS_HTTP") + "/v1.0/actors/JavaSdkActor/" + id + "/state"
+        + (key == null ? "" : "/" + key);
+    HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(url));
+    if (body != null) {
+      b.header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body));
+    }
+    return HttpClient.newHttpClient().send(b.build(), HttpResponse.BodyHandlers.ofString());
+  }
+
+  static boolean runtimeNotFound(HttpResponse<String> r) {
+    try {
+      return r.statusCode() == 500
+          && "ERR_ACTOR_RUNTIME_NOT_FOUND".equals(new ObjectMapper().readTree(r.body()).path("errorCode").asText());
+    } catch (Exception e) {
+      return false;
+    }
+  }
+
+  /**
+   * actor.state: JavaSdkActor keeps "count" with the SDK's actor state manager; the client calls
+   * it through ActorProxyBuilder and reads the value raw over the sidecar.
+   */
+  static void actorState(ActorClient ac) throws Exception {
+    JavaSdkActor s1 = new ActorProxyBuilder<>(JavaSdkActor.class, ac).build(new ActorId("s1"));
+    if ("ii".equals(System.getenv("SDKM_PATH"))) {
+      // No actor state behind a Dapr Scheduler: check the sidecar really says so.
+      try {
+        s1.setCount(7).block();
+        emit("actor.state", "fail", "setCount succeeded on a sidecar that keeps no actor state");
+        return;
+      } catch (RuntimeException e) {
+        // expected
+      }
+      HttpResponse<String> get = httpState("s1", "count", null);
+      HttpResponse<String> post = httpState("s1", null,
+          "[{\"operation\":\"upsert\",\"request\":{\"key\":\"count\",\"value\":1}}]");
+      if (!runtimeNotFound(get) || !runtimeNotFound(post)) {
+        emit("actor.state", "fail", "want 500 ERR_ACTOR_RUNTIME_NOT_FOUND, got GET " + get.statusCode() + " " + get.body()
+            + "; POST " + post.statusCode() + " " + post.body());
+        return;
+      }
+      emit("actor.state", "na", NO_STATE
+          + " (checked: GET …/state/count and POST …/state 500 ERR_ACTOR_RUNTIME_NOT_FOUND; the actor's setCount fails)");
+      return;
+    }
+    run("actor.state", () -> {
+      for (int n : new int[] {7, 8}) {
+        Integer set = s1.setCount(n).block();
+        check(Integer.valueOf(n).equals(set), "setCount(" + n + ") answered " + set);
+        Integer got = s1.getCount().block();
+        check(Integer.valueOf(n).equals(got), "getCount after setCount(" + n + "): " + got);
+      }
+      HttpResponse<String> r = httpState("s1", "count", null);
+      check(r.statusCode() == 200 && r.body().equals("8"), "sidecar GET …/state/count: " + r.statusCode() + " " + r.body()
+          + ", want 200 8");
+      r = httpState("s1", null,
+          "[{\"operation\":\"upsert\",\"request\":{\"key\":\"seeded\",\"value\":{\"n\":5,\"s\":\"h\u00e9llo \u2713\",\"l\":[1,2]}}}]");
+      check(r.statusCode() == 204, "sidecar POST …/state: " + r.statusCode() + " " + r.body());
+      Map<String, Object> seeded = s1.getSeeded().block();
+      Map<String, Object> want = Map.of("n", 5, "s", "h\u00e9llo \u2713", "l", List.of(1, 2));
+      check(want.equals(seeded), "getSeeded: " + seeded + ", want " + want);
+      Boolean removed = s1.removeCount().block();
+      check(Boolean.TRUE.equals(removed), "removeCount answered " + removed);
+      Integer after = s1.getCount().block();
+      check(Integer.valueOf(-1).equals(after), "getCount after removeCount: " + after + ", want -1");
+      r = httpState("s1", "count", null);
+      check(r.statusCode() == 204 && r.body().isEmpty(), "sidecar GET …/state/count after removal: " + r.statusCode() + " "
+          + r.body() + ", want 204");
+      return "ActorProxyBuilder setCount 7, 8 / getCount / removeCount: the actor's getActorStateManager() set+saveState, "
+          + "contains+get, remove (saved by the SDK after the method); sidecar GET …/state/count = 8 as the SDK serialized it, "
+          + "204 after removal; a value POSTed over the sidecar read back by get";
+    });
   }
 
   public static void main(String[] args) throws Exception {

@@ -2,6 +2,7 @@ package sdkmatrix;
 
 import io.dapr.actors.ActorMethod;
 import io.dapr.actors.ActorType;
+import java.util.Map;
 import reactor.core.publisher.Mono;
 
 /** The actor interface the client's ActorProxyBuilder builds a proxy of. */
@@ -18,6 +19,19 @@ public interface JavaSdkActor {
   Mono<Void> armTimer(String data);
 
   Mono<Void> disarmTimer(String name);
+
+  // Actor state, kept with the SDK's actor state manager.
+  @ActorMethod(returns = Integer.class)
+  Mono<Integer> setCount(Integer n);
+
+  @ActorMethod(returns = Integer.class)
+  Mono<Integer> getCount();
+
+  @ActorMethod(returns = Boolean.class)
+  Mono<Boolean> removeCount();
+
+  @ActorMethod(returns = Map.class)
+  Mono<Map<String, Object>> getSeeded();
 
   // The timer's callback: the SDK finds a callback among the actor interface's methods only.
   Mono<Void> onTimer(String state);

@@ -7,6 +7,7 @@ mod actor_state;
 pub mod backup;
 mod batch;
 mod bulk;
+mod concurrency;
 pub mod convert;
 mod dead_letter;
 mod detached;
@@ -134,10 +135,11 @@ impl Engine {
             "jobs restored"
         );
         let task = tokio::spawn(runner.run(stop));
-        Ok((
-            Self::with_loop(store, clock, Some(tx), false, options),
-            task,
-        ))
+        let engine = Self::with_loop(store, clock, Some(tx), false, options);
+        if let Err(e) = engine.reload_concurrency_rules().await {
+            tracing::warn!(error = %e, "reading the concurrency rules failed");
+        }
+        Ok((engine, task))
     }
 
     /// Fires jobs into `sink` until `stop` is cancelled, but tracks only what it is handed:
@@ -180,8 +182,10 @@ impl Engine {
         );
         runner.observe(options.metrics.clone());
         runner.watch_writes();
-        let task = tokio::spawn(runner.run(stop));
-        (Self::with_loop(store, clock, Some(tx), true, options), task)
+        let task = tokio::spawn(runner.run(stop.clone()));
+        let engine = Self::with_loop(store, clock, Some(tx), true, options);
+        engine.reload_rules_until(stop);
+        (engine, task)
     }
 
     fn with_loop(

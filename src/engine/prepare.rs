@@ -45,6 +45,7 @@ pub(super) fn prepare(
     let (tick_policy, policy) = match extras.policy {
         Some(p) => {
             let parsed = policies::tick_policy(&p).map_err(Error::BadRequest)?;
+            policies::check_concurrency_key(&p, &parsed).map_err(Error::BadRequest)?;
             let kept = (p != crate::proto::jobsd_api::JobPolicy::default()).then_some(p);
             (parsed, kept)
         }

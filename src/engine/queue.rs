@@ -38,6 +38,8 @@ pub struct Entry {
     /// The executions out of an `overlap: allow` job (`None` for every other job, and until
     /// its first tick is handed out).
     pub overlapping: Option<Box<Overlapping>>,
+    /// `policy.concurrencyKey`: its triggers take a slot of the key's gate.
+    pub concurrency_key: Option<Arc<str>>,
 }
 
 /// The executions of an `overlap: allow` job that are out at once. The entry's `counter` is
@@ -88,6 +90,8 @@ pub enum State {
     Staged,
     /// Paused: neither queued nor staged until resumed.
     Paused,
+    /// Due at this instant, waiting for a slot of its concurrency key's gate.
+    Gated(DateTime<Utc>),
 }
 
 /// All entries, the fire-time queue and the staged set.
@@ -209,7 +213,7 @@ impl Jobs {
     pub fn pause(&mut self, key: &Arc<str>) {
         if let Some(entry) = self.entries.get_mut(key) {
             entry.paused = true;
-            if let State::Queued(at) = entry.state {
+            if let State::Queued(at) | State::Gated(at) = entry.state {
                 self.schedule(key, at);
             } else if entry.state == State::Staged {
                 entry.state = State::Paused;
@@ -233,6 +237,15 @@ impl Jobs {
     pub fn set_in_flight(&mut self, key: &str) {
         if let Some(entry) = self.entries.get_mut(key) {
             let old = std::mem::replace(&mut entry.state, State::InFlight);
+            self.unlink(key, old);
+        }
+    }
+
+    /// Gates `key`, due at `at`, until its concurrency key has a free slot (the caller keeps
+    /// the line of waiters).
+    pub fn gate(&mut self, key: &str, at: DateTime<Utc>) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            let old = std::mem::replace(&mut entry.state, State::Gated(at));
             self.unlink(key, old);
         }
     }
@@ -289,7 +302,8 @@ impl Jobs {
             State::Staged => {
                 self.staged.remove(key);
             }
-            State::InFlight | State::Persisting | State::Paused => {}
+            // The runner's line of gated waiters skips keys no longer gated.
+            State::InFlight | State::Persisting | State::Paused | State::Gated(_) => {}
         }
     }
 }
@@ -318,6 +332,7 @@ mod tests {
             data: None,
             metadata: Arc::default(),
             created_by: None,
+            concurrency_key: None,
             state: State::Persisting,
             overlapping: None,
             paused: false,

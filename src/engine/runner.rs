@@ -25,6 +25,7 @@ use crate::trigger::{ExecutionId, Report, Sink, Trigger, TriggerKind, TriggerRes
 mod async_completion;
 mod exhausted;
 mod fire;
+mod gated;
 mod held;
 mod horizon;
 mod manual;
@@ -61,6 +62,15 @@ const FLUSH_BATCH: usize = 256;
 /// most, and after a crash that much more may be delivered again.
 const FLUSH_DELAY: Duration = Duration::from_millis(2);
 
+/// Where a tracked job is in its cycle, and why it waits when it is gated.
+#[derive(Debug, Clone)]
+pub struct Live {
+    /// Its state.
+    pub state: State,
+    /// [`State::Gated`]: its concurrency key, rule and slots taken.
+    pub waiting: Option<String>,
+}
+
 /// What the loop is told.
 pub enum Command {
     /// A job version was stored (create or overwrite): track it with a fresh counter.
@@ -92,7 +102,21 @@ pub enum Command {
     /// Answer with the loop's state once every earlier command is handled.
     Sync(oneshot::Sender<Stats>),
     /// Answer with where the job of this key is in its cycle (`None`: not tracked).
-    Inspect(Arc<str>, oneshot::Sender<Option<State>>),
+    Inspect(Arc<str>, oneshot::Sender<Option<Live>>),
+    /// New concurrency rules (every owner's, by owner prefix), or a new place among the
+    /// replicas (`(count, index)`), or both.
+    Gates {
+        /// The rules, when they changed.
+        rules: Option<HashMap<String, crate::jobs::concurrency::Rules>>,
+        /// The place, when it changed.
+        place: Option<(u32, u32)>,
+    },
+    /// Answer with the concurrency keys of this owner prefix that have triggers out or
+    /// waiting.
+    KeyStates(
+        String,
+        oneshot::Sender<Vec<crate::jobs::concurrency::KeyState>>,
+    ),
     /// Pause (`paused` set) or resume (`None`) the job of `key` at `generation` by hand: the
     /// change is written in order with the job's results, then applied.
     SetPaused {
@@ -256,6 +280,8 @@ pub struct Runner {
     horizon: Option<horizon::Horizon>,
     /// The last [`Entry::incarnation`] handed out.
     incarnations: u32,
+    /// Concurrency limits by key: rules, slots taken, gated jobs.
+    gates: gated::Gates,
 }
 
 impl Runner {
@@ -297,6 +323,7 @@ impl Runner {
             resuming: HashMap::new(),
             horizon: None,
             incarnations: 0,
+            gates: gated::Gates::default(),
         }
     }
 
@@ -531,6 +558,7 @@ impl Runner {
                 attempt,
             } => {
                 self.in_sink = self.in_sink.saturating_sub(1);
+                self.release_slot(&key);
                 if let Some(attempt) = self.unless_held(&key, generation, *attempt) {
                     self.apply_result(key, generation, attempt);
                 }
@@ -552,7 +580,15 @@ impl Runner {
                 });
             }
             Command::Inspect(key, reply) => {
-                let _ = reply.send(self.jobs.get(&key).map(|e| e.state));
+                let live = self.jobs.get(&key).map(|e| Live {
+                    state: e.state,
+                    waiting: self.gated_why(&key),
+                });
+                let _ = reply.send(live);
+            }
+            Command::Gates { rules, place } => self.set_gates(rules, place),
+            Command::KeyStates(owner, reply) => {
+                let _ = reply.send(self.key_states(&owner));
             }
             Command::SetPaused {
                 key,
@@ -799,6 +835,12 @@ impl Runner {
             state: State::Persisting,
             overlapping: None,
             paused: false,
+            concurrency_key: job
+                .policy
+                .as_ref()
+                .map(|p| p.concurrency_key.as_str())
+                .filter(|k| !k.is_empty())
+                .map(Arc::from),
         }
     }
 

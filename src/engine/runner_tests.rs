@@ -338,6 +338,9 @@ impl<H: AfterStore> Store for Hooked<H> {
     async fn get_value(&self, key: &str) -> Result<Option<Vec<u8>>, store::Error> {
         self.inner.get_value(key).await
     }
+    async fn list_values(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, store::Error> {
+        self.inner.list_values(prefix).await
+    }
     async fn list_jobs(&self, prefix: &str) -> Result<Vec<(String, StoredJob)>, store::Error> {
         self.inner.list_jobs(prefix).await
     }
@@ -839,4 +842,5 @@ mod adopt_tests;
 mod batch_tests;
 mod capacity_tests;
 mod exhausted_tests;
+mod gated_tests;
 mod horizon_tests;

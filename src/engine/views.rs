@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::convert::{self, instant};
 use super::queue::State;
+use super::runner::Live;
 use super::{Engine, Error};
 use crate::jobs::{JobState, JobStatus, JobView, ListFilter, ListPage, MAX_PAGE_SIZE, Run};
 use crate::proto::dapr_scheduler as sv1;
@@ -185,7 +186,7 @@ impl Engine {
 
     /// The trigger loop's view of `key`: queued, in flight, persisting or staged (`None`
     /// when it does not track the key or has no loop).
-    async fn inspect(&self, key: &str) -> Option<State> {
+    async fn inspect(&self, key: &str) -> Option<Live> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.inner
             .loop_tx
@@ -250,9 +251,11 @@ fn held_of(counter: &crate::store::StoredCounter, name: &str) -> Vec<super::Held
 pub(super) fn view_of(
     item: PageItem,
     name: String,
-    live: Option<State>,
+    live: Option<Live>,
     now: DateTime<Utc>,
 ) -> JobView {
+    let waiting = live.as_ref().and_then(|l| l.waiting.clone());
+    let live = live.map(|l| l.state);
     let counter = item.counter.unwrap_or_default();
     let finished = item.finished_at.is_some();
     let paused = counter.paused.as_ref().filter(|_| !finished);
@@ -261,7 +264,7 @@ pub(super) fn view_of(
     let plan = || convert::plan_of(&item.key, &item.job).ok();
     let next_fire_time = match (finished || paused.is_some(), live) {
         (true, _) => None,
-        (false, Some(State::Queued(at))) => Some(at),
+        (false, Some(State::Queued(at) | State::Gated(at))) => Some(at),
         _ => plan().and_then(|plan| plan.fire_time(&progress)),
     };
     let held = if finished {
@@ -303,6 +306,7 @@ pub(super) fn view_of(
         current_attempt: progress.attempts + 1,
         in_flight,
         staged: matches!(live, Some(State::Staged)),
+        waiting,
         finished_at: item.finished_at.as_ref().and_then(instant),
         paused_at: paused.and_then(|p| p.at.as_ref()).and_then(instant),
         paused_reason: paused.map(|p| p.reason.clone()),

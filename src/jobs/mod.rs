@@ -7,6 +7,7 @@
 pub mod actor_state;
 pub mod backup;
 pub mod bulk;
+pub mod concurrency;
 pub mod dead_letter;
 pub mod executions;
 pub mod guard;

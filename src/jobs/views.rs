@@ -77,6 +77,8 @@ pub struct JobStatus {
     pub in_flight: bool,
     /// Waiting for its target to come back.
     pub staged: bool,
+    /// Why its due trigger waits, when it waits for a slot of its concurrency key.
+    pub waiting: Option<String>,
     /// When it finished (finished jobs).
     pub finished_at: Option<DateTime<Utc>>,
     /// Paused jobs: since when.

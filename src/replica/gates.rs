@@ -48,18 +48,7 @@ impl Default for Place {
 
 /// This replica's share of a cluster-wide limit (Dapr's `localLimitFromGlobal`).
 fn local_limit(global: u32, place: Place) -> u32 {
-    if place.count <= 1 {
-        return global;
-    }
-    let base = global / place.count;
-    if base < 1 {
-        return 1;
-    }
-    if place.index < global % place.count {
-        base + 1
-    } else {
-        base
-    }
+    crate::jobs::concurrency::share(global, place.count, place.index)
 }
 
 /// A gate's identity: the stream namespace and `type` or `type:name`.

@@ -30,6 +30,8 @@ struct Policy {
     dst: Option<Dst>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     lease: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    concurrency_key: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -152,6 +154,7 @@ pub fn policy_from_json(value: Value) -> Result<jv1::JobPolicy, String> {
         jitter: p.jitter,
         dst,
         lease: p.lease,
+        concurrency_key: p.concurrency_key,
     })
 }
 
@@ -170,6 +173,7 @@ pub fn policy_to_json(p: &jv1::JobPolicy) -> Value {
             repeat: d.repeat.clone(),
         }),
         lease: p.lease.clone(),
+        concurrency_key: p.concurrency_key.clone(),
     };
     serde_json::to_value(json).unwrap_or(Value::Null)
 }

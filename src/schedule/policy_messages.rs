@@ -90,6 +90,29 @@ pub fn tick_policy(p: &jv1::JobPolicy) -> Result<TickPolicy, String> {
     })
 }
 
+/// Longest concurrency key (bytes).
+pub const MAX_CONCURRENCY_KEY: usize = 256;
+
+/// `policy.concurrencyKey`: at most [`MAX_CONCURRENCY_KEY`] bytes, not with `overlap: allow`
+/// (whose executions would each need a slot of their own; refused rather than half done).
+pub fn check_concurrency_key(p: &jv1::JobPolicy, tick: &TickPolicy) -> Result<(), String> {
+    let key = p.concurrency_key.as_str();
+    if key.len() > MAX_CONCURRENCY_KEY {
+        return Err(format!(
+            "policy.concurrencyKey: {} bytes, more than {MAX_CONCURRENCY_KEY}",
+            key.len()
+        ));
+    }
+    if !key.is_empty() && matches!(tick.overlap, schedule::Overlap::Allow(_)) {
+        return Err(
+            "policy.concurrencyKey: cannot be combined with overlap \"allow\" (use serial, \
+             skip or bufferOne)"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
 /// Values that are each fine alone but not together; the error names the field.
 pub fn check_together(tick: &TickPolicy, handling: Option<&FailureHandling>) -> Result<(), String> {
     let exhausted = handling.map_or(&OnExhausted::Drop, |h| &h.on_exhausted);

@@ -219,6 +219,16 @@ impl Store for Memory {
         self.with(|tables| Ok(tables.values.get(key).cloned()))
     }
 
+    async fn list_values(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        self.with(|tables| {
+            Ok(tables
+                .values
+                .range::<str, _>(PrefixRange::new(prefix).bounds())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect())
+        })
+    }
+
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {
         self.with(|tables| {
             tables

@@ -210,6 +210,10 @@ pub trait Store: Send + Sync + 'static {
     /// The record stored under `key` in the values table ([`Op::PutValue`]).
     async fn get_value(&self, key: &str) -> Result<Option<Vec<u8>>, Error>;
 
+    /// The records of the values table whose key starts with `prefix`, in key order; meant
+    /// for small sets (an owner's concurrency rules).
+    async fn list_values(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, Error>;
+
     /// The counter stored under `key` (whatever its generation).
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error>;
 

@@ -56,6 +56,7 @@ pub fn view(view: &JobView) -> Result<String, ApiError> {
             "currentAttempt": s.current_attempt,
             "inFlight": s.in_flight,
             "staged": s.staged,
+            "waiting": s.waiting,
             "finishedAt": time(s.finished_at),
             "pausedAt": time(s.paused_at),
             "pausedReason": s.paused_reason,

@@ -41,6 +41,9 @@ impl Runner {
             // The tick this trigger is an attempt of (`at` is pushed back by retries).
             let tick = entry.plan.next_tick(&entry.counter).unwrap_or(at);
             let attempt = entry.counter.attempts.saturating_add(1);
+            if !self.admit(&key, at) {
+                continue;
+            }
             self.hand_out(key, tick, at, attempt, now);
         }
     }

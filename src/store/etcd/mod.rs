@@ -402,6 +402,16 @@ impl Store for Etcd {
         self.inner.get_value(full).await
     }
 
+    async fn list_values(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        self.check_open()?;
+        let mut pages = Pager::new(&self.inner, Table::Values, prefix, LIST_PAGE);
+        let mut values = Vec::new();
+        while let Some(page) = pages.next().await? {
+            values.extend(page);
+        }
+        Ok(values)
+    }
+
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {
         self.check_open()?;
         let full = format!("{}{key}", self.inner.counters_prefix);

@@ -412,6 +412,20 @@ impl Store for Redb {
         Ok(value.map(|v| v.value().to_vec()))
     }
 
+    async fn list_values(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        let txn = self.begin_read().await?;
+        let table = open_table(&txn, VALUES)?;
+        let range = table
+            .range::<&str>(PrefixRange::new(prefix).bounds())
+            .map_err(Error::io)?;
+        range
+            .map(|entry| {
+                let (k, v) = entry.map_err(Error::io)?;
+                Ok((k.value().to_owned(), v.value().to_vec()))
+            })
+            .collect()
+    }
+
     async fn get_counter(&self, key: &str) -> Result<Option<StoredCounter>, Error> {
         let txn = self.begin_read().await?;
         let table = open_table(&txn, COUNTERS)?;

@@ -84,7 +84,26 @@ async fn the_values_of_a_request_change_together(make: Make) {
     );
 }
 
+async fn values_are_listed_by_prefix(make: Make) {
+    let f = make(&[]);
+    let s = &*f.store;
+    for key in ["b||2", "a||1", "b||1", "b|", "c"] {
+        write1(s, put_value(key, key.as_bytes())).await;
+    }
+    let listed = s.list_values("b||").await.unwrap();
+    assert_eq!(
+        listed,
+        vec![
+            ("b||1".to_owned(), b"b||1".to_vec()),
+            ("b||2".to_owned(), b"b||2".to_vec())
+        ]
+    );
+    assert_eq!(s.list_values("").await.unwrap().len(), 5);
+    assert!(s.list_values("d").await.unwrap().is_empty());
+}
+
 suite!(
+    values_are_listed_by_prefix,
     a_value_is_put_replaced_and_removed,
     the_values_of_a_request_change_together,
 );

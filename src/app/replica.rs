@@ -175,6 +175,7 @@ impl Replica {
                 );
                 pool.gate(cluster.standing());
                 pool.follow_place(cluster.place());
+                follow_concurrency_place(&engine, cluster.place());
                 (engine, task, Some(cluster))
             }
             _ => {
@@ -508,4 +509,23 @@ fn metrics_of(cfg: &config::Replica) -> Metrics {
         Some(_) => Metrics::replica(cfg.placement.is_some()),
         None => Metrics::disabled(),
     }
+}
+
+/// Hands the engine this replica's place among the live ones as it changes: its share of
+/// every concurrency rule by key (`policy.concurrencyKey`), as the pool's gates take theirs
+/// of Dapr's limits.
+fn follow_concurrency_place(
+    engine: &Engine,
+    mut place: tokio::sync::watch::Receiver<crate::replica::gates::Place>,
+) {
+    let engine = engine.clone();
+    tokio::spawn(async move {
+        loop {
+            let now = *place.borrow_and_update();
+            engine.set_concurrency_place(now.count, now.index);
+            if place.changed().await.is_err() {
+                return;
+            }
+        }
+    });
 }

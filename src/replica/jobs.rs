@@ -17,7 +17,9 @@ use crate::observe::JobType;
 use crate::proto::dapr_scheduler as sv1;
 use crate::proto::jobsd_api as jv1;
 use crate::proto::jobsd_replica::{self as jsv1, jobs_server::JobsServer};
-use crate::seam::{actor_state_wire as actor_state, guarded_wire, steer_wire, views_wire};
+use crate::seam::{
+    actor_state_wire as actor_state, concurrency_wire, guarded_wire, steer_wire, views_wire,
+};
 use crate::trigger::keys;
 
 /// How long a call only a job's owner applies waits while the job's partition changes hands
@@ -349,4 +351,54 @@ impl jsv1::jobs_server::Jobs for JobsService {
         self.engine.actor_state_transaction(&owner, changes).await?;
         Ok(Response::new(jsv1::ActorStateTransactionResponse {}))
     }
+
+    async fn set_concurrency_rule(
+        &self,
+        request: Request<jsv1::SetConcurrencyRuleRequest>,
+    ) -> Result<Response<jsv1::SetConcurrencyRuleResponse>, Status> {
+        let req = request.into_inner();
+        let metadata = req.metadata.unwrap_or_default();
+        let rule = concurrency_wire::rule_from_wire(req.rule.unwrap_or_default());
+        self.engine.set_concurrency_rule(&metadata, rule).await?;
+        Ok(Response::new(jsv1::SetConcurrencyRuleResponse {}))
+    }
+
+    async fn delete_concurrency_rule(
+        &self,
+        request: Request<jsv1::DeleteConcurrencyRuleRequest>,
+    ) -> Result<Response<jsv1::DeleteConcurrencyRuleResponse>, Status> {
+        let req = request.into_inner();
+        let metadata = req.metadata.unwrap_or_default();
+        let existed = self
+            .engine
+            .delete_concurrency_rule(&metadata, &req.key)
+            .await?;
+        Ok(Response::new(jsv1::DeleteConcurrencyRuleResponse {
+            existed,
+        }))
+    }
+
+    async fn get_concurrency(
+        &self,
+        request: Request<jsv1::GetConcurrencyRequest>,
+    ) -> Result<Response<jsv1::GetConcurrencyResponse>, Status> {
+        let metadata = request.into_inner().metadata.unwrap_or_default();
+        let view = self.engine.concurrency_view(&metadata).await?;
+        Ok(Response::new(jsv1::GetConcurrencyResponse {
+            rules: view
+                .rules
+                .into_iter()
+                .map(concurrency_wire::rule_to_wire)
+                .collect(),
+            keys: view
+                .keys
+                .into_iter()
+                .map(concurrency_wire::key_to_wire)
+                .collect(),
+            replica: *REPLICA_ID,
+        }))
+    }
 }
+
+/// This process's id in [`jsv1::GetConcurrencyResponse::replica`].
+static REPLICA_ID: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| fastrand::u64(..));

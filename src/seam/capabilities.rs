@@ -11,6 +11,7 @@ use super::{
     HeldExecution, IfMatch, Imported, JobView, ListFilter, ListPage, NextFireTimes, Run, Selection,
     untravelled,
 };
+use crate::jobs::concurrency::{ConcurrencyView, Rule};
 use crate::proto::dapr_scheduler as sv1;
 
 /// Conditions a client puts on a write (`Idempotency-Key`, `If-Match`).
@@ -253,6 +254,17 @@ impl dyn super::Scheduler {
     pub fn backup(&self) -> Result<&dyn Backup, Error> {
         self.as_backup().ok_or_else(backup_unavailable)
     }
+
+    /// Its [`Concurrency`], or the refusal of a scheduler without it.
+    pub fn concurrency(&self) -> Result<&dyn Concurrency, Error> {
+        self.as_concurrency().ok_or_else(|| {
+            Error::new(
+                tonic::Code::FailedPrecondition,
+                "concurrency limits by key (policy.concurrencyKey) need jobsd's scheduler \
+                 (embedded, or `jobsd scheduler` replicas); a Dapr Scheduler has none",
+            )
+        })
+    }
 }
 
 /// Actor state, kept beside the jobs (daprd keeps it in an actor state store): what the
@@ -274,4 +286,28 @@ pub trait ActorState: Send + Sync {
         owner: ActorStateOwner,
         changes: Vec<StateChange>,
     ) -> Result<(), Error>;
+}
+
+/// Concurrency limits by key for app jobs (`policy.concurrencyKey`): the rules and what the
+/// scheduler's loops have out and waiting now.
+#[async_trait::async_trait]
+pub trait Concurrency: Send + Sync {
+    /// Sets (creates or replaces) a rule of the metadata's owner; `InvalidArgument` naming
+    /// the field for a bad one.
+    async fn set_concurrency_rule(
+        &self,
+        metadata: sv1::JobMetadata,
+        rule: Rule,
+    ) -> Result<(), Error>;
+
+    /// Deletes a rule; whether there was one.
+    async fn delete_concurrency_rule(
+        &self,
+        metadata: sv1::JobMetadata,
+        key: String,
+    ) -> Result<bool, Error>;
+
+    /// The owner's rules and the keys with triggers out or waiting (summed over every
+    /// replica).
+    async fn concurrency_view(&self, metadata: sv1::JobMetadata) -> Result<ConcurrencyView, Error>;
 }

@@ -6,11 +6,13 @@ use tonic::Code;
 use crate::engine::{self, Engine};
 use crate::proto::dapr_scheduler as sv1;
 
+use crate::jobs::concurrency::{ConcurrencyView, Rule};
+
 use super::{
-    ActorState, ActorStateOwner, Backup, BackupRecord, Bulk, ByHand, Conditions, Error,
-    ExecutionCall, Executions, ExportCursor, ExportPage, Guarded, Guards, HeldExecution, IfMatch,
-    Imported, JobExtras, JobView, ListFilter, ListPage, NextFireTimes, Pausing, Run, Scheduler,
-    Selection, StateChange, Stats, Views,
+    ActorState, ActorStateOwner, Backup, BackupRecord, Bulk, ByHand, Concurrency, Conditions,
+    Error, ExecutionCall, Executions, ExportCursor, ExportPage, Guarded, Guards, HeldExecution,
+    IfMatch, Imported, JobExtras, JobView, ListFilter, ListPage, NextFireTimes, Pausing, Run,
+    Scheduler, Selection, StateChange, Stats, Views,
 };
 
 impl From<engine::Error> for Error {
@@ -118,6 +120,33 @@ impl Scheduler for Engine {
 
     fn as_actor_state(&self) -> Option<&dyn ActorState> {
         Some(self)
+    }
+
+    fn as_concurrency(&self) -> Option<&dyn Concurrency> {
+        Some(self)
+    }
+}
+
+#[async_trait::async_trait]
+impl Concurrency for Engine {
+    async fn set_concurrency_rule(
+        &self,
+        metadata: sv1::JobMetadata,
+        rule: Rule,
+    ) -> Result<(), Error> {
+        Ok(Engine::set_concurrency_rule(self, &metadata, rule).await?)
+    }
+
+    async fn delete_concurrency_rule(
+        &self,
+        metadata: sv1::JobMetadata,
+        key: String,
+    ) -> Result<bool, Error> {
+        Ok(Engine::delete_concurrency_rule(self, &metadata, &key).await?)
+    }
+
+    async fn concurrency_view(&self, metadata: sv1::JobMetadata) -> Result<ConcurrencyView, Error> {
+        Ok(Engine::concurrency_view(self, &metadata).await?)
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod actor_state_wire;
 pub mod capabilities;
+pub mod concurrency_wire;
 mod embedded;
 pub mod guarded_wire;
 pub mod remote;
@@ -16,7 +17,9 @@ pub mod views_wire;
 
 use std::fmt;
 
-pub use capabilities::{ActorState, Backup, ByHand, Executions, Guards, Pausing, Views};
+pub use capabilities::{
+    ActorState, Backup, ByHand, Concurrency, Executions, Guards, Pausing, Views,
+};
 pub use remote::{Connections, Remote, RemoteConfig};
 
 pub use crate::jobs::guard::{self, Conditions, Guarded, IfMatch};
@@ -244,6 +247,11 @@ pub trait Scheduler: Send + Sync + 'static {
 
     /// Its [`ActorState`] capability, if it has it.
     fn as_actor_state(&self) -> Option<&dyn ActorState> {
+        None
+    }
+
+    /// Its [`Concurrency`] capability, if it has it.
+    fn as_concurrency(&self) -> Option<&dyn Concurrency> {
         None
     }
 }

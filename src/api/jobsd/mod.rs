@@ -8,6 +8,7 @@ pub mod backup;
 mod batch;
 mod bulk;
 mod clock;
+pub mod concurrency;
 pub mod conditions;
 pub mod executions;
 pub mod grpc;
@@ -44,6 +45,7 @@ pub fn routes() -> axum::Router<crate::api::http_parts::Shared> {
         .merge(preview::routes())
         .merge(clock::routes())
         .merge(backup::routes())
+        .merge(concurrency::routes())
 }
 
 /// 400 `ERR_MALFORMED_REQUEST` with `message`.

@@ -114,6 +114,10 @@ impl Scheduler for Remote {
     fn as_actor_state(&self) -> Option<&dyn crate::seam::ActorState> {
         Some(self)
     }
+
+    fn as_concurrency(&self) -> Option<&dyn crate::seam::Concurrency> {
+        Some(self)
+    }
 }
 
 #[async_trait::async_trait]

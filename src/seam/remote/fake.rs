@@ -294,4 +294,25 @@ impl jsv1::jobs_server::Jobs for Arc<Fake> {
     ) -> Result<Response<jsv1::ActorStateTransactionResponse>, Status> {
         Err(Status::unimplemented(""))
     }
+
+    async fn set_concurrency_rule(
+        &self,
+        _: Request<jsv1::SetConcurrencyRuleRequest>,
+    ) -> Result<Response<jsv1::SetConcurrencyRuleResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn delete_concurrency_rule(
+        &self,
+        _: Request<jsv1::DeleteConcurrencyRuleRequest>,
+    ) -> Result<Response<jsv1::DeleteConcurrencyRuleResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn get_concurrency(
+        &self,
+        _: Request<jsv1::GetConcurrencyRequest>,
+    ) -> Result<Response<jsv1::GetConcurrencyResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
 }

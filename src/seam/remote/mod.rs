@@ -22,6 +22,7 @@ mod address;
 mod bulk;
 mod calls;
 mod coalesce;
+mod concurrency;
 #[cfg(test)]
 mod fake;
 mod hosts;

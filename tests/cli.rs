@@ -787,3 +787,64 @@ beta   @every 1m  -         -        -
     assert!(!dapr.exists("alpha").await);
     dapr.stop().await;
 }
+
+/// `jobsd jobs limits`: set a key's and a prefix's limit, list them with the keys out and
+/// waiting, delete one; a bad limit exits as a refused request.
+#[tokio::test]
+async fn limits_set_list_and_delete() {
+    let app = HttpApp::new();
+    // No test clock: the app holds its answers, so the clock is set rather than advanced.
+    let served = app::serve(app.clone()).await;
+    let cfg = sidecar_config(Some(served), AppProtocol::Http, &[]);
+    let r = Running::start(cfg, Arc::new(store::Memory::new()), ManualClock::new(t0())).await;
+    let addr = address(&r);
+    let out = jobsd(&["--address", &addr, "limits", "set", "tenant-*", "5"]).await;
+    assert_eq!(out.ok(), "concurrency limit of tenant-*: 5\n");
+    jobsd(&["--address", &addr, "limits", "set", "vip", "50"])
+        .await
+        .ok();
+    // One job of tenant-a out (the app holds it), one waiting.
+    let hold = [app.hold("t1"), app.hold("t2")];
+    for name in ["t1", "t2"] {
+        r.create(
+            name,
+            r#"{"dueTime":"1s","policy":{"concurrencyKey":"tenant-a"}}"#,
+        )
+        .await;
+    }
+    jobsd(&["--address", &addr, "limits", "set", "tenant-*", "1"])
+        .await
+        .ok();
+    r.clock.set(t0() + chrono::TimeDelta::seconds(2));
+    common::eventually("one of tenant-a at the app", async || {
+        app.started("t1") + app.started("t2") == 1
+    })
+    .await;
+    let out = jobsd(&["--address", &addr, "limits"]).await;
+    assert_eq!(
+        out.ok(),
+        "RULE      LIMIT\ntenant-*  1\nvip       50\n\n\
+         KEY       RULE      LIMIT  IN FLIGHT  WAITING\ntenant-a  tenant-*  1      1          1\n"
+    );
+    let out = jobsd(&["--address", &addr, "limits", "list", "-o", "json"]).await;
+    assert_eq!(out.json()["keys"][0]["waiting"], 1);
+    let out = jobsd(&["--address", &addr, "limits", "delete", "vip"]).await;
+    assert_eq!(out.ok(), "deleted the concurrency rule of vip\n");
+    let out = jobsd(&["--address", &addr, "limits", "delete", "vip"]).await;
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("ERR_CONCURRENCY_RULE_NOT_FOUND"),
+        "{}",
+        out.stderr
+    );
+    let out = jobsd(&["--address", &addr, "limits", "set", "vip", "0"]).await;
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("limit: 0 is not between 1 and"),
+        "{}",
+        out.stderr
+    );
+    for h in &hold {
+        h.add_permits(5);
+    }
+}

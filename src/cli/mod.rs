@@ -15,6 +15,7 @@ mod client;
 pub mod console;
 mod create;
 mod error;
+mod limits;
 mod list;
 mod output;
 mod preview;
@@ -105,6 +106,8 @@ pub enum JobsCommand {
     Export(backup::ExportArgs),
     /// Restore jobs from an export (or a `dapr scheduler export` file).
     Import(backup::ImportArgs),
+    /// Concurrency limits by key (`policy.concurrencyKey`): list, set, delete.
+    Limits(limits::LimitsArgs),
 }
 
 /// A Go duration flag (`30s`, `1m30s`) as a [`Duration`].
@@ -171,6 +174,7 @@ async fn dispatch(args: JobsArgs) -> Result<(), CliError> {
         JobsCommand::Backfill(backfill) => steer::backfill(&sidecar()?, backfill, &out).await,
         JobsCommand::Export(export) => backup::export(&sidecar()?, export, &out).await,
         JobsCommand::Import(import) => backup::import(&sidecar()?, import, &out).await,
+        JobsCommand::Limits(limits) => limits::run(&sidecar()?, limits, &out).await,
     }
 }
 

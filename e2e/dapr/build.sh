@@ -3,13 +3,13 @@
 # pinned in e2e/dapr/versions.env, into a cache dir; what is already built is not built again.
 #
 #   bash e2e/dapr/build.sh            daprd, scheduler, placement at DAPR_VERSION, and the dapr CLI
-#   bash e2e/dapr/build.sh --skew     also daprd and scheduler at each of DAPR_SKEW_VERSIONS
+#   bash e2e/dapr/build.sh --skew     also daprd, scheduler, placement at each of DAPR_SKEW_VERSIONS
 #   bash e2e/dapr/build.sh --print    only print where the binaries are (after a build)
 #   DAPR_BUILD_CLI=0 bash e2e/dapr/build.sh   without the CLI (CI needs none)
 #
 # Binaries land in $JOBSD_DAPR_CACHE (default ~/.cache/jobsd/dapr):
 #   <cache>/<version>/{daprd,scheduler,placement}   <cache>/cli-<version>/dapr
-#   <cache>/<skew version>/{daprd,scheduler}        (--skew; DAPR_CACHE=<cache> is printed too)
+#   <cache>/<skew version>/{daprd,scheduler,placement}   (--skew; DAPR_CACHE=<cache> printed too)
 #
 # `go install …/cmd/daprd@v…` refuses github.com/dapr/dapr (its go.mod has replace directives),
 # so the module's source comes from `go mod download` and the build runs in a writable copy of it
@@ -167,7 +167,7 @@ if [ "$print" = 0 ]; then
   build_dapr "$DAPR_VERSION" scheduler placement daprd
   [ "${DAPR_BUILD_CLI:-1}" = 0 ] || build_cli "$DAPR_CLI_VERSION"
   if [ "$skew" = 1 ]; then
-    for v in $DAPR_SKEW_VERSIONS; do build_dapr "$v" daprd scheduler; done
+    for v in $DAPR_SKEW_VERSIONS; do build_dapr "$v" daprd scheduler placement; done
   fi
 fi
 

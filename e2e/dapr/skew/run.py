@@ -10,8 +10,8 @@ arrive as `POST /job/<name>`, the `Counter` actor as daprd's actor protocol):
   jobsd@dapr-<v>       a jobsd sidecar in remote mode on the real Dapr Scheduler <v> (one
                        replica, its embedded etcd); actors on the sidecar alone (no placement)
   jobsd@jobsd          a jobsd sidecar on `jobsd scheduler` (the control of the refusals)
-  daprd-<v>@dapr-<w>   real daprd <v> on the real Dapr Scheduler <w> and Dapr's placement of
-                       DAPR_BIN_DIR (the baseline: what a daprd version does with Dapr's own)
+  daprd-<v>@dapr-<w>   real daprd <v> on the real Dapr Scheduler and placement <w> (the
+                       baseline: what a daprd version does with Dapr's own)
 
 Checks, through the sidecar's Dapr API (HTTP unless said):
   job.oneshot          POST /v1.0-alpha1/jobs/{name} dueTime 1s: the app gets it once, data intact
@@ -27,7 +27,7 @@ Checks, through the sidecar's Dapr API (HTTP unless said):
                        (the ETag from GET /jobsd/v1/jobs/{name}, or a made-up one when refused)
 
 usage: run.py [--tsv OUT] [--logs DIR] ROW...
-Needs JOBSD_BIN, DAPR_CACHE, DAPR_BIN_DIR (e2e/dapr/skew.sh sets them), etcd for @jobsd3, grpcio and the
+Needs JOBSD_BIN, DAPR_CACHE (e2e/dapr/skew.sh sets both), etcd for @jobsd3, grpcio and the
 Dapr Python SDK's protos (e2e/.venv). Prints one line per check; exit 1 when a check fails.
 """
 
@@ -215,13 +215,13 @@ class Row:
         self.need(f"dapr scheduler {version}", lambda: http("GET", f"http://127.0.0.1:{healthz}/healthz")[0] == 200, 60)
         return f"127.0.0.1:{port}"
 
-    def dapr_placement(self):
+    def dapr_placement(self, version):
         port, healthz, raft = free_port(), free_port(), free_port()
-        self.spawn("dapr-placement", [
-            os.path.join(os.environ["DAPR_BIN_DIR"], "placement"), "--id", "p0",
+        self.spawn(f"dapr-placement-{version}", [
+            os.path.join(self.cache, version, "placement"), "--id", "p0",
             "--listen-address", "127.0.0.1", "--port", str(port), "--healthz-port", str(healthz),
             "--metrics-port", str(free_port()), "--initial-cluster", f"p0=127.0.0.1:{raft}"])
-        self.need("dapr placement", lambda: http("GET", f"http://127.0.0.1:{healthz}/healthz")[0] == 200, 60)
+        self.need(f"dapr placement {version}", lambda: http("GET", f"http://127.0.0.1:{healthz}/healthz")[0] == 200, 60)
         return f"127.0.0.1:{port}"
 
     def daprd(self, version, app_port, sched, placement):
@@ -249,14 +249,15 @@ class Row:
             "--data-dir", os.path.join(self.work, "sidecar"), "--scheduler-host-address", sched])
 
     def stop(self, failed):
-        for _, p in self.procs:
+        # The sidecar first, etcd last: what each logs is then about itself, not its peers going.
+        for _, p in reversed(self.procs):
             if p.poll() is None:
                 p.terminate()
-        for _, p in self.procs:
             try:
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait()
         # The warnings and errors of every process, kept with the results (small).
         if self.logs_dir:
             os.makedirs(self.logs_dir, exist_ok=True)
@@ -402,7 +403,7 @@ def run_row(name, logs_dir):
             sched = placement = row.jobsd_scheduler(0)
         else:
             sched = row.dapr_scheduler(cp[len("dapr-"):])
-            placement = None if side == "jobsd" else row.dapr_placement()
+            placement = None if side == "jobsd" else row.dapr_placement(cp[len("dapr-"):])
         if side == "jobsd":
             row.jobsd_sidecar(app.port, sched)
         else:

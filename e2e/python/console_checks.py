@@ -17,7 +17,9 @@ named fail-* is answered 500, flaky<N>-* 500 N times, anything else 200). One ph
                              it, the history shows the manual run with the execution id)
                           5. live refresh paused: the page stands still while the job fires;
                              on again: it catches up
-                          6. no script error, no CSP violation, no request to another origin
+                          6. a concurrency limit by key is set, refused (limit 0) and deleted
+                             from the page, and the server agrees
+                          7. no script error, no CSP violation, no request to another origin
   token TOKEN SHOTS     a jobsd with DAPR_API_TOKEN=TOKEN: the page asks for the token and shows
                         no data without it (its own calls get 401), a wrong token is refused,
                         the right one shows and steers the jobs; the token stays in the tab
@@ -385,6 +387,31 @@ def browse_phase(shots: str, events: str) -> Suite:
         toggle.click()
         expect(toggle).to_have_attribute("aria-pressed", "true")
         expect(counter).not_to_have_text(before)
+
+    @s.check
+    def concurrency_limits_are_set_shown_and_deleted():
+        page = b["page"]
+        page.goto(UI)
+        expect(page.locator("#limits")).to_be_visible()
+        expect(page.locator("#rules-body td.empty")).to_have_text("No limits set.")
+        page.fill("#rule-key", "tenant-*")
+        page.fill("#rule-limit", "2")
+        page.locator("#rule-form button[type=submit]").click()
+        expect(page.locator("#toast")).to_contain_text("Limit of tenant-* set to 2.")
+        expect(page.locator('#rules-body tr[data-rule="tenant-*"]')).to_contain_text("2")
+        rules = call("GET", "/jobsd/v1/concurrency", want=200)[1]["rules"]
+        assert rules == [{"key": "tenant-*", "limit": 2}], rules
+        # A refused value says why, and changes nothing.
+        page.fill("#rule-key", "vip")
+        page.fill("#rule-limit", "0")
+        page.evaluate("() => document.getElementById('rule-limit').removeAttribute('min')")
+        page.locator("#rule-form button[type=submit]").click()
+        expect(page.locator("#toast")).to_contain_text("limit: 0 is not between 1 and")
+        b["browser"].shot(page, "limits.png")
+        page.get_by_role("button", name="Delete the limit of tenant-*").click()
+        expect(page.locator("#toast")).to_contain_text("Deleted the limit of tenant-*.")
+        expect(page.locator("#rules-body td.empty")).to_have_text("No limits set.")
+        assert call("GET", "/jobsd/v1/concurrency", want=200)[1]["rules"] == []
 
     @s.check
     def the_readme_screenshot():

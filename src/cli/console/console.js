@@ -261,7 +261,7 @@
     const body = $('jobs-body');
     body.closest('table').setAttribute('aria-busy', 'true');
     try {
-      const page = await call('GET', `v1/jobs?${q}`);
+      const [page] = await Promise.all([call('GET', `v1/jobs?${q}`), loadLimits(mine)]);
       if (mine !== generation) return;
       showError($('list-error'), '');
       list.next = page.nextPageToken || null;
@@ -336,6 +336,82 @@
     $('page-prev').disabled = list.page === 0;
     $('page-next').disabled = !list.next;
   }
+
+  // ------------------------------------------------------------------ concurrency limits
+
+  /** Loads the rules and the keys out and waiting; a scheduler without them hides the card. */
+  async function loadLimits(mine) {
+    try {
+      const view = await call('GET', 'v1/concurrency');
+      if (mine !== generation) return;
+      $('limits').hidden = false;
+      showError($('limits-error'), '');
+      renderLimits(view || {});
+    } catch (e) {
+      if (mine !== generation || e.status === 401) return;
+      if (e.status === 412) {
+        $('limits').hidden = true;
+        return;
+      }
+      $('limits').hidden = false;
+      showError($('limits-error'), `Could not load the limits: ${e.message}`);
+    }
+  }
+
+  function renderLimits(view) {
+    const rules = $('rules-body');
+    clear(rules);
+    if (!(view.rules || []).length) {
+      rules.append(h('tr', {}, h('td', { colspan: 3, class: 'empty', text: 'No limits set.' })));
+    }
+    for (const rule of view.rules || []) {
+      const del = h('button', { type: 'button', class: 'link', text: 'Delete' });
+      del.setAttribute('aria-label', `Delete the limit of ${rule.key}`);
+      del.addEventListener('click', () => changeRule(del, 'DELETE', rule.key, undefined,
+        `Deleted the limit of ${rule.key}.`));
+      rules.append(h('tr', { 'data-rule': rule.key },
+        h('td', {}, h('code', { text: rule.key })),
+        h('td', { class: 'num', text: rule.limit }),
+        h('td', {}, del)));
+    }
+    const keys = $('keys-body');
+    clear(keys);
+    if (!(view.keys || []).length) {
+      keys.append(h('tr', {}, h('td', { colspan: 5, class: 'empty', text: 'No key has executions out or waiting.' })));
+    }
+    for (const k of view.keys || []) {
+      keys.append(h('tr', { 'data-key-state': k.key },
+        h('td', {}, h('code', { text: k.key })),
+        h('td', {}, k.rule ? h('code', { text: k.rule }) : h('span', { class: 'muted', text: 'none' })),
+        h('td', { class: 'num', text: k.limit ?? '—' }),
+        h('td', { class: 'num', text: k.inFlight }),
+        h('td', { class: 'num', text: k.waiting })));
+    }
+  }
+
+  /** Sets or deletes a rule from the card, says what happened, reloads. */
+  async function changeRule(button, method, key, body, done) {
+    button.disabled = true;
+    try {
+      await call(method, `v1/concurrency/${enc(key)}`, body);
+      toast(done);
+    } catch (e) {
+      if (e.status !== 401) toast(`Could not change the limit of ${key}: ${e.message}`, true);
+    } finally {
+      button.disabled = false;
+      await runRefresh();
+    }
+  }
+
+  $('rule-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const form = e.currentTarget;
+    const key = form.key.value.trim();
+    const limit = parseInt(form.limit.value, 10);
+    if (!key) return;
+    changeRule(form.querySelector('button[type=submit]'), 'PUT', key, { limit },
+      `Limit of ${key} set to ${limit}.`);
+  });
 
   $('page-next').addEventListener('click', () => {
     if (!list.next) return;
@@ -430,6 +506,7 @@
       ['Current attempt', status.currentAttempt || null],
       ['In flight', status.inFlight ? 'yes' : 'no'],
       ['Staged (app down)', status.staged ? 'yes' : null],
+      ['Waiting', status.waiting],
       ['Held executions', held.length ? held.length : null],
       ['Paused', status.pausedAt ? timeEl(status.pausedAt) : null],
       ['Paused because', status.pausedReason],

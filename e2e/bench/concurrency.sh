@@ -23,9 +23,10 @@ mapfile -t ports < <(free_ports 7)
 e2e_start_etcd "$work/etcd" "$work/etcd.log" "${ports[0]}" "${ports[1]}" 60
 pids=()
 for i in 1 2 3; do
+  # shellcheck disable=SC2046
   e2e_spawn "$work/replica-s$i.log" env NO_COLOR=1 "$JOBSD_BIN" scheduler \
     --etcd-endpoints "$ETCD_URL" --id "s$i" --listen-address 127.0.0.1 \
-    --port "${ports[$((i + 1))]}" --lease-ttl 3s --log-level warn
+    --port "${ports[$((i + 1))]}" --lease-ttl 3s --log-level warn $(e2e_metrics_flags)
   pids+=("$E2E_SPAWNED")
 done
 replicas="127.0.0.1:${ports[2]},127.0.0.1:${ports[3]},127.0.0.1:${ports[4]}"
@@ -36,9 +37,10 @@ PYTHONDONTWRITEBYTECODE=1 "$E2E_PY" "$here/concurrency_load.py" "${ports[5]}" "$
   "$E2E_ROOT/target/bench/concurrency.json" "$work/app.port" &
 driver=$!
 e2e_wait_file "$work/app.port" 30 "$driver"
+# shellcheck disable=SC2046
 e2e_spawn "$work/sidecar.log" env NO_COLOR=1 "$JOBSD_BIN" --app-id load --app-port \
   "$(cat "$work/app.port")" --dapr-http-port "${ports[5]}" --dapr-grpc-port "${ports[6]}" \
-  --dapr-listen-addresses 127.0.0.1 --metrics-port 0 --scheduler-host-address "$replicas" \
+  --dapr-listen-addresses 127.0.0.1 $(e2e_metrics_flags) --scheduler-host-address "$replicas" \
   --log-level warn
 rc=0
 wait "$driver" || rc=$?

@@ -143,7 +143,7 @@ fn alias_type_error(kind: &str, field: &str, go_type: &str) -> BodyError {
 
 /// The field `key` names: an exact match, else one equal but for ASCII case (Go's
 /// `encoding/json` lookup).
-fn go_field(fields: &[&'static str], key: &str) -> Option<&'static str> {
+pub(super) fn go_field(fields: &[&'static str], key: &str) -> Option<&'static str> {
     fields
         .iter()
         .find(|f| **f == key)
@@ -152,7 +152,7 @@ fn go_field(fields: &[&'static str], key: &str) -> Option<&'static str> {
 }
 
 /// How Go's type errors name the kind of a (valid) JSON value.
-fn json_kind(raw: &str) -> &'static str {
+pub(super) fn json_kind(raw: &str) -> &'static str {
     match raw.trim_start().as_bytes().first() {
         Some(b'"') => "string",
         Some(b'{') => "object",
@@ -164,7 +164,7 @@ fn json_kind(raw: &str) -> &'static str {
 }
 
 /// An object's members in the order they were written (repeated keys included).
-struct Entries<'a>(Vec<(String, &'a RawValue)>);
+pub(super) struct Entries<'a>(pub(super) Vec<(String, &'a RawValue)>);
 
 impl<'de> serde::Deserialize<'de> for Entries<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -13,7 +13,7 @@
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::body::BodyError;
+use super::body::{BodyError, Entries, go_field, json_kind};
 use super::errors;
 use crate::actors::ActorRef;
 use crate::api::{ApiError, ApiState};
@@ -43,7 +43,7 @@ pub fn parse_transaction(body: &[u8]) -> Result<Vec<Operation>, BodyError> {
     let mut ops = Vec::new();
     let mut first_error = None;
     for raw in items.unwrap_or_default() {
-        let members: Option<Vec<(String, &RawValue)>> = match kind(raw.get()) {
+        let members: Option<Vec<(String, &RawValue)>> = match json_kind(raw.get()) {
             "null" => None,
             "object" => Some(object_members(raw.get())?),
             _ => return Err(kind_error(raw.get(), "api.TransactionalOperation")),
@@ -54,7 +54,7 @@ pub fn parse_transaction(body: &[u8]) -> Result<Vec<Operation>, BodyError> {
         };
         for (field, raw) in members.unwrap_or_default() {
             match go_field(&["operation", "request"], &field) {
-                Some("operation") => match kind(raw.get()) {
+                Some("operation") => match json_kind(raw.get()) {
                     "null" => {}
                     "string" => {
                         op.operation = serde_json::from_str(raw.get())
@@ -85,62 +85,18 @@ pub fn parse_transaction(body: &[u8]) -> Result<Vec<Operation>, BodyError> {
     }
 }
 
-/// An object's members in order, repeated keys included (Go keeps the last).
-fn object_members(raw: &str) -> Result<Vec<(String, &RawValue)>, BodyError> {
-    struct Members<'a>(Vec<(String, &'a RawValue)>);
-    impl<'de> serde::Deserialize<'de> for Members<'de> {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Visit;
-            impl<'de> serde::de::Visitor<'de> for Visit {
-                type Value = Members<'de>;
-                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                    f.write_str("a JSON object")
-                }
-                fn visit_map<A: serde::de::MapAccess<'de>>(
-                    self,
-                    mut map: A,
-                ) -> Result<Self::Value, A::Error> {
-                    let mut members = Vec::new();
-                    while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
-                        members.push(entry);
-                    }
-                    Ok(Members(members))
-                }
-            }
-            d.deserialize_map(Visit)
-        }
-    }
-    serde_json::from_str::<Members<'_>>(raw)
-        .map(|m| m.0)
-        .map_err(|e| BodyError(e.to_string()))
-}
-
-/// The field `key` names: an exact match, else one equal but for case (Go's lookup).
-fn go_field(fields: &[&'static str], key: &str) -> Option<&'static str> {
-    fields
-        .iter()
-        .find(|f| **f == key)
-        .or_else(|| fields.iter().find(|f| f.eq_ignore_ascii_case(key)))
-        .copied()
-}
-
-/// How Go's type errors name the kind of a (valid) JSON value.
-fn kind(raw: &str) -> &'static str {
-    match raw.trim_start().as_bytes().first() {
-        Some(b'"') => "string",
-        Some(b'{') => "object",
-        Some(b'[') => "array",
-        Some(b't' | b'f') => "bool",
-        Some(b'n') => "null",
-        _ => "number",
-    }
-}
-
 fn kind_error(raw: &str, go_type: &str) -> BodyError {
     BodyError(format!(
         "json: cannot unmarshal {} into Go value of type {go_type}",
-        kind(raw)
+        json_kind(raw)
     ))
+}
+
+/// An object's members in order, repeated keys included (Go keeps the last).
+fn object_members(raw: &str) -> Result<Vec<(String, &RawValue)>, BodyError> {
+    serde_json::from_str::<Entries<'_>>(raw)
+        .map(|e| e.0)
+        .map_err(|e| BodyError(e.to_string()))
 }
 
 /// How `mapstructure` names the Go type of a value decoded into `any`.
